@@ -1,0 +1,84 @@
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <new>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "lib/core/error.h"
+
+namespace moepack::cli {
+namespace {
+std::multimap<int, SetupFn>& registry() {
+  static std::multimap<int, SetupFn> r;
+  return r;
+}
+int g_exit_code = 0;
+}  // namespace
+
+CommandRegistration::CommandRegistration(int order, SetupFn setup) { registry().emplace(order, std::move(setup)); }
+void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() { return g_exit_code; }
+GlobalFlags& global_flags() {
+  static GlobalFlags f;
+  return f;
+}
+
+}  // namespace moepack::cli
+
+namespace {
+
+void report_error(const char* kind, int code, const std::string& message) {
+  std::fprintf(stderr, "moepack: error: %s\n", message.c_str());
+  if (moepack::cli::global_flags().json) {
+    nlohmann::json j = {{"error", {{"kind", kind}, {"exit_code", code}, {"message", message}}}};
+    std::cout << j.dump(2) << std::endl;
+  }
+}
+
+const char* kind_name(moepack::ErrorKind k) {
+  switch (k) {
+    case moepack::ErrorKind::internal: return "internal";
+    case moepack::ErrorKind::usage: return "usage";
+    case moepack::ErrorKind::refused: return "refused";
+    case moepack::ErrorKind::bad_input: return "bad_input";
+    case moepack::ErrorKind::verify_failed: return "verify_failed";
+    case moepack::ErrorKind::io: return "io";
+  }
+  return "internal";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A file size limit must surface as EFBIG from write(), not kill the process mid-file.
+  std::signal(SIGXFSZ, SIG_IGN);
+
+  CLI::App app{"moepack: convert and prepack quantized Mixture-of-Experts checkpoints"};
+  app.set_version_flag("--version", std::string("moepack ") + MOEPACK_VERSION);
+  app.require_subcommand(1);
+  auto& flags = moepack::cli::global_flags();
+  app.add_flag("-q,--quiet", flags.quiet, "No progress output");
+  app.add_flag("--progress", flags.progress, "Progress output even when stderr is not a terminal");
+  for (auto& [order, setup] : moepack::cli::registry()) setup(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with code 0 in CLI11.
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : static_cast<int>(moepack::ErrorKind::usage);
+  } catch (const moepack::Error& e) {
+    report_error(kind_name(e.kind()), e.exit_code(), e.what());
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    report_error("io", 6, "out of memory");
+    return static_cast<int>(moepack::ErrorKind::io);
+  } catch (const std::exception& e) {
+    report_error("internal", 1, std::string("internal error: ") + e.what());
+    return static_cast<int>(moepack::ErrorKind::internal);
+  }
+  return moepack::cli::exit_code();
+}

@@ -1,0 +1,138 @@
+#include "formats/safetensors/writer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
+#include <set>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors/header.h"
+#include "lib/core/error.h"
+
+namespace moepack::st {
+namespace {
+
+std::string quoted(const std::string& s) {
+  // nlohmann's escaping (ensure_ascii off) matches serde_json's: \" \\ \b \f \n \r \t, other
+  // control characters as \u00xx, everything else raw UTF-8.
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+}
+
+void put_le64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+}  // namespace
+
+void sort_like_reference_writer(std::vector<TensorSpec>& tensors) {
+  std::stable_sort(tensors.begin(), tensors.end(), [](const TensorSpec& a, const TensorSpec& b) {
+    if (a.dtype != b.dtype) return a.dtype > b.dtype;
+    return a.name < b.name;
+  });
+}
+
+std::vector<uint8_t> build_header(const std::vector<TensorSpec>& tensors, const std::map<std::string, std::string>& metadata,
+                                  const std::string& path) {
+  std::string text = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    text += "\"__metadata__\":{";
+    bool mfirst = true;
+    for (const auto& [k, v] : metadata) {
+      if (!mfirst) text += ',';
+      mfirst = false;
+      text += quoted(k) + ":" + quoted(v);
+    }
+    text += "}";
+    first = false;
+  }
+  std::set<std::string_view> seen;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.name == "__metadata__") throw_internal("writer: a tensor cannot be named __metadata__");
+    if (!seen.insert(t.name).second) throw_internal("writer: duplicate tensor name `" + t.name + "` for " + path);
+    uint64_t bytes = tensor_byte_size(t.dtype, t.shape, path, t.name);
+    if (!first) text += ',';
+    first = false;
+    text += quoted(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.dtype)) + "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) text += (i ? "," : "") + std::to_string(t.shape[i]);
+    uint64_t end;
+    if (__builtin_add_overflow(offset, bytes, &end)) throw_internal("writer: data region size overflows for " + path);
+    text += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    offset = end;
+  }
+  text += "}";
+  while (text.size() % 8 != 0) text += ' ';
+  if (text.size() > kMaxHeaderBytes) throw Error(ErrorKind::bad_input, path + ": safetensors: header too large to write (" + std::to_string(text.size()) + " bytes)");
+  std::vector<uint8_t> out(8 + text.size());
+  put_le64(out.data(), text.size());
+  std::copy(text.begin(), text.end(), out.begin() + 8);
+  // Never write what our reader would reject: validate against the final file size.
+  parse_header_prefix(out, out.size() + offset, path);
+  return out;
+}
+
+Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata)
+    : path_(std::move(path)), partial_path_(path_ + ".partial"), tensors_(std::move(tensors)) {
+  std::vector<uint8_t> header = build_header(tensors_, metadata, path_);
+  for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
+  fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io(partial_path_, "cannot create", errno);
+  write_raw(header);
+  while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
+}
+
+Writer::~Writer() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(partial_path_.c_str());
+}
+
+void Writer::write_raw(std::span<const uint8_t> bytes) {
+  const uint8_t* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      throw_io(partial_path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "write failed"), e);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  total_bytes_ += bytes.size();
+}
+
+void Writer::write(std::span<const uint8_t> bytes) {
+  while (!bytes.empty()) {
+    if (current_ >= tensors_.size()) throw_internal("writer: more bytes than the header declares for " + path_);
+    uint64_t room = sizes_[current_] - written_in_current_;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(room, bytes.size()));
+    write_raw(bytes.first(n));
+    bytes = bytes.subspan(n);
+    written_in_current_ += n;
+    if (written_in_current_ == sizes_[current_]) {
+      ++current_;
+      written_in_current_ = 0;
+      while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
+    }
+  }
+}
+
+void Writer::commit() {
+  if (current_ != tensors_.size())
+    throw_internal("writer: tensor `" + tensors_[current_].name + "` of " + path_ + " was not fully written");
+  if (::fsync(fd_) != 0) throw_io(partial_path_, "fsync failed", errno);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw_io(partial_path_, "close failed", errno);
+  }
+  fd_ = -1;
+  if (::rename(partial_path_.c_str(), path_.c_str()) != 0) throw_io(path_, "cannot rename into place", errno);
+  committed_ = true;
+}
+
+}  // namespace moepack::st

@@ -1,0 +1,62 @@
+// Streaming safetensors writer. The header is computed up front from the tensor list, then each
+// tensor's bytes are appended in that order (in as many chunks as the caller likes): the whole
+// model is never in memory. Output goes to PATH.partial, is fsynced and renamed to PATH on
+// commit(); a writer destroyed before commit() removes its partial file.
+//
+// Header text follows the reference writer (huggingface/safetensors : tensor.rs `prepare`):
+// `__metadata__` first, compact JSON, padded with spaces to a multiple of 8 bytes. Before a byte
+// is written the header is run through our own reader's validation, so the writer can never
+// produce a file the reader rejects.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/core/dtype.h"
+
+namespace moepack::st {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::U8;
+  std::vector<uint64_t> shape;
+};
+
+// The reference writer's order: dtype descending in enum order, then name ascending.
+void sort_like_reference_writer(std::vector<TensorSpec>& tensors);
+
+// The header bytes (8-byte prefix + padded JSON) for these tensors in this order.
+std::vector<uint8_t> build_header(const std::vector<TensorSpec>& tensors, const std::map<std::string, std::string>& metadata,
+                                  const std::string& path_for_messages);
+
+class Writer {
+ public:
+  Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata = {});
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Appends bytes of the current tensor (moving on to the next one when it is full).
+  void write(std::span<const uint8_t> bytes);
+  // Checks that every tensor got exactly its bytes, fsyncs and renames into place.
+  void commit();
+  uint64_t total_bytes() const { return total_bytes_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_raw(std::span<const uint8_t> bytes);
+  std::string path_;
+  std::string partial_path_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<uint64_t> sizes_;
+  size_t current_ = 0;
+  uint64_t written_in_current_ = 0;
+  uint64_t total_bytes_ = 0;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace moepack::st

@@ -1,0 +1,84 @@
+#include "lib/core/mapped_file.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/core/error.h"
+
+namespace moepack {
+namespace {
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+}  // namespace
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw_io(path, "cannot open", errno);
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) {
+    int e = errno;
+    release();
+    throw_io(path, "cannot stat", e);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    release();
+    throw_bad_input(path, "", "not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  mtime_ns_ = mtime_ns(st);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      release();
+      throw_io(path, "cannot map", e);
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+}
+
+MappedFile::~MappedFile() { release(); }
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_), mtime_ns_(o.mtime_ns_), fd_(o.fd_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+  o.fd_ = -1;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    mtime_ns_ = o.mtime_ns_;
+    fd_ = o.fd_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void MappedFile::release() noexcept {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+  if (fd_ >= 0) ::close(fd_);
+  data_ = nullptr;
+  fd_ = -1;
+}
+
+void MappedFile::check_unchanged() const {
+  if (fd_ < 0) return;
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) throw_io(path_, "cannot stat", errno);
+  if (static_cast<uint64_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_)
+    throw Error(ErrorKind::io, path_ + ": the file changed while it was being read (size " +
+                                   std::to_string(size_) + " at open, " + std::to_string(st.st_size) + " now)");
+}
+
+}  // namespace moepack

@@ -1,0 +1,33 @@
+#include "lib/core/tensor.h"
+
+#include "lib/core/error.h"
+
+namespace moepack {
+
+uint64_t byte_size(DType dtype, std::span<const uint64_t> shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) throw_internal("tensor size overflows: " + shape_string(shape));
+  uint64_t bits;
+  if (__builtin_mul_overflow(n, static_cast<uint64_t>(dtype_bits(dtype)), &bits)) throw_internal("tensor size overflows");
+  if (bits % 8) throw_internal("sub-byte tensor does not end on a byte boundary: " + shape_string(shape));
+  return bits / 8;
+}
+
+OwnedTensor::OwnedTensor(DType t, std::vector<uint64_t> s) : dtype(t), shape(std::move(s)) {
+  bytes.assign(static_cast<size_t>(byte_size(dtype, shape)), 0);
+}
+
+uint64_t OwnedTensor::num_elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(std::span<const uint64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace moepack

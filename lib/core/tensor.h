@@ -1,0 +1,35 @@
+// Tensors that own their bytes (canonical params, packed outputs) and views into mapped files.
+// Bytes are little-endian, row-major; the dtype says how to read them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/core/dtype.h"
+
+namespace moepack {
+
+struct TensorView {
+  DType dtype = DType::U8;
+  std::vector<uint64_t> shape;
+  std::span<const uint8_t> bytes;
+};
+
+struct OwnedTensor {
+  DType dtype = DType::U8;
+  std::vector<uint64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  OwnedTensor() = default;
+  OwnedTensor(DType t, std::vector<uint64_t> s);  // zero-filled, sized from dtype and shape
+  uint64_t num_elements() const;
+  TensorView view() const { return {dtype, shape, bytes}; }
+};
+
+// Bytes for `shape` of `dtype` (sub-byte types must end on a byte boundary; throws internal otherwise).
+uint64_t byte_size(DType dtype, std::span<const uint64_t> shape);
+std::string shape_string(std::span<const uint64_t> shape);  // "[32, 5760, 1440]"
+
+}  // namespace moepack

@@ -1,0 +1,43 @@
+// Helpers shared by every test binary: scratch directories, file writing, running the CLI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moepack::test {
+
+// A fresh directory under $TMPDIR, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+void write_text(const std::string& path, const std::string& text);
+std::vector<uint8_t> read_file(const std::string& path);
+
+// A safetensors file from a header text: 8-byte little-endian length, the text, then `data`.
+std::vector<uint8_t> safetensors_bytes(const std::string& header_json, const std::vector<uint8_t>& data);
+std::vector<uint8_t> safetensors_bytes(uint64_t declared_length, const std::string& header_json, const std::vector<uint8_t>& data);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs the built moepack binary with `args` (shell-quoted here), capturing stdout and stderr.
+CommandResult run_moepack(const std::vector<std::string>& args);
+
+std::string source_dir();  // the repository root
+std::string moepack_binary();
+
+}  // namespace moepack::test
