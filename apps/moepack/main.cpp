@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
 
   CLI::App app{"moepack: convert and prepack quantized Mixture-of-Experts checkpoints"};
-  app.set_version_flag("--version", std::string("moepack ") + MOEPACK_VERSION);
+  app.set_version_flag("--version", std::string("moepack ") + MOEPACK_VERSION_STRING);
   app.require_subcommand(1);
   auto& flags = moepack::cli::global_flags();
   app.add_flag("-q,--quiet", flags.quiet, "No progress output");

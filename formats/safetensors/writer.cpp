@@ -91,6 +91,7 @@ Writer::~Writer() {
 }
 
 void Writer::write_raw(std::span<const uint8_t> bytes) {
+  file_hash_.update(bytes);
   const uint8_t* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -133,6 +134,7 @@ void Writer::commit() {
   fd_ = -1;
   if (::rename(partial_path_.c_str(), path_.c_str()) != 0) throw_io(path_, "cannot rename into place", errno);
   committed_ = true;
+  file_xxh3_ = file_hash_.hex();
 }
 
 }  // namespace moepack::st

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lib/core/dtype.h"
+#include "lib/core/hash.h"
 
 namespace moepack::st {
 
@@ -44,6 +45,8 @@ class Writer {
   // Checks that every tensor got exactly its bytes, fsyncs and renames into place.
   void commit();
   uint64_t total_bytes() const { return total_bytes_; }
+  // XXH3-128 of every byte of the file (header included), valid after commit().
+  const std::string& file_xxh3() const { return file_xxh3_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -57,6 +60,8 @@ class Writer {
   uint64_t total_bytes_ = 0;
   int fd_ = -1;
   bool committed_ = false;
+  Xxh3Stream file_hash_;
+  std::string file_xxh3_;
 };
 
 }  // namespace moepack::st

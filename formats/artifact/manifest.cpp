@@ -1,0 +1,180 @@
+#include "formats/artifact/manifest.h"
+
+#include <filesystem>
+
+#include "formats/safetensors/strict_json.h"
+#include "lib/core/error.h"
+
+namespace moepack::artifact {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+ojson file_entries_json(const std::vector<FileEntry>& files) {
+  ojson a = ojson::array();
+  for (const auto& f : files) a.push_back(ojson{{"name", f.name}, {"bytes", f.bytes}, {"xxh3", f.xxh3}});
+  return a;
+}
+
+ojson optional_string(const std::optional<std::string>& s) { return s ? ojson(*s) : ojson(nullptr); }
+
+// Field readers that name the manifest and the key path on failure.
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw_bad_input(path_, "", "manifest: `" + where + "` " + what);
+  }
+  const json& member(const json& obj, const std::string& key, const std::string& where) const {
+    if (!obj.is_object()) fail(where, "is not an object");
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(where + "." + key, "is missing");
+    return *it;
+  }
+  std::string string(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_string()) fail(where + "." + key, "is not a string");
+    return v.get<std::string>();
+  }
+  std::optional<std::string> optional_string(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_string()) fail(where + "." + key, "is neither a string nor null");
+    return v.get<std::string>();
+  }
+  uint64_t unsigned_number(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_number_unsigned()) fail(where + "." + key, "is not a non-negative integer");
+    return v.get<uint64_t>();
+  }
+  const json& array(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_array()) fail(where + "." + key, "is not an array");
+    return v;
+  }
+  std::string hash(const json& obj, const std::string& key, const std::string& where) const {
+    std::string h = string(obj, key, where);
+    bool ok = h.size() == 32;
+    for (char c : h) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+    if (!ok) fail(where + "." + key, "is not 32 lowercase hex digits");
+    return h;
+  }
+  std::string relative_file(const json& obj, const std::string& key, const std::string& where) const {
+    std::string f = string(obj, key, where);
+    if (f.empty() || f.front() == '/') fail(where + "." + key, "must be a relative file name");
+    for (const auto& part : std::filesystem::path(f))
+      if (part == "..") fail(where + "." + key, "must stay inside the artifact directory");
+    return f;
+  }
+  std::vector<FileEntry> files(const json& obj, const std::string& key, const std::string& where) const {
+    std::vector<FileEntry> out;
+    const json& a = array(obj, key, where);
+    for (size_t i = 0; i < a.size(); ++i) {
+      std::string w = where + "." + key + "[" + std::to_string(i) + "]";
+      out.push_back({relative_file(a[i], "name", w), unsigned_number(a[i], "bytes", w), hash(a[i], "xxh3", w)});
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+ojson to_json(const Manifest& m) {
+  ojson layers = ojson::array();
+  for (const auto& l : m.layers) {
+    ojson ranks = ojson::array();
+    for (const auto& r : l.ranks) {
+      ojson tensors = ojson::object();
+      for (const auto& [role, t] : r.tensors)
+        tensors[role] = ojson{{"file", t.file}, {"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape},
+                              {"layout", t.layout}, {"xxh3", t.xxh3}};
+      ranks.push_back(ojson{{"rank", r.rank}, {"tensors", tensors}});
+    }
+    layers.push_back(ojson{{"prefix", l.prefix}, {"family", l.family}, {"weight_key", optional_string(l.weight_key)},
+                           {"activation_key", optional_string(l.activation_key)}, {"backend", l.backend},
+                           {"experts_class", l.experts_class}, {"num_experts", l.num_experts}, {"top_k", l.top_k},
+                           {"activation", l.activation}, {"hidden_size", l.hidden_size},
+                           {"intermediate_size", l.intermediate_size}, {"padded_hidden_size", l.padded_hidden_size},
+                           {"padded_intermediate_size", l.padded_intermediate_size}, {"ranks", ranks}});
+  }
+  return ojson{{"format", m.format},
+               {"moepack_version", m.moepack_version},
+               {"reference", m.reference},
+               {"source", {{"scheme", m.source_scheme}, {"fingerprint", m.source_fingerprint}, {"files", file_entries_json(m.source_files)}}},
+               {"target", m.target},
+               {"layers", layers},
+               {"files", file_entries_json(m.files)}};
+}
+
+std::string manifest_text(const Manifest& m) { return to_json(m).dump(2) + "\n"; }
+
+Manifest manifest_from_json(const json& j, const std::string& path) {
+  Reader r(path);
+  Manifest m;
+  m.format = r.string(j, "format", "$");
+  if (m.format != kManifestFormat) r.fail("$.format", "is `" + m.format + "`, this moepack reads `" + kManifestFormat + "`");
+  m.moepack_version = r.string(j, "moepack_version", "$");
+  m.reference = r.string(j, "reference", "$");
+  const json& source = r.member(j, "source", "$");
+  m.source_scheme = r.string(source, "scheme", "$.source");
+  m.source_fingerprint = r.string(source, "fingerprint", "$.source");
+  m.source_files = r.files(source, "files", "$.source");
+  const json& target = r.member(j, "target", "$");
+  if (!target.is_object()) r.fail("$.target", "is not an object");
+  m.target = ojson::parse(target.dump());
+  const json& layers = r.array(j, "layers", "$");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::string w = "$.layers[" + std::to_string(i) + "]";
+    const json& lj = layers[i];
+    Layer l;
+    l.prefix = r.string(lj, "prefix", w);
+    l.family = r.string(lj, "family", w);
+    l.weight_key = r.optional_string(lj, "weight_key", w);
+    l.activation_key = r.optional_string(lj, "activation_key", w);
+    l.backend = r.string(lj, "backend", w);
+    l.experts_class = r.string(lj, "experts_class", w);
+    l.num_experts = r.unsigned_number(lj, "num_experts", w);
+    l.top_k = r.unsigned_number(lj, "top_k", w);
+    l.activation = r.string(lj, "activation", w);
+    l.hidden_size = r.unsigned_number(lj, "hidden_size", w);
+    l.intermediate_size = r.unsigned_number(lj, "intermediate_size", w);
+    l.padded_hidden_size = r.unsigned_number(lj, "padded_hidden_size", w);
+    l.padded_intermediate_size = r.unsigned_number(lj, "padded_intermediate_size", w);
+    const json& ranks = r.array(lj, "ranks", w);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      std::string rw = w + ".ranks[" + std::to_string(k) + "]";
+      RankTensors rt;
+      rt.rank = static_cast<int>(r.unsigned_number(ranks[k], "rank", rw));
+      const json& tensors = r.member(ranks[k], "tensors", rw);
+      if (!tensors.is_object()) r.fail(rw + ".tensors", "is not an object");
+      for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+        std::string tw = rw + ".tensors." + it.key();
+        PackedTensor t;
+        t.file = r.relative_file(it.value(), "file", tw);
+        t.name = r.string(it.value(), "name", tw);
+        t.dtype = r.string(it.value(), "dtype", tw);
+        const json& shape = r.array(it.value(), "shape", tw);
+        for (const auto& d : shape) {
+          if (!d.is_number_unsigned()) r.fail(tw + ".shape", "holds a value that is not a non-negative integer");
+          t.shape.push_back(d.get<uint64_t>());
+        }
+        t.layout = r.string(it.value(), "layout", tw);
+        t.xxh3 = r.hash(it.value(), "xxh3", tw);
+        rt.tensors.emplace(it.key(), std::move(t));
+      }
+      l.ranks.push_back(std::move(rt));
+    }
+    m.layers.push_back(std::move(l));
+  }
+  m.files = r.files(j, "files", "$");
+  return m;
+}
+
+Manifest read_manifest(const std::string& path) { return manifest_from_json(read_strict_json_file(path), path); }
+
+}  // namespace moepack::artifact

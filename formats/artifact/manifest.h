@@ -1,0 +1,77 @@
+// The artifact manifest `moepack.json` (../shared/design/ARTIFACT.md): what was converted, for
+// which deployment, where every packed tensor lives, its layout and its XXH3-128 hash, and the
+// hash of every file of the artifact. Written by the converter, read back by verify/diff and by
+// scripts. The reader is strict: it is the entry point for artifacts someone else produced.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moepack::artifact {
+
+inline constexpr const char* kManifestFormat = "moepack/1";
+inline constexpr const char* kManifestFileName = "moepack.json";
+
+struct PackedTensor {
+  std::string file;    // safetensors file name, relative to the artifact directory
+  std::string name;    // tensor name inside it
+  std::string dtype;   // safetensors dtype name
+  std::vector<uint64_t> shape;
+  std::string layout;  // transform and parameters, e.g. "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)"
+  std::string xxh3;    // XXH3-128 of the tensor bytes, 32 hex digits
+};
+
+struct RankTensors {
+  int rank = 0;
+  std::map<std::string, PackedTensor> tensors;  // ROLE (w13_weight, ...) -> tensor
+};
+
+struct Layer {
+  std::string prefix;
+  std::string family;
+  std::optional<std::string> weight_key;
+  std::optional<std::string> activation_key;
+  std::string backend;
+  std::string experts_class;
+  uint64_t num_experts = 0;
+  uint64_t top_k = 0;
+  std::string activation;
+  uint64_t hidden_size = 0;
+  uint64_t intermediate_size = 0;
+  uint64_t padded_hidden_size = 0;
+  uint64_t padded_intermediate_size = 0;
+  std::vector<RankTensors> ranks;
+};
+
+struct FileEntry {
+  std::string name;
+  uint64_t bytes = 0;
+  std::string xxh3;
+};
+
+struct Manifest {
+  std::string format = kManifestFormat;
+  std::string moepack_version;
+  std::string reference;
+  std::string source_scheme;
+  std::string source_fingerprint;          // "xxh3-128:<hex>" over the source files' names and hashes
+  std::vector<FileEntry> source_files;
+  nlohmann::ordered_json target = nlohmann::ordered_json::object();  // the deployment, as CLI.md's plan --json "target"
+  std::vector<Layer> layers;
+  std::vector<FileEntry> files;            // every file of the artifact except moepack.json itself
+};
+
+nlohmann::ordered_json to_json(const Manifest& m);
+// Validates the structure (types, required keys, hex hashes, relative file names without "..");
+// throws Error(bad_input) naming `path` and the offending key.
+Manifest manifest_from_json(const nlohmann::json& j, const std::string& path);
+Manifest read_manifest(const std::string& path);
+// Pretty JSON with a trailing newline; deterministic (keys in the order of ARTIFACT.md).
+std::string manifest_text(const Manifest& m);
+
+}  // namespace moepack::artifact

@@ -1,0 +1,296 @@
+#include "lib/convert/executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unordered_map>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "formats/safetensors/writer.h"
+#include "lib/core/cancel.h"
+#include "lib/core/error.h"
+#include "lib/core/hash.h"
+#include "lib/core/mapped_file.h"
+#include "lib/core/progress.h"
+#include "lib/core/tensor.h"
+
+namespace moepack::convert {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kCopyChunkBytes = 8u << 20;
+
+struct TensorEntry {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t bytes;
+  const PassThroughTensor* pass_through = nullptr;
+  const PackedTensorPlan* packed = nullptr;
+  artifact::PackedTensor* manifest_slot = nullptr;  // where the packed tensor's file/hash go
+};
+
+std::string shard_file_name(int rank, size_t index, size_t count) {
+  char buf[96];
+  std::string prefix = rank < 0 ? "model" : "model-rank" + std::to_string(rank);
+  if (count == 1) return prefix + ".safetensors";
+  std::snprintf(buf, sizeof buf, "%s-%05zu-of-%05zu.safetensors", prefix.c_str(), index + 1, count);
+  return buf;
+}
+
+// Greedy fill in name order; a tensor larger than the cap gets a shard of its own.
+std::vector<std::vector<const TensorEntry*>> split_by_size(std::vector<const TensorEntry*> entries, uint64_t cap) {
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) { return a->name < b->name; });
+  std::vector<std::vector<const TensorEntry*>> shards;
+  uint64_t in_current = 0;
+  for (const TensorEntry* e : entries) {
+    if (shards.empty() || (in_current > 0 && in_current + e->bytes > cap)) {
+      shards.emplace_back();
+      in_current = 0;
+    }
+    shards.back().push_back(e);
+    in_current += e->bytes;
+  }
+  return shards;
+}
+
+struct Layout {
+  std::vector<TensorEntry> entries;
+  std::vector<ShardAssignment> shards;
+  std::vector<std::vector<const TensorEntry*>> shard_entries;
+};
+
+Layout lay_out(const ConversionPlan& plan, uint64_t max_shard_bytes) {
+  Layout out;
+  size_t count = plan.pass_through.size();
+  for (const auto& l : plan.layers)
+    for (const auto& r : l.ranks) count += r.tensors.size();
+  out.entries.reserve(count);  // pointers into entries stay valid
+  std::map<int, std::vector<const TensorEntry*>> groups;  // rank (-1 common) -> tensors
+  for (const auto& p : plan.pass_through) {
+    const auto& info = *p.source.info;
+    out.entries.push_back({p.name, info.dtype, info.shape, info.num_bytes(), &p, nullptr, nullptr});
+    groups[-1].push_back(&out.entries.back());
+  }
+  for (const auto& l : plan.layers) {
+    for (const auto& r : l.ranks) {
+      int group = plan.tp_size > 1 ? r.rank : -1;
+      for (const auto& t : r.tensors) {
+        out.entries.push_back({t.name, t.dtype, t.shape, t.num_experts * t.slab_bytes, nullptr, &t, nullptr});
+        groups[group].push_back(&out.entries.back());
+      }
+    }
+  }
+  std::unordered_map<std::string, int> seen;
+  for (const auto& [group, list] : groups)
+    for (const TensorEntry* e : list)
+      if (!seen.emplace(e->name + "#" + std::to_string(group), group).second)
+        throw_internal("two output tensors named `" + e->name + "`");
+  for (auto& [group, list] : groups) {
+    auto split = split_by_size(list, max_shard_bytes);
+    for (size_t i = 0; i < split.size(); ++i) {
+      ShardAssignment a;
+      a.file_name = shard_file_name(group, i, split.size());
+      a.rank = group;
+      for (const TensorEntry* e : split[i]) {
+        a.tensor_names.push_back(e->name);
+        a.data_bytes += e->bytes;
+      }
+      out.shards.push_back(std::move(a));
+      out.shard_entries.push_back(std::move(split[i]));
+    }
+  }
+  return out;
+}
+
+artifact::FileEntry hash_file(const std::string& path, const std::string& name) {
+  MappedFile map(path);
+  Xxh3Stream h;
+  auto bytes = map.bytes();
+  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
+    throw_if_cancelled();
+    h.update(bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off)));
+  }
+  return {name, map.size(), h.hex()};
+}
+
+artifact::FileEntry copy_file_hashed(const std::string& from, const std::string& to, const std::string& name) {
+  MappedFile src(from);
+  std::string partial = to + ".partial";
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+  if (!out) throw_io(partial, "cannot create", errno);
+  Xxh3Stream h;
+  auto bytes = src.bytes();
+  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
+    throw_if_cancelled();
+    src.check_unchanged();
+    auto chunk = bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off));
+    h.update(chunk);
+    out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+    if (!out) throw_io(partial, "write failed (disk full?)", errno);
+  }
+  out.close();
+  if (!out) throw_io(partial, "write failed (disk full?)", errno);
+  std::error_code ec;
+  fs::rename(partial, to, ec);
+  if (ec) throw_io(to, "cannot rename into place: " + ec.message(), 0);
+  return {name, src.size(), h.hex()};
+}
+
+void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, Progress& progress,
+                  const std::string& label, std::string& xxh3_out) {
+  const uint64_t batch = std::max<uint64_t>(1, static_cast<uint64_t>(threads) * 2);
+  std::vector<std::vector<uint8_t>> slabs(static_cast<size_t>(std::min(batch, std::max<uint64_t>(t.num_experts, 1))));
+  Xxh3Stream hash;
+  for (uint64_t first = 0; first < t.num_experts; first += batch) {
+    throw_if_cancelled();
+    uint64_t n = std::min(batch, t.num_experts - first);
+    arena.execute([&] {
+      tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
+        auto& slab = slabs[static_cast<size_t>(i)];
+        slab.assign(static_cast<size_t>(t.slab_bytes), 0);
+        t.produce(first + i, slab);
+      });
+    });
+    for (uint64_t i = 0; i < n; ++i) {
+      hash.update(slabs[static_cast<size_t>(i)]);
+      writer.write(slabs[static_cast<size_t>(i)]);
+    }
+    progress.update(label + " " + t.role, first + n, t.num_experts, " experts");
+  }
+  xxh3_out = hash.hex();
+}
+
+void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
+  auto bytes = p.source.data();
+  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
+    throw_if_cancelled();
+    writer.write(bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off)));
+  }
+}
+
+}  // namespace
+
+std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t max_shard_bytes) {
+  return lay_out(plan, max_shard_bytes).shards;
+}
+
+artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& staging_dir, const ExecutorOptions& options) {
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // More workers than cores only adds contention (and a TBB warning); the batch size still
+  // follows `threads`, which does not change the output bytes.
+  tbb::task_arena arena(std::min<int>(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
+  Progress progress(options.show_progress);
+  Layout layout = lay_out(plan, options.max_shard_bytes);
+
+  artifact::Manifest m;
+  m.moepack_version = MOEPACK_VERSION_STRING;
+  m.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
+  m.source_scheme = plan.source_scheme;
+  m.target = plan.target;
+
+  // Manifest skeleton first, so packed tensors know where to record file and hash.
+  std::unordered_map<const PackedTensorPlan*, std::pair<size_t, std::pair<int, std::string>>> slot_of;
+  for (size_t li = 0; li < plan.layers.size(); ++li) {
+    artifact::Layer l = plan.layers[li].manifest;
+    l.ranks.clear();
+    for (const auto& r : plan.layers[li].ranks) {
+      artifact::RankTensors rt;
+      rt.rank = r.rank;
+      for (const auto& t : r.tensors) {
+        artifact::PackedTensor pt;
+        pt.name = t.name;
+        pt.dtype = std::string(dtype_name(t.dtype));
+        pt.shape = t.shape;
+        pt.layout = t.layout;
+        rt.tensors.emplace(t.role, pt);
+        slot_of[&t] = {li, {r.rank, t.role}};
+      }
+      l.ranks.push_back(std::move(rt));
+    }
+    m.layers.push_back(std::move(l));
+  }
+  auto slot = [&](const PackedTensorPlan* t) -> artifact::PackedTensor& {
+    auto& [li, key] = slot_of.at(t);
+    for (auto& rt : m.layers[li].ranks)
+      if (rt.rank == key.first) return rt.tensors.at(key.second);
+    throw_internal("manifest slot missing for " + t->name);
+  };
+
+  nlohmann::ordered_json common_map = nlohmann::ordered_json::object();
+  std::map<int, nlohmann::ordered_json> rank_maps;
+  uint64_t total_size = 0;
+  for (size_t s = 0; s < layout.shards.size(); ++s) {
+    const ShardAssignment& shard = layout.shards[s];
+    std::vector<st::TensorSpec> specs;
+    for (const TensorEntry* e : layout.shard_entries[s]) specs.push_back({e->name, e->dtype, e->shape});
+    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}});
+    for (const TensorEntry* e : layout.shard_entries[s]) {
+      if (e->pass_through) {
+        copy_pass_through(*e->pass_through, writer);
+      } else {
+        artifact::PackedTensor& pt = slot(e->packed);
+        pt.file = shard.file_name;
+        write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
+      }
+      auto& map = shard.rank < 0 ? common_map : rank_maps[shard.rank];
+      map[e->name] = shard.file_name;
+      if (shard.rank <= 0) total_size += e->bytes;
+    }
+    writer.commit();
+    m.files.push_back({shard.file_name, writer.total_bytes(), writer.file_xxh3()});
+  }
+  progress.finish();
+
+  // The index, when there is more than one file: rank-independent names in weight_map (what an
+  // HF loader reads), per-rank packed tensors under rank_weight_maps.
+  if (layout.shards.size() > 1 || plan.tp_size > 1) {
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", common_map}};
+    if (!rank_maps.empty()) {
+      nlohmann::ordered_json ranks = nlohmann::ordered_json::object();
+      for (auto& [r, map] : rank_maps) ranks[std::to_string(r)] = map;
+      index["rank_weight_maps"] = ranks;
+    }
+    std::string path = staging_dir + "/model.safetensors.index.json";
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << index.dump(2) << "\n";
+    out.close();
+    if (!out) throw_io(path, "write failed", errno);
+    m.files.push_back(hash_file(path, "model.safetensors.index.json"));
+  }
+
+  for (const auto& rel : plan.copied_files) {
+    throw_if_cancelled();
+    fs::path dest = fs::path(staging_dir) / rel;
+    std::error_code ec;
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec) throw_io(dest.parent_path().string(), "cannot create directory: " + ec.message(), 0);
+    m.files.push_back(copy_file_hashed((fs::path(plan.source_root) / rel).string(), dest.string(), rel));
+  }
+  std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+
+  // Source identity: every shard read, hashed whole.
+  Xxh3Stream fingerprint;
+  for (const auto& path : plan.source_files) {
+    std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
+    if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
+    artifact::FileEntry f = hash_file(path, rel);
+    std::string line = f.name + "\n" + std::to_string(f.bytes) + "\n" + f.xxh3 + "\n";
+    fingerprint.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(line.data()), line.size()));
+    m.source_files.push_back(std::move(f));
+  }
+  m.source_fingerprint = "xxh3-128:" + fingerprint.hex();
+
+  std::string manifest_path = staging_dir + "/" + artifact::kManifestFileName;
+  std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);
+  out << artifact::manifest_text(m);
+  out.close();
+  if (!out) throw_io(manifest_path, "write failed", errno);
+  return m;
+}
+
+}  // namespace moepack::convert

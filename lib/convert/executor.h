@@ -1,0 +1,87 @@
+// The streaming half of `convert`: given a fully planned conversion (every output tensor with
+// its size, layout and a function that produces one expert's packed slab), write the artifact
+// of ARTIFACT.md. Planning (which backend, which layout, which bytes) happens before, in
+// lib/convert/plan; nothing here knows about checkpoint families or backends.
+//
+// Memory: at most `batch` expert slabs of one tensor are alive at once (batch = 2 x threads),
+// plus one copy chunk for pass-through tensors, whatever the checkpoint size.
+// Determinism: slabs are produced in parallel but written in expert order, so the bytes do not
+// depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/artifact/manifest.h"
+#include "formats/safetensors/file.h"
+#include "lib/core/dtype.h"
+
+namespace moepack::convert {
+
+// One packed output tensor: [num_experts, ...] made of equal per-expert slabs.
+struct PackedTensorPlan {
+  std::string role;         // vLLM FusedMoE parameter name: w13_weight, w2_weight_scale, ...
+  std::string name;         // PREFIX.ROLE
+  DType dtype = DType::U8;
+  std::vector<uint64_t> shape;  // full storage shape, experts first
+  std::string layout;       // manifest layout string
+  uint64_t num_experts = 0;
+  uint64_t slab_bytes = 0;  // bytes of one expert's slab
+  // Fills one expert's slab (exactly slab_bytes). Called concurrently for different experts.
+  std::function<void(uint64_t expert, std::span<uint8_t> slab)> produce;
+};
+
+struct RankPlan {
+  int rank = 0;
+  std::vector<PackedTensorPlan> tensors;
+};
+
+struct LayerPlan {
+  artifact::Layer manifest;  // everything but `ranks`, which the executor fills
+  std::vector<RankPlan> ranks;
+};
+
+struct PassThroughTensor {
+  std::string name;
+  st::TensorRef source;
+};
+
+struct ConversionPlan {
+  std::string source_root;
+  std::string source_scheme;
+  std::vector<std::string> source_files;       // absolute/relative paths of the shards read
+  std::vector<std::string> copied_files;       // other files, relative to source_root, copied byte for byte
+  std::vector<PassThroughTensor> pass_through; // non-expert tensors, copied unchanged
+  std::vector<LayerPlan> layers;
+  nlohmann::ordered_json target = nlohmann::ordered_json::object();
+  int tp_size = 1;
+};
+
+struct ExecutorOptions {
+  int threads = 0;                      // 0: all hardware threads
+  uint64_t max_shard_bytes = 5'000'000'000;
+  bool show_progress = false;
+};
+
+// One output file and the tensors it holds, in write order.
+struct ShardAssignment {
+  std::string file_name;
+  int rank = -1;                        // -1: rank-independent tensors
+  std::vector<std::string> tensor_names;
+  uint64_t data_bytes = 0;
+};
+
+// How the plan's tensors are spread over files (also what --dry-run prints).
+std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t max_shard_bytes);
+
+// Writes the artifact into `staging_dir` (which the caller commits); returns the manifest.
+artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& staging_dir, const ExecutorOptions& options);
+
+}  // namespace moepack::convert
