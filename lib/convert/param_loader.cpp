@@ -1,0 +1,120 @@
+#include "lib/convert/param_loader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "lib/core/error.h"
+
+namespace moepack::convert {
+namespace {
+
+uint64_t element_bytes(const OwnedTensor& t) {
+  int bits = dtype_bits(t.dtype);
+  if (bits % 8 != 0) throw_internal("param loader: sub-byte dtype " + std::string(dtype_name(t.dtype)) + " must be stored as U8 bytes");
+  return static_cast<uint64_t>(bits / 8);
+}
+
+// The padded size of a dim that holds `logical / unit` storage elements: unit = logical/stored.
+uint64_t padded_units(uint64_t stored, uint64_t logical, uint64_t padded_logical, const std::string& role) {
+  if (stored == 0 || logical % stored != 0)
+    throw_internal("param loader: " + role + " has " + std::to_string(stored) + " storage units for " + std::to_string(logical) + " elements");
+  uint64_t unit = logical / stored;
+  if (padded_logical % unit != 0)
+    throw_internal("param loader: padded size " + std::to_string(padded_logical) + " is not a multiple of the " + role + " storage unit " + std::to_string(unit));
+  return padded_logical / unit;
+}
+
+// Copies src[row0 + r, col0 + c] to dst[drow0 + r, c] for r < nrows, c < ncols (elements of `eb` bytes).
+void copy_block(const OwnedTensor& src, uint64_t src_cols, uint64_t row0, uint64_t col0, OwnedTensor& dst, uint64_t dst_cols,
+                uint64_t drow0, uint64_t nrows, uint64_t ncols, uint64_t eb) {
+  for (uint64_t r = 0; r < nrows; ++r)
+    std::memcpy(dst.bytes.data() + ((drow0 + r) * dst_cols) * eb, src.bytes.data() + ((row0 + r) * src_cols + col0) * eb,
+                static_cast<size_t>(ncols * eb));
+}
+
+// FusedMoE's narrowing: floor(n/tp) per rank, clipped; nullopt when the rank gets nothing.
+struct Slice {
+  uint64_t begin, size;
+};
+std::optional<Slice> generic_slice(uint64_t n, const RankGeometry& g) {
+  uint64_t per_rank = n / g.tp_size;
+  uint64_t begin = per_rank * g.tp_rank;
+  if (begin >= n) return std::nullopt;
+  return Slice{begin, std::min(per_rank, n - begin)};
+}
+
+}  // namespace
+
+IntermediateRange gpt_oss_rank_range(const RankGeometry& g) {
+  constexpr uint64_t kBlock = 32;
+  uint64_t blocks = g.intermediate / kBlock;
+  uint64_t per_rank = (blocks + g.tp_size - 1) / g.tp_size * kBlock;
+  uint64_t begin = std::min(g.tp_rank * per_rank, g.intermediate);
+  return {begin, std::min(begin + per_rank, g.intermediate)};
+}
+
+OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  const bool is_w13 = role.rfind("w13_", 0) == 0;
+  const bool is_w2 = role.rfind("w2_", 0) == 0;
+  if (!is_w13 && !is_w2) throw_internal("param loader: unknown role " + role);
+  const uint64_t I = g.intermediate, H = g.hidden, P = g.padded_intermediate, Hp = g.padded_hidden;
+  const uint64_t eb = element_bytes(in);
+
+  if (in.shape.size() <= 1 && (in.shape.empty() || in.shape[0] <= 2) && role.find("bias") == std::string::npos) {
+    return in;  // a per-expert scalar (global or input scale): nothing to slice or pad
+  }
+
+  if (in.shape.size() == 1) {  // biases
+    uint64_t n = in.shape[0];
+    if (is_w13) {
+      if (n != 2 * I) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected 2I");
+      OwnedTensor out(in.dtype, {2 * P});
+      if (g.gpt_oss_interleaved) {
+        IntermediateRange r = gpt_oss_rank_range(g);
+        copy_block(in, n, 0, 2 * r.begin, out, 2 * P, 0, 1, 2 * (r.end - r.begin), eb);
+      } else if (auto s = generic_slice(I, g)) {
+        copy_block(in, n, 0, s->begin, out, 2 * P, 0, 1, s->size, eb);          // gate half
+        std::memcpy(out.bytes.data() + P * eb, in.bytes.data() + (I + s->begin) * eb, static_cast<size_t>(s->size * eb));  // up half
+      }
+      return out;
+    }
+    if (n != H) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected H");
+    OwnedTensor out(in.dtype, {Hp});
+    if (!g.gpt_oss_interleaved || g.tp_rank == 0) std::memcpy(out.bytes.data(), in.bytes.data(), static_cast<size_t>(H * eb));
+    return out;
+  }
+
+  if (in.shape.size() != 2) throw_internal("param loader: " + role + " is not 2-D");
+  const uint64_t rows = in.shape[0], cols = in.shape[1];
+  if (is_w13) {
+    if (rows != 2 * I) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected 2I = " + std::to_string(2 * I));
+    uint64_t out_cols = padded_units(cols, H, Hp, role);
+    OwnedTensor out(in.dtype, {2 * P, out_cols});
+    if (g.gpt_oss_interleaved) {
+      IntermediateRange r = gpt_oss_rank_range(g);
+      copy_block(in, cols, 2 * r.begin, 0, out, out_cols, 0, 2 * (r.end - r.begin), cols, eb);
+    } else if (auto s = generic_slice(I, g)) {
+      copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb);      // gate -> rows [0, n)
+      copy_block(in, cols, I + s->begin, 0, out, out_cols, P, s->size, cols, eb);  // up -> rows [P, P+n)
+    }
+    return out;
+  }
+  // w2: [H, I in storage units], sharded along the input (intermediate) dim.
+  if (rows != H) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected H = " + std::to_string(H));
+  // P counts intermediate elements of this rank; one storage unit holds I/cols of them.
+  if (cols == 0 || I % cols != 0) throw_internal("param loader: " + role + " has " + std::to_string(cols) + " columns for I = " + std::to_string(I));
+  const uint64_t unit = I / cols;
+  if (P % unit != 0) throw_internal("param loader: padded intermediate " + std::to_string(P) + " is not a multiple of the " + role + " unit " + std::to_string(unit));
+  const uint64_t out_cols = P / unit;
+  OwnedTensor out(in.dtype, {Hp, out_cols});
+  if (g.gpt_oss_interleaved) {
+    IntermediateRange r = gpt_oss_rank_range(g);
+    copy_block(in, cols, 0, r.begin / unit, out, out_cols, 0, H, (r.end - r.begin) / unit, eb);
+  } else if (auto s = generic_slice(cols, g)) {
+    copy_block(in, cols, 0, s->begin, out, out_cols, 0, H, s->size, eb);
+  }
+  return out;
+}
+
+}  // namespace moepack::convert

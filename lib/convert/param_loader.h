@@ -1,0 +1,50 @@
+// What vLLM's FusedMoE loader does with one expert's checkpoint tensors before any kernel
+// transform: slice them for a tensor-parallel rank and copy them into zero-filled parameters
+// allocated at the backend's padded sizes. The packers start from the result.
+//
+// Two loaders exist at the reference (vllm e9d1398d9):
+//  * gpt-oss MXFP4 (vllm/model_executor/models/gpt_oss.py `_load_weights_mxfp4` and the
+//    "all experts are combined" branch of FusedMoE.weight_loader): w13 rows are interleaved
+//    gate/up, so a rank takes one contiguous row block [2*start, 2*end) with
+//    per_rank = ceil((I/32)/tp)*32, start = rank*per_rank, end = min(start+per_rank, I); w2 takes
+//    the matching columns; the w2 bias is loaded on rank 0 only (zeros elsewhere).
+//  * everything else (FusedMoE._load_w13/_load_w2 in fused_moe/routed_experts.py): gate and up
+//    are separate shards; each is narrowed along its sharded dim with size floor(n/tp) at offset
+//    rank*floor(n/tp) (clipped at the end), and copied to the start of its half of the padded
+//    w13 parameter (gate at row 0, up at row P, P = padded per-rank intermediate); w2 is narrowed
+//    along its input dim the same way. Padding is always at the end of each dim.
+// The slicing counts in storage units of each tensor (FP4 bytes, scale groups), exactly as vLLM
+// does, even where that splits a quantization block.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lib/core/tensor.h"
+
+namespace moepack::convert {
+
+struct RankGeometry {
+  uint64_t hidden = 0;                    // H, unpadded
+  uint64_t intermediate = 0;              // I, full (all ranks), unpadded
+  uint64_t padded_hidden = 0;             // Hp, the backend's round-up
+  uint64_t padded_intermediate = 0;       // P, per rank after the backend's round-up
+  uint64_t tp_size = 1;
+  uint64_t tp_rank = 0;
+  bool gpt_oss_interleaved = false;       // the gpt-oss loader (interleaved w13 rows)
+};
+
+// The per-rank row range [begin, end) of the intermediate dimension the gpt-oss loader takes.
+struct IntermediateRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+IntermediateRange gpt_oss_rank_range(const RankGeometry& g);
+
+// Loads one expert's canonical tensor `role` (w13_weight, w13_weight_scale, w2_weight,
+// w2_weight_scale, w13_bias, w2_bias, or a per-expert scalar) into its padded per-rank parameter.
+// 2-D tensors are [rows, cols] in storage units: w13 rows = 2I, w2 rows = H; cols count the
+// input dim in storage units (e.g. H/2 FP4 bytes, H/32 E8M0 groups), scaled to the padded size.
+OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& canonical, const RankGeometry& g);
+
+}  // namespace moepack::convert

@@ -1,0 +1,118 @@
+// vLLM's loader emulation on hand-computed cases: which source rows/columns land where in the
+// padded per-rank parameter.
+#include <gtest/gtest.h>
+
+#include "lib/convert/param_loader.h"
+
+namespace moepack::convert {
+namespace {
+
+// A U8 [rows, cols] tensor whose byte at (r, c) is a function of r and c.
+OwnedTensor numbered(uint64_t rows, uint64_t cols) {
+  OwnedTensor t(DType::U8, {rows, cols});
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) t.bytes[r * cols + c] = static_cast<uint8_t>(r * 7 + c + 1);
+  return t;
+}
+uint8_t at(const OwnedTensor& t, uint64_t r, uint64_t c) { return t.bytes[r * t.shape[1] + c]; }
+
+TEST(ParamLoader, GptOssRankRangeRoundsBlocksUp) {
+  RankGeometry g{.hidden = 64, .intermediate = 96, .tp_size = 2};
+  g.tp_rank = 0;
+  EXPECT_EQ(gpt_oss_rank_range(g).begin, 0u);
+  EXPECT_EQ(gpt_oss_rank_range(g).end, 64u);   // ceil(3 blocks / 2) = 2 blocks
+  g.tp_rank = 1;
+  EXPECT_EQ(gpt_oss_rank_range(g).begin, 64u);
+  EXPECT_EQ(gpt_oss_rank_range(g).end, 96u);   // the last rank is clipped
+  // gpt-oss-120b, tp 4: 90 blocks -> 23 per rank -> 736 rows; the last rank gets 672.
+  RankGeometry big{.hidden = 2880, .intermediate = 2880, .tp_size = 4, .tp_rank = 3};
+  EXPECT_EQ(gpt_oss_rank_range(big).begin, 3u * 736u);
+  EXPECT_EQ(gpt_oss_rank_range(big).end, 2880u);
+}
+
+TEST(ParamLoader, GptOssW13TakesOneInterleavedRowBlockAndPadsAtTheEnd) {
+  // I = 96, H = 64: w13 U8 [192, 32]; rank 1 of 2 takes rows [128, 192).
+  RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 128, .padded_intermediate = 64,
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true};
+  OwnedTensor w13 = numbered(192, 32);
+  OwnedTensor out = load_expert_param("w13_weight", w13, g);
+  ASSERT_EQ(out.shape, (std::vector<uint64_t>{128, 64}));
+  EXPECT_EQ(at(out, 0, 0), at(w13, 128, 0));
+  EXPECT_EQ(at(out, 63, 31), at(w13, 191, 31));
+  EXPECT_EQ(at(out, 63, 32), 0);   // hidden padding
+  EXPECT_EQ(at(out, 64, 0), 0);    // intermediate padding
+  // Scales [192, 2] (H/32): same rows, padded to Hp/32 = 4 columns.
+  OwnedTensor s = numbered(192, 2);
+  OwnedTensor so = load_expert_param("w13_weight_scale", s, g);
+  ASSERT_EQ(so.shape, (std::vector<uint64_t>{128, 4}));
+  EXPECT_EQ(at(so, 5, 1), at(s, 133, 1));
+}
+
+TEST(ParamLoader, GptOssW2TakesTheMatchingColumnsAndBiasOnRankZero) {
+  RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 64,
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true};
+  OwnedTensor w2 = numbered(64, 48);  // [H, I/2]
+  OwnedTensor out = load_expert_param("w2_weight", w2, g);
+  ASSERT_EQ(out.shape, (std::vector<uint64_t>{64, 32}));
+  EXPECT_EQ(at(out, 3, 0), at(w2, 3, 32));   // columns [64/2, 96/2)
+  EXPECT_EQ(at(out, 3, 15), at(w2, 3, 47));
+  EXPECT_EQ(at(out, 3, 16), 0);
+  OwnedTensor s = numbered(64, 3);           // [H, I/32]
+  OwnedTensor so = load_expert_param("w2_weight_scale", s, g);
+  ASSERT_EQ(so.shape, (std::vector<uint64_t>{64, 2}));
+  EXPECT_EQ(at(so, 9, 0), at(s, 9, 2));
+  EXPECT_EQ(at(so, 9, 1), 0);
+  OwnedTensor bias(DType::BF16, {64});
+  for (size_t i = 0; i < bias.bytes.size(); ++i) bias.bytes[i] = static_cast<uint8_t>(i + 1);
+  EXPECT_EQ(load_expert_param("w2_bias", bias, g).bytes, std::vector<uint8_t>(128, 0));  // rank 1: zeros
+  g.tp_rank = 0;
+  EXPECT_EQ(load_expert_param("w2_bias", bias, g).bytes, bias.bytes);
+}
+
+TEST(ParamLoader, StackedGateAndUpGoToTheStartOfTheirPaddedHalves) {
+  // I = 96 (floor(96/2) = 48 rows per rank), P = 64, H = 64 -> w13 [192, 32] -> [128, 32].
+  RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 64,
+                 .tp_size = 2, .tp_rank = 1};
+  OwnedTensor w13 = numbered(192, 32);
+  OwnedTensor out = load_expert_param("w13_weight", w13, g);
+  ASSERT_EQ(out.shape, (std::vector<uint64_t>{128, 32}));
+  EXPECT_EQ(at(out, 0, 0), at(w13, 48, 0));     // gate rows [48, 96)
+  EXPECT_EQ(at(out, 47, 5), at(w13, 95, 5));
+  EXPECT_EQ(at(out, 48, 0), 0);                 // padding of the gate half
+  EXPECT_EQ(at(out, 64, 0), at(w13, 96 + 48, 0));  // up rows [144, 192) at P
+  EXPECT_EQ(at(out, 111, 31), at(w13, 191, 31));
+  EXPECT_EQ(at(out, 112, 0), 0);
+  OwnedTensor bias(DType::U8, {192});
+  for (uint64_t i = 0; i < 192; ++i) bias.bytes[i] = static_cast<uint8_t>(i);
+  OwnedTensor b = load_expert_param("w13_bias", bias, g);
+  ASSERT_EQ(b.shape, (std::vector<uint64_t>{128}));
+  EXPECT_EQ(b.bytes[0], 48);
+  EXPECT_EQ(b.bytes[64], 144);
+  EXPECT_EQ(b.bytes[112], 0);
+}
+
+TEST(ParamLoader, StackedW2NarrowsInStorageUnits) {
+  // w2 U8 [H=64, I/2=48] -> per rank floor(48/2) = 24 bytes, padded to P/2 = 32.
+  RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 128, .padded_intermediate = 64,
+                 .tp_size = 2, .tp_rank = 1};
+  OwnedTensor w2 = numbered(64, 48);
+  OwnedTensor out = load_expert_param("w2_weight", w2, g);
+  ASSERT_EQ(out.shape, (std::vector<uint64_t>{128, 32}));
+  EXPECT_EQ(at(out, 2, 0), at(w2, 2, 24));
+  EXPECT_EQ(at(out, 2, 23), at(w2, 2, 47));
+  EXPECT_EQ(at(out, 2, 24), 0);
+  EXPECT_EQ(at(out, 64, 0), 0);  // hidden padding rows
+}
+
+TEST(ParamLoader, ScalarsPassThroughAndBadShapesAreInternalErrors) {
+  RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 96};
+  OwnedTensor scalar(DType::F32, {2});
+  scalar.bytes[0] = 9;
+  EXPECT_EQ(load_expert_param("w13_weight_scale_2", scalar, g).bytes, scalar.bytes);
+  EXPECT_THROW(load_expert_param("w13_weight", numbered(100, 32), g), std::exception);
+  EXPECT_THROW(load_expert_param("w2_weight", numbered(64, 7), g), std::exception);
+  EXPECT_THROW(load_expert_param("router", numbered(64, 32), g), std::exception);
+}
+
+}  // namespace
+}  // namespace moepack::convert
