@@ -1,0 +1,34 @@
+// vLLM's `bias.to(torch.float32)` for MXFP4 MoE biases: a value-preserving widening cast.
+//
+// Upstream definition followed:
+//   vllm-project/vllm : vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9
+//     `convert_gpt_oss_weight_to_mxfp4_moe_kernel_format`, CPU branch (`w13_bias.data.to(torch.float32)`,
+//     same for w2) and the TRITON / AITER branches of both converters (cast before `shuffle_weight`).
+//   The checkpoint bias (gpt-oss: BF16 `gate_up_proj_bias` [E, 2I], `down_proj_bias` [E, H]) is
+//   loaded into a parameter of the model dtype; the kernel wants fp32.
+//
+// Index map: element i -> 4-byte little-endian float at byte 4*i; values widen exactly
+// (BF16 and F16 are subsets of F32), so unpack narrows back without loss for anything pack made.
+//
+// Drawn example, BF16 bias [3] = {1.0, -2.5, 0.0}:
+//     canonical bytes  80 3F | 20 C0 | 00 00
+//     packed bytes     00 00 80 3F | 00 00 20 C0 | 00 00 00 00
+//
+// Canonical input: one expert's bias [N] (1-D) of BF16, F16 or F32, N as padded by the backend.
+#pragma once
+
+#include "packers/layout.h"
+
+namespace moepack::packers {
+
+class BiasToF32Layout final : public Layout {
+ public:
+  std::string name() const override { return "vllm.bias_f32"; }
+  DType packed_dtype(DType) const override { return DType::F32; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  // Narrows with round-to-nearest-even (exact for values pack produced).
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+};
+
+}  // namespace moepack::packers

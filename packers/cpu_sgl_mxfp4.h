@@ -1,0 +1,78 @@
+// sgl-kernel CPU prepack of MXFP4 MoE weights and E8M0 scales, as vLLM's CPU MXFP4 W4A16 MoE
+// (CPUExpertsMxfp4, PR #41922 lineage) uses them: `convert_weight_packed` (uint8 branch: the
+// 32-way nibble split) and `convert_scale_packed`.
+//
+// Upstream definitions followed:
+//   vllm-project/vllm : csrc/cpu/sgl-kernels/gemm.cpp @ e9d1398d9 (`pack_vnni<uint8_t>`,
+//     `convert_weight_packed`, `convert_scale_packed`; "Adapted from" sgl-project/sglang :
+//     sgl-kernel/csrc/cpu/gemm.cpp), csrc/cpu/sgl-kernels/gemm.h (TILE_N 16, TILE_K 32,
+//     block_size_n() = BLOCK_N = 32, get_row_size<uint8_t>)
+//   vllm-project/vllm : vllm/model_executor/layers/fused_moe/experts/cpu_moe.py
+//     `prepare_mxfp4_moe_layer_for_cpu` @ e9d1398d9 (both ops on w13/w2 and their scales; only
+//     the gpt-oss converter has the CPU branch, which pads I and H to 32)
+//
+// ---- convert_weight_packed (MXFP4 bytes) ----------------------------------------------------
+// Each block of 32 output rows [32, Kb] is rewritten in place of the same byte range as
+// [Kb, 32]: for byte column kb the 64 nibbles of the 32 rows are listed row by row (row r low
+// nibble = FP4 element (r, 2kb) -> slot 2r, high nibble (r, 2kb+1) -> slot 2r+1) and byte j of
+// the new row is  slot[j] | slot[j+32] << 4. So byte (kb, j) of block nb holds
+//   low nibble : element (32*nb + j/2,      2*kb + j%2)
+//   high nibble: element (32*nb + 16 + j/2, 2*kb + j%2)
+// at offset 32*nb*Kb + 32*kb + j. The shape is unchanged ([OC, Kb]).
+//
+//   block rows 0..31, byte column kb = 0 (nibble <row,k>):
+//     byte:   0             1             2             3          ...  31
+//     low:  <0,0>         <0,1>         <1,0>         <1,1>        ... <15,1>
+//     high: <16,0>        <16,1>        <17,0>        <17,1>       ... <31,1>
+//   Example: W[n][0] = 0x10 | (n % 16) gives packed bytes 00 11 11 11 22 11 ... (layouts-marlin-vnni-e8m0.md 3.4)
+//
+// Requires OC % 32 == 0 (upstream checks only OC % 16 but then reads slot[j+32] of an
+// uninitialised buffer for a 16-row tail, so a 16-row tail has no defined result) and
+// K % 32 == 0, i.e. Kb % 16 == 0 (upstream TORCH_CHECK on 2*IC % TILE_K).
+//
+// ---- convert_scale_packed (E8M0 bytes) -----------------------------------------------------
+// Each block of 32 rows [32, G] is transposed to [G, 32]: offset 32*nb*G + 32*g + n%32.
+//
+//   block of rows 0..31, G = 2:
+//     canonical  s<0,0> s<0,1> / s<1,0> s<1,1> / ...      packed  s<0,0> s<1,0> ... s<31,0> s<0,1> s<1,1> ... s<31,1>
+//
+// Requires N % 32 == 0.
+//
+// Canonical inputs: one expert's w13/w2 FP4 weight U8 [OC, K/2] (checkpoint [N, K] orientation)
+// and E8M0 scale bytes [N, K/32], with the CPU padding (I, H to 32) applied.
+#pragma once
+
+#include "packers/layout.h"
+
+namespace moepack::packers {
+
+class CpuSglWeightPackedMxfp4Layout final : public Layout {
+ public:
+  std::string name() const override { return "cpu.sgl_convert_weight_packed(mxfp4)"; }
+  DType packed_dtype(DType) const override { return DType::U8; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+  // Index map at nibble granularity: FP4 element (row, k) -> packed byte offset, and whether it
+  // is that byte's high nibble.
+  struct NibblePosition {
+    uint64_t byte_offset;
+    bool high;
+  };
+  static NibblePosition packed_position(std::span<const uint64_t> canonical_shape, uint64_t row, uint64_t k);
+};
+
+class CpuSglScalePackedLayout final : public Layout {
+ public:
+  std::string name() const override { return "cpu.sgl_convert_scale_packed(e8m0)"; }
+  DType packed_dtype(DType canonical) const override { return canonical; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+  // Index map: canonical scale byte (n, g) -> packed byte offset.
+  static uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t g);
+};
+
+}  // namespace moepack::packers

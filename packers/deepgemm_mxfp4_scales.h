@@ -1,0 +1,52 @@
+// DeepGEMM packed-UE8M0 scale layout for MXFP4 MoE weights (vLLM backend DEEPGEMM_MXFP4,
+// `DeepGemmFP4Experts`, SM100 family): four E8M0 bytes per int32, MN-major, MN padded to 4.
+//
+// Upstream definitions followed:
+//   vllm-project/vllm : vllm/model_executor/layers/fused_moe/oracle/mxfp4.py
+//     `_pack_deepgemm_mxfp4_scales` @ e9d1398d9 (w13: mn = 2I, k = H; w2: mn = H, k = I;
+//     quant block (1, 32), num_groups = E) -> vllm/model_executor/layers/quantization/utils/fp8_utils.py
+//     `deepgemm_post_process_weight_scale_block` (E8M0 bytes upcast to f32 as `byte << 23`) ->
+//     vllm/utils/deep_gemm.py `transform_sf_into_required_layout` (recipe (1, 1, 32), is_sfa False)
+//   deepseek-ai/DeepGEMM : csrc/apis/layout.hpp `transform_sf_into_required_layout` (f32, gran_k 32,
+//     arch 10 -> `get_mn_major_tma_aligned_packed_ue8m0_tensor`); csrc/jit_kernels/impls/smxx_layout.hpp
+//     (the torch fallback and the CUDA launcher); deep_gemm/include/deep_gemm/impls/smxx_layout.cuh
+//     `transpose_and_pack_fp32_into_ue8m0`. vLLM e9d1398d9 pins DeepGEMM 8b1392b9
+//     (cmake/external_projects/deepgemm.cmake); that commit is not in the stored mirror, the code
+//     read is the mirror's head 54e2261 (2026-07-02).
+//
+// The f32 upcast and `bits >> 23` give back every E8M0 byte unchanged (255 -> +inf -> 255), so the
+// transform is a byte permutation. Canonical scale S[MN][SFK] (SFK = K/32). Per expert the kernel
+// sees int32 [MN, PK] with strides (1, MNa): PK = ceil(SFK/4), MNa = round_up(MN, 4). Storage:
+//
+//   word(j, mn) at int32 offset j*MNa + mn  =  S[mn][4j] | S[mn][4j+1] << 8 | S[mn][4j+2] << 16 | S[mn][4j+3] << 24
+//   i.e. byte offset of S[mn][c] = 4*((c/4)*MNa + mn) + c%4; bytes with c >= SFK or mn >= MN are 0
+//
+//   MN=5, SFK=5 (layouts-marlin 4.1, S[r][c] = 127 + r - c):  MNa = 8, PK = 2, words
+//     j=0: 7c7d7e7f 7d7e7f80 7e7f8081 7f808182 80818283 0 0 0
+//     j=1: 0000007b 0000007c 0000007d 0000007e 0000007f 0 0 0
+//   (the CUDA path leaves the padding rows mn >= MN uninitialised; they are written as 0 here.
+//    vLLM's MXFP4 sizes are multiples of 128, so no padding occurs in practice.)
+//
+// Canonical: U8 [MN, K/32] E8M0 bytes of one expert in vLLM's parameter row order (w13 keeps the
+// loader's order). Packed: I32 [PK, MNa] — the contiguous buffer under DeepGEMM's MN-major view.
+// SM120 is not covered: at the mirror's DeepGEMM head `transform_sf_into_required_layout` has no
+// branch for arch 12 with an f32 (1, 32) recipe.
+#pragma once
+
+#include "packers/layout.h"
+
+namespace moepack::packers {
+
+class DeepGemmMxfp4ScaleLayout final : public Layout {
+ public:
+  std::string name() const override;
+  DType packed_dtype(DType) const override { return DType::I32; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+  // Index map: byte offset of canonical scale (mn, c) in the packed buffer.
+  static uint64_t packed_offset(uint64_t mn, uint64_t c, uint64_t mn_aligned) { return 4 * ((c / 4) * mn_aligned + mn) + c % 4; }
+};
+
+}  // namespace moepack::packers

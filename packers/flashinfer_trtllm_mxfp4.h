@@ -1,0 +1,82 @@
+// FlashInfer TRT-LLM-gen MXFP4 MoE layouts (vLLM backends FLASHINFER_TRTLLM_MXFP4_BF16 and
+// FLASHINFER_TRTLLM_MXFP4_MXFP8; both activation variants get the same bytes).
+//
+// Upstream definitions followed:
+//   vllm-project/vllm : vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9
+//     `convert_gpt_oss_weight_to_mxfp4_moe_kernel_format` (TRTLLM branch: `swap_every_two_rows`
+//     on the interleaved gpt-oss w13, then per expert row shuffles) and
+//     `convert_weight_to_mxfp4_moe_kernel_format` (TRTLLM branch: [w1;w3] re-stacked as
+//     [w3_0, w1_0, w3_1, w1_1, ...], then the same shuffles)
+//   flashinfer-ai/flashinfer : flashinfer/fused_moe/core.py `get_w2_permute_indices_with_cache`,
+//     `reorder_rows_for_gated_act_gemm`; flashinfer/utils.py `get_shuffle_matrix_a_row_indices`,
+//     `get_shuffle_matrix_sf_a_row_indices`; flashinfer/quantization/fp4_quantization.py
+//     `shuffle_matrix_a`, `shuffle_matrix_sf_a`, `block_scale_interleave` (C++:
+//     csrc/nv_internal/cpp/kernels/quantization.cu `block_scale_interleave_kernel`) @ v0.6.17
+//
+// Each tensor is a gather of rows: out[r] = in[pre(S(r))], where pre is the row order vLLM
+// applies first (flashinfer_common.h) and S the shuffle of blocks of 32 rows
+// (epilogue_tile_m = 128): S(r) = (r/32)*32 + 4*(r%8) + (r%32)/8.
+//
+//   gpt-oss w13 (rows=swap_pairs), I = 128 so 256 rows [g0,u0,g1,u1,...]:
+//     packed row : 0   1   2   3   4 ...  7   8   9  ... 31 | 32  33 ...
+//     S(r)       : 0   4   8  12  16 ... 28   1   5  ... 31 | 32  36 ...
+//     source row : 1   5   9  13  17 ... 29   0   4  ... 30 | 33  37 ...   (S(r) XOR 1)
+//   generic w13 (rows=w3w1_interleave), I = 128, canonical [w1 (0..127); w3 (128..255)]:
+//     source row : 128 130 132 ... 142 0 2 ...                             (even S -> w3, odd S -> w1)
+//   w2 (rows=identity): source row = S(r).
+//
+// Tensors and what the packer expects (one expert, sizes already padded by vLLM: I to 128,
+// H to 256, so every row count is a multiple of 128 and every scale row a multiple of 4):
+//   weight : U8 [N, K/2] FP4 pairs           -> U8 [N, K/2]; N % 32 == 0
+//   scale  : U8 [N, K/32] E8M0               -> rows gathered, then the CUTLASS 128x4 swizzle
+//            (cutlass_sf_128x4.h) of the gathered matrix; vLLM views the bytes as float8_e4m3fn
+//            [N, K/32], so the packed dtype is F8_E4M3 (the bytes are still E8M0 codes);
+//            N % 128 == 0 and (K/32) % 4 == 0, as vLLM's reshape back to [N, K/32] requires
+//   bias   : BF16/F16/F32 [N]                -> F32 [N] (vLLM `.to(torch.float32)`), rows gathered
+// The row order of w13 tensors must be the checkpoint family's: `swap_pairs` expects gpt-oss'
+// interleaved [g0,u0,...], `w3w1_interleave` expects stacked [w1; w3]; w2 uses `identity`.
+//
+// Per-expert scalars: TrtLlmMxfp4Experts keeps gemm1_alpha / gemm1_beta / gemm1_clamp_limit as
+// F32 [E] tensors on the experts object (not layer parameters; vllm/.../experts/trtllm_mxfp4_moe.py
+// @ e9d1398d9). `trtllm_mxfp4_gemm1_scalars` builds them for the artifact.
+#pragma once
+
+#include <optional>
+
+#include "packers/flashinfer_common.h"
+#include "packers/layout.h"
+
+namespace moepack::packers {
+
+enum class TrtllmTensor { weight, scale, bias };
+
+class FlashinferTrtllmMxfp4Layout final : public Layout {
+ public:
+  FlashinferTrtllmMxfp4Layout(TrtllmTensor tensor, fi_detail::RowOrder rows) : tensor_(tensor), rows_(rows) {}
+
+  std::string name() const override;
+  DType packed_dtype(DType canonical) const override;
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+  // Index map: the canonical row that packed row r comes from (rows = the tensor's row count).
+  uint64_t source_row(uint64_t r, uint64_t rows) const;
+
+ private:
+  uint64_t check_shape(DType dtype, std::span<const uint64_t> shape) const;
+  std::vector<uint64_t> row_sources(uint64_t rows) const;
+
+  TrtllmTensor tensor_;
+  fi_detail::RowOrder rows_;
+};
+
+// gemm1_alpha, gemm1_beta, gemm1_clamp_limit as vLLM keeps them: F32 [num_experts] each, every
+// element the configured value (gpt-oss: 1.702, 1.0, swiglu_limit 7.0); an absent value has no tensor.
+struct TrtllmGemm1Scalars {
+  std::optional<OwnedTensor> alpha, beta, clamp_limit;
+};
+TrtllmGemm1Scalars trtllm_mxfp4_gemm1_scalars(uint64_t num_local_experts, std::optional<float> alpha,
+                                              std::optional<float> beta, std::optional<float> clamp_limit);
+
+}  // namespace moepack::packers

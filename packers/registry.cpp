@@ -1,0 +1,253 @@
+// The layout table. One row per layout string; see registry.h for the invariant.
+#include "packers/registry.h"
+
+#include <string>
+
+#include "lib/core/error.h"
+#include "packers/cpu_bias_f32.h"
+#include "packers/cpu_sgl_mxfp4.h"
+#include "packers/cutlass_sf_128x4.h"
+#include "packers/deepgemm_mxfp4_scales.h"
+#include "packers/flashinfer_cutlass_mxfp4.h"
+#include "packers/flashinfer_trtllm_mxfp4.h"
+#include "packers/marlin_mxfp4.h"
+#include "packers/triton_blackwell_mx.h"
+#include "packers/triton_cdna4_mx_scale.h"
+#include "packers/triton_hopper_mx_scale.h"
+#include "packers/triton_hopper_mx_value.h"
+#include "packers/triton_shuffle_weight.h"
+#include "packers/triton_strided.h"
+
+namespace moepack::packers {
+namespace {
+
+template <class L, auto... Args>
+std::unique_ptr<Layout> make() {
+  return std::make_unique<L>(Args...);
+}
+
+// clang-format off
+const std::vector<LayoutRow>& rows() {
+  static const std::vector<LayoutRow> table = {
+      // ---- triton_kernels v3.5.1 (vLLM OAI Triton MoE, MXFP4) ----
+      {"triton_kernels.Strided(v3.5.1)", &make<TritonStridedLayout>,
+       "identity: values on sm<90 / SM90+torch<2.8.1 / ROCm, scales on sm<90 and ROCm other than gfx950"},
+      {"triton_kernels.Strided(k_groups_pad=4,v3.5.1)", &make<TritonStridedLayout, uint64_t{4}>,
+       "SM90 scales with torch<2.8.1: identity after vLLM's zero pad of K/32 to a multiple of 4"},
+      {"triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)", &make<TritonHopperMXValueLayout>,
+       "SM90 MXFP4 weights: 16x32-byte tile swizzle plus 4-nibble bit twiddle"},
+      {"triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,k_groups_pad=4,v3.5.1)",
+       &make<TritonHopperMXScaleLayout, uint64_t{8}>, "SM90 MXFP4 scales, 8 warps (vLLM default)"},
+      {"triton_kernels.HopperMXScale(mx_axis=1,num_warps=4,k_groups_pad=4,v3.5.1)",
+       &make<TritonHopperMXScaleLayout, uint64_t{4}>, "SM90 MXFP4 scales, 4 warps (older batched-MoE choice)"},
+      {"triton_kernels.BlackwellMXValue(v3.5.1)", &make<TritonBlackwellMXValueLayout>,
+       "SM100 MXFP4 weights: K bytes zero-padded to 128"},
+      {"triton_kernels.BlackwellMXScale(v3.5.1)", &make<TritonBlackwellMXScaleLayout>,
+       "SM100 MXFP4 scales: CUTLASS 128x4 tiles, N to 128, K/32 to 8"},
+      {"triton_kernels.CDNA4MXScale(v3.5.1)", &make<TritonCdna4MXScaleLayout>,
+       "gfx950 MXFP4 scales (TP<=2): 32-row x 8-group preshuffle"},
+      {"vllm.mxfp4_triton_shuffle_weight(e9d1398d9)", &make<TritonShuffleWeightLayout>,
+       "generic MXFP4 converter, TRITON only: interleave the two halves of the last axis (w13 weight/scale/bias)"},
+      // ---- CPU (sgl-kernel via vLLM csrc/cpu/sgl-kernels) ----
+      {"cpu.sgl_convert_weight_packed(mxfp4)", &make<CpuSglWeightPackedMxfp4Layout>,
+       "CPU AMX MXFP4 weights: per 32-row block, [32, K/2] -> [K/2, 32] with the 32-way nibble split"},
+      {"cpu.sgl_convert_scale_packed(e8m0)", &make<CpuSglScalePackedLayout>,
+       "CPU AMX E8M0 scales: per 32-row block, [32, G] -> [G, 32]"},
+      {"vllm.bias_f32", &make<BiasToF32Layout>, "MoE bias widened to fp32 (CPU, Triton, AITER MXFP4 paths)"},
+      // ---- FlashInfer / Marlin / other layouts (append rows below) ----
+      {"flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::identity>,
+       "TRT-LLM-gen MXFP4 weight rows (w2): shuffle_matrix_a, 32-row blocks"},
+      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::identity>,
+       "TRT-LLM-gen MXFP4 E8M0 scales (w2): row shuffle then 128x4 swizzle, viewed as e4m3"},
+      {"flashinfer.trtllm_shuffle_bias(rows=identity,epilogue_tile_m=128,f32,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::identity>,
+       "TRT-LLM-gen MXFP4 bias (w2): f32, row shuffle"},
+      {"flashinfer.trtllm_shuffle_matrix_a(rows=swap_pairs,epilogue_tile_m=128,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::swap_pairs>,
+       "TRT-LLM-gen MXFP4 weight rows (gpt-oss interleaved w13): shuffle_matrix_a, 32-row blocks"},
+      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=swap_pairs,epilogue_tile_m=128,sf=128x4,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::swap_pairs>,
+       "TRT-LLM-gen MXFP4 E8M0 scales (gpt-oss interleaved w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
+      {"flashinfer.trtllm_shuffle_bias(rows=swap_pairs,epilogue_tile_m=128,f32,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::swap_pairs>,
+       "TRT-LLM-gen MXFP4 bias (gpt-oss interleaved w13): f32, row shuffle"},
+      {"flashinfer.trtllm_shuffle_matrix_a(rows=w3w1_interleave,epilogue_tile_m=128,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::w3w1_interleave>,
+       "TRT-LLM-gen MXFP4 weight rows (stacked [w1;w3] w13): shuffle_matrix_a, 32-row blocks"},
+      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=w3w1_interleave,epilogue_tile_m=128,sf=128x4,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::w3w1_interleave>,
+       "TRT-LLM-gen MXFP4 E8M0 scales (stacked [w1;w3] w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
+      {"flashinfer.trtllm_shuffle_bias(rows=w3w1_interleave,epilogue_tile_m=128,f32,v0.6.17)",
+       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::w3w1_interleave>,
+       "TRT-LLM-gen MXFP4 bias (stacked [w1;w3] w13): f32, row shuffle"},
+      {"flashinfer.cutlass_mxfp4_weight(rows=identity,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::identity>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (w2)"},
+      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::identity>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (w2): FP4 mixed-GEMM interleave"},
+      {"flashinfer.block_scale_interleave(rows=identity,sf=128x4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::identity>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (w2): 128x4 swizzle"},
+      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=identity,group_size=32,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::identity>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (w2): [K/128, 4N]"},
+      {"flashinfer.cutlass_bias(rows=identity,bf16,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::identity>,
+       "FlashInfer CUTLASS MXFP4 bias (w2): bf16"},
+      {"flashinfer.cutlass_mxfp4_weight(rows=deinterleave_up_first,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::deinterleave_up_first>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (gpt-oss w13 -> [up; gate])"},
+      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=deinterleave_up_first,fp4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::deinterleave_up_first>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (gpt-oss w13 -> [up; gate]): FP4 mixed-GEMM interleave"},
+      {"flashinfer.block_scale_interleave(rows=deinterleave_up_first,sf=128x4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::deinterleave_up_first>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (gpt-oss w13 -> [up; gate]): 128x4 swizzle"},
+      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=deinterleave_up_first,group_size=32,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::deinterleave_up_first>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (gpt-oss w13 -> [up; gate]): [K/128, 4N]"},
+      {"flashinfer.cutlass_bias(rows=deinterleave_up_first,bf16,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::deinterleave_up_first>,
+       "FlashInfer CUTLASS MXFP4 bias (gpt-oss w13 -> [up; gate]): bf16"},
+      {"flashinfer.cutlass_mxfp4_weight(rows=swap_halves,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::swap_halves>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight ([w1;w3] w13 -> [w3;w1])"},
+      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=swap_halves,fp4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::swap_halves>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight ([w1;w3] w13 -> [w3;w1]): FP4 mixed-GEMM interleave"},
+      {"flashinfer.block_scale_interleave(rows=swap_halves,sf=128x4,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::swap_halves>,
+       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales ([w1;w3] w13 -> [w3;w1]): 128x4 swizzle"},
+      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=swap_halves,group_size=32,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::swap_halves>,
+       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales ([w1;w3] w13 -> [w3;w1]): [K/128, 4N]"},
+      {"flashinfer.cutlass_bias(rows=swap_halves,bf16,v0.6.17)",
+       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::swap_halves>,
+       "FlashInfer CUTLASS MXFP4 bias ([w1;w3] w13 -> [w3;w1]): bf16"},
+      {"vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)",
+       &make<CutlassMxfp4ScaleSwizzleLayout>,
+       "vLLM CUTLASS W4A4 MXFP4 (compressed-tensors/AutoRound, SM100-SM110) scales: 128x4 per expert"},
+      {"vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=0,e9d1398d9)",
+       &make<MarlinMxfp4WeightLayout, MarlinActivation::bits16>,
+       "Marlin MXFP4 weights, 16-bit activations: 4-bit Marlin repack to I32 [K/16, 2N]"},
+      {"vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=1,e9d1398d9)",
+       &make<MarlinMxfp4WeightLayout, MarlinActivation::fp8>,
+       "Marlin MXFP4 weights, FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8): 4-bit Marlin repack to I32 [K/16, 2N]"},
+      {"vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=16bit,e9d1398d9)",
+       &make<MarlinMxfp4ScaleLayout, MarlinActivation::bits16>,
+       "Marlin MXFP4 E8M0 scales, 16-bit activations: [G, N] permuted"},
+      {"vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=fp8,e9d1398d9)",
+       &make<MarlinMxfp4ScaleLayout, MarlinActivation::fp8>,
+       "Marlin MXFP4 E8M0 scales, FP8 activations, +6 exponent bias: [G, N] permuted"},
+      {"vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)",
+       &make<MarlinBiasLayout>,
+       "Marlin MoE bias: single scale permutation, bf16"},
+      {"deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)",
+       &make<DeepGemmMxfp4ScaleLayout>,
+       "DeepGEMM MXFP4 scales (SM100): 4 E8M0 per int32, MN-major, MN padded to 4"},
+  };
+  return table;
+}
+// clang-format on
+
+}  // namespace
+
+std::span<const LayoutRow> layout_table() { return rows(); }
+
+const LayoutRow* find_layout(std::string_view id) {
+  for (const LayoutRow& row : layout_table())
+    if (row.id == id) return &row;
+  return nullptr;
+}
+
+std::unique_ptr<Layout> make_layout(std::string_view id) {
+  if (id.find(kPipelineSeparator) != std::string_view::npos) {
+    std::vector<std::unique_ptr<Layout>> stages;
+    size_t start = 0;
+    while (true) {
+      const size_t sep = id.find(kPipelineSeparator, start);
+      stages.push_back(make_layout(id.substr(start, sep == std::string_view::npos ? std::string_view::npos : sep - start)));
+      if (sep == std::string_view::npos) break;
+      start = sep + kPipelineSeparator.size();
+    }
+    return std::make_unique<PipelineLayout>(std::move(stages));
+  }
+  const LayoutRow* row = find_layout(id);
+  if (row == nullptr) {
+    std::string known;
+    for (const LayoutRow& r : layout_table()) known += "\n  " + std::string(r.id);
+    throw Error(ErrorKind::internal, "unknown packer layout `" + std::string(id) + "`; registered:" + known);
+  }
+  return row->make();
+}
+
+std::vector<std::string> layout_ids() {
+  std::vector<std::string> ids;
+  for (const LayoutRow& row : layout_table()) ids.emplace_back(row.id);
+  return ids;
+}
+
+// ---- PipelineLayout ----
+
+PipelineLayout::PipelineLayout(std::vector<std::unique_ptr<Layout>> stages) : stages_(std::move(stages)) {
+  if (stages_.empty()) throw_internal("PipelineLayout needs at least one stage");
+}
+
+std::string PipelineLayout::name() const {
+  std::string out;
+  for (size_t i = 0; i < stages_.size(); ++i) out += (i ? std::string(kPipelineSeparator) : "") + stages_[i]->name();
+  return out;
+}
+
+DType PipelineLayout::packed_dtype(DType canonical) const {
+  for (const auto& stage : stages_) canonical = stage->packed_dtype(canonical);
+  return canonical;
+}
+
+std::vector<uint64_t> PipelineLayout::packed_shape(std::span<const uint64_t> canonical_shape) const {
+  std::vector<uint64_t> shape(canonical_shape.begin(), canonical_shape.end());
+  for (const auto& stage : stages_) shape = stage->packed_shape(shape);
+  return shape;
+}
+
+std::vector<uint64_t> PipelineLayout::parameter_shape(uint64_t num_experts, std::span<const uint64_t> canonical_shape) const {
+  std::vector<uint64_t> shape(canonical_shape.begin(), canonical_shape.end());
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) shape = stages_[i]->packed_shape(shape);
+  return stages_.back()->parameter_shape(num_experts, shape);
+}
+
+void PipelineLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  OwnedTensor current;
+  TensorView input = canonical;
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+    OwnedTensor next(stages_[i]->packed_dtype(input.dtype), stages_[i]->packed_shape(input.shape));
+    stages_[i]->pack(input, next.bytes);
+    current = std::move(next);
+    input = current.view();
+  }
+  stages_.back()->pack(input, packed);
+}
+
+void PipelineLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
+  // The intermediate tensors' dtypes and shapes, forward from the canonical one.
+  std::vector<OwnedTensor> inputs;
+  inputs.reserve(stages_.size());
+  DType dtype = canonical.dtype;
+  std::vector<uint64_t> shape = canonical.shape;
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+    dtype = stages_[i]->packed_dtype(dtype);
+    shape = stages_[i]->packed_shape(shape);
+    inputs.emplace_back(dtype, shape);  // input of stage i + 1
+  }
+  std::span<const uint8_t> stage_packed = packed;
+  for (size_t i = stages_.size(); i-- > 0;) {
+    OwnedTensor& target = i == 0 ? canonical : inputs[i - 1];
+    stages_[i]->unpack(stage_packed, target);
+    stage_packed = target.bytes;
+  }
+}
+
+}  // namespace moepack::packers

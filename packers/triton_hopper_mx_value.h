@@ -1,0 +1,63 @@
+// triton_kernels HopperMXValueLayout (mx_axis=1, mma_version=3), v3.5.1: the SM90 MXFP4 weight
+// layout of vLLM's OAI Triton MoE, including the 4-nibble bit twiddle.
+//
+// Upstream definition followed:
+//   triton-lang/triton : python/triton_kernels/triton_kernels/tensor_details/layout_details/hopper_value.py @ v3.5.1
+//     (`HopperMXValueLayout.swizzle_data`, `_pack_bits`; read in the verbatim vendored copy
+//      NVIDIA/TensorRT-LLM : triton_kernels/tensor_details/layout_details/hopper_value.py @ 295cfebe)
+//   triton-lang/triton : python/triton_kernels/triton_kernels/tensor.py @ v3.5.1 (`convert_layout`)
+//   vllm-project/vllm : vllm/model_executor/layers/quantization/utils/mxfp4_utils.py `_swizzle_mxfp4` @ e9d1398d9
+//
+// How vLLM gets there: the [E, N, Kb] weight is transposed to a [E, Kb, N] view; because
+// mx_axis (1) is the last non-batch-but-one axis, the layout transposes it back (.mT) to the
+// contiguous [E, N, Kb], swizzles to a contiguous [E, Np/4, 4*Kbp], twiddles bits, and hands
+// the kernel the .mT view [E, 4*Kbp, Np/4]. The storage (what this packer writes) is therefore
+// [Np/4, 4*Kbp] per expert, Np = round_up(N, 16), Kbp = round_up(Kb, 32), zero padded.
+//
+// Index map (before the twiddle), with the digits of n and b:
+//   n = 16*m0 + 8*w0 + 2*t0 + s0          (m0 = n/16, w0 = n/8%2, t0 = n/2%4, s0 = n%2)
+//   b = 32*k0 + 8*kt + 4*w1 + t1          (k0 = b/32, kt = b/8%4, w1 = b/4%2, t1 = b%4)
+//   T[4*m0 + t0][128*k0 + 64*s0 + 16*t1 + 4*kt + 2*w1 + w0] = Q[n][b]
+// then every aligned 4-byte group (c0 c1 c2 c3) of T becomes one little-endian 32-bit word:
+// lane L (L=0: the low nibbles, L=1: the high nibbles, at bit 16*L) holds the four nibbles
+// x0..x3 as  x0: sign->15 mag->8,7,6   x1: sign->12 mag->5,4,3   x2: sign->9 mag->2,1,0
+//            x3: sign->14 mag bit2->11 bit1->10 bit0->13
+// (each nibble then sits in a bf16's sign/exponent/mantissa bits for the kernel's 14-instruction
+// dequant). A group gathers canonical bytes (n,b) (n+8,b) (n,b+4) (n+8,b+4).
+//
+// Drawn example, one expert, N = 2, Kb = 32 (K = 64): storage [4, 128]; rows 1..3 are padding.
+//
+//   pre-twiddle row 0, columns 0..127  (q<n,b> = Q[n][b], "." = zero padding)
+//     col:   0     1   2     3   4     5   6     7  ...  16    17  18    19 ... 64   ...
+//          q<0,0>  .  q<0,4>  .  q<0,8>  .  q<0,12> .  ... q<0,1>  .  q<0,5>  . ... q<1,0> ...
+//   i.e. column 16*t1 + 4*kt + 2*w1 holds q<0, 8*kt + 4*w1 + t1>; columns 64.. hold row n=1.
+//   Twiddle of one group: bytes 21 43 65 87 -> word 0x40A62C5D -> stored 5D 2C A6 40.
+//
+// Canonical input: one expert's FP4 weight U8 [N, Kb] = [N, K/2] in vLLM's parameter order
+// (for w13 the rows as the converter selected: gpt-oss interleaved, or the generic converter's
+// output of vllm.mxfp4_triton_shuffle_weight), I/H padding already applied. Any N, Kb >= 1.
+#pragma once
+
+#include <array>
+
+#include "packers/layout.h"
+
+namespace moepack::packers {
+
+class TritonHopperMXValueLayout final : public Layout {
+ public:
+  std::string name() const override;
+  DType packed_dtype(DType) const override { return DType::U8; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+  // Index map, part 1: canonical byte (n, b) -> byte offset in the pre-twiddle buffer (which
+  // has the packed shape). Part 2 is the twiddle of the 4-byte group containing that offset.
+  static uint64_t pretwiddle_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t b);
+  // Part 2: four pre-twiddle bytes -> the 32-bit word stored little-endian in their place.
+  static uint32_t twiddle(std::array<uint8_t, 4> group);
+  static std::array<uint8_t, 4> untwiddle(uint32_t word);
+};
+
+}  // namespace moepack::packers

@@ -1,0 +1,139 @@
+// sgl-kernel CPU convert_weight_packed (MXFP4) and convert_scale_packed (E8M0): the spec's
+// worked example, the bulk pack against the nibble index map and against a line-by-line
+// transliteration of the upstream loop, round trips, refusals; vllm.bias_f32.
+#include "packers/cpu_sgl_mxfp4.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "packers/cpu_bias_f32.h"
+#include "tests/packers/triton_reference_ops.h"
+
+namespace moepack::packers {
+namespace {
+
+using testing::pack_all;
+using testing::random_tensor;
+
+const std::vector<std::vector<uint64_t>> kWeightShapes = {{32, 16}, {32, 48}, {64, 16}, {96, 32}, {160, 80}, {2880 / 30, 1440 / 30}};
+
+// The upstream uint8 pack_vnni for one 32-row block, as written there: list the 64 nibbles of a
+// byte column row by row, then byte n = nibble[n] | nibble[n + 32] << 4.
+std::vector<uint8_t> upstream_style_pack(const std::vector<uint8_t>& w, uint64_t rows, uint64_t bytes_per_row) {
+  std::vector<uint8_t> out(w.size());
+  for (uint64_t block = 0; block < rows / 32; ++block)
+    for (uint64_t k = 0; k < bytes_per_row; ++k) {
+      uint8_t unpacked[64];
+      for (uint64_t n = 0; n < 32; ++n) {
+        const uint8_t value = w[(block * 32 + n) * bytes_per_row + k];
+        unpacked[2 * n] = value & 0xF;
+        unpacked[2 * n + 1] = value >> 4;
+      }
+      for (uint64_t n = 0; n < 32; ++n)
+        out[block * 32 * bytes_per_row + k * 32 + n] = static_cast<uint8_t>((unpacked[n + 32] << 4) | unpacked[n]);
+    }
+  return out;
+}
+
+TEST(CpuSglWeightPacked, WorkedExample) {
+  // layouts-marlin-vnni-e8m0.md 3.4: W[n][0] = (1 << 4) | (n % 16) -> packed row kb=0 starts
+  // 00 11 11 11 22 11 ...
+  CpuSglWeightPackedMxfp4Layout layout;
+  EXPECT_EQ(layout.name(), "cpu.sgl_convert_weight_packed(mxfp4)");
+  OwnedTensor w(DType::U8, {32, 16});
+  for (uint64_t n = 0; n < 32; ++n) w.bytes[n * 16] = static_cast<uint8_t>(0x10 | (n % 16));
+  const std::vector<uint8_t> packed = pack_all(layout, w);
+  const std::vector<uint8_t> head(packed.begin(), packed.begin() + 6);
+  EXPECT_EQ(head, (std::vector<uint8_t>{0x00, 0x11, 0x11, 0x11, 0x22, 0x11}));
+  // Byte 2j holds (row j, k0) and (row 16+j, k0): both j % 16; byte 2j+1 holds the two k1 = 1 codes.
+  for (uint64_t j = 0; j < 16; ++j) {
+    EXPECT_EQ(packed[2 * j], static_cast<uint8_t>(j | (j << 4)));
+    EXPECT_EQ(packed[2 * j + 1], 0x11);
+  }
+  EXPECT_EQ(packed[32], 0x00);  // byte column kb = 1 is all zero
+}
+
+TEST(CpuSglWeightPacked, BulkPackEqualsNibbleMapAndUpstreamLoop) {
+  CpuSglWeightPackedMxfp4Layout layout;
+  uint64_t seed = 1;
+  for (const auto& shape : kWeightShapes) {
+    SCOPED_TRACE(shape_string(shape));
+    const OwnedTensor w = random_tensor(DType::U8, shape, seed++);
+    EXPECT_EQ(layout.packed_shape(shape), shape);
+    std::vector<uint8_t> by_map(w.bytes.size(), 0);
+    for (uint64_t r = 0; r < shape[0]; ++r)
+      for (uint64_t k = 0; k < 2 * shape[1]; ++k) {
+        const uint8_t code = get_nibble(w.bytes, r, 2 * shape[1], k);
+        const auto pos = CpuSglWeightPackedMxfp4Layout::packed_position(shape, r, k);
+        by_map[pos.byte_offset] |= static_cast<uint8_t>(pos.high ? code << 4 : code);
+      }
+    const std::vector<uint8_t> packed = pack_all(layout, w);
+    EXPECT_EQ(packed, by_map);
+    EXPECT_EQ(packed, upstream_style_pack(w.bytes, shape[0], shape[1]));
+    testing::expect_round_trip(layout, DType::U8, shape, seed++);
+  }
+}
+
+TEST(CpuSglWeightPacked, RefusesShapesTheKernelCannotPack) {
+  CpuSglWeightPackedMxfp4Layout layout;
+  // 16-row tail (upstream reads an uninitialised buffer), rows not a multiple of 16, K not a multiple of 32.
+  for (std::vector<uint64_t> shape : {std::vector<uint64_t>{16, 16}, {48, 16}, {33, 16}, {1, 16}, {32, 8}, {32, 17}, {32, 1}, {32}})
+    testing::expect_refused(layout, DType::U8, shape);
+  testing::expect_dtype_refused(layout, DType::F8_E8M0, {32, 16});
+}
+
+TEST(CpuSglScalePacked, WorkedExampleMapAndRoundTrips) {
+  CpuSglScalePackedLayout layout;
+  EXPECT_EQ(layout.name(), "cpu.sgl_convert_scale_packed(e8m0)");
+  // [32, 2] block: packed = column 0 of all 32 rows, then column 1.
+  OwnedTensor s(DType::U8, {32, 2});
+  for (uint64_t n = 0; n < 32; ++n) s.bytes[n * 2] = static_cast<uint8_t>(n), s.bytes[n * 2 + 1] = static_cast<uint8_t>(100 + n);
+  std::vector<uint8_t> expected;
+  for (uint64_t n = 0; n < 32; ++n) expected.push_back(static_cast<uint8_t>(n));
+  for (uint64_t n = 0; n < 32; ++n) expected.push_back(static_cast<uint8_t>(100 + n));
+  EXPECT_EQ(pack_all(layout, s), expected);
+
+  uint64_t seed = 40;
+  for (std::vector<uint64_t> shape : {std::vector<uint64_t>{32, 1}, {32, 3}, {64, 17}, {96, 90}, {128, 33}}) {
+    SCOPED_TRACE(shape_string(shape));
+    const OwnedTensor t = random_tensor(DType::U8, shape, seed++);
+    std::vector<uint8_t> by_map(t.bytes.size(), 0);
+    for (uint64_t n = 0; n < shape[0]; ++n)
+      for (uint64_t g = 0; g < shape[1]; ++g) by_map[CpuSglScalePackedLayout::packed_offset(shape, n, g)] = t.bytes[n * shape[1] + g];
+    EXPECT_EQ(pack_all(layout, t), by_map);
+    testing::expect_round_trip(layout, DType::U8, shape, seed++);
+  }
+  for (std::vector<uint64_t> shape : {std::vector<uint64_t>{16, 2}, {33, 2}, {1, 1}, {32}}) testing::expect_refused(layout, DType::U8, shape);
+}
+
+TEST(BiasToF32, DrawnExampleAndRoundTrips) {
+  BiasToF32Layout layout;
+  EXPECT_EQ(layout.name(), "vllm.bias_f32");
+  EXPECT_EQ(layout.packed_dtype(DType::BF16), DType::F32);
+  OwnedTensor bias(DType::BF16, {3});
+  bias.bytes = {0x80, 0x3F, 0x20, 0xC0, 0x00, 0x00};  // 1.0, -2.5, 0.0
+  EXPECT_EQ(pack_all(layout, bias),
+            (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x20, 0xC0, 0x00, 0x00, 0x00, 0x00}));
+  OwnedTensor half(DType::F16, {1});
+  half.bytes = {0x00, 0x3C};  // 1.0
+  EXPECT_EQ(pack_all(layout, half), (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F}));
+  // Random BF16/F16 bit patterns widen and narrow back exactly (NaN payloads excepted, so
+  // clear the exponent's top bit to stay finite).
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (uint64_t n : {1u, 2u, 3u, 17u, 129u}) {
+      OwnedTensor t = random_tensor(dtype, {n}, n);
+      for (size_t i = 1; i < t.bytes.size(); i += 2) t.bytes[i] &= 0xBF;
+      const std::vector<uint8_t> packed = pack_all(layout, t);
+      OwnedTensor back(dtype, {n});
+      layout.unpack(packed, back);
+      EXPECT_EQ(back.bytes, t.bytes);
+    }
+  }
+  testing::expect_round_trip(layout, DType::F32, {33}, 5);
+  testing::expect_refused(layout, DType::BF16, {2, 2});
+  testing::expect_dtype_refused(layout, DType::U8, {4});
+}
+
+}  // namespace
+}  // namespace moepack::packers
