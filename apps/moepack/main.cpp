@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
+#include "lib/core/cancel.h"
 #include "lib/core/error.h"
 
 namespace moepack::cli {
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" with code 0 in CLI11.
     int rc = app.exit(e);
     return rc == 0 ? 0 : static_cast<int>(moepack::ErrorKind::usage);
+  } catch (const moepack::Cancelled& c) {
+    // Destructors already removed whatever was partial; die of the signal, as shells expect.
+    std::fprintf(stderr, "moepack: interrupted by signal %d; nothing was written\n", c.signal_number);
+    std::signal(c.signal_number, SIG_DFL);
+    std::raise(c.signal_number);
+    return 128 + c.signal_number;
   } catch (const moepack::Error& e) {
     report_error(kind_name(e.kind()), e.exit_code(), e.what());
     return e.exit_code();

@@ -1,0 +1,180 @@
+// `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values, then
+// streams the artifact through a staging directory (lib/convert/executor, staging). Parsing
+// and printing only.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "apps/moepack/deployment_flags.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "lib/convert/staging.h"
+#include "lib/core/cancel.h"
+#include "lib/core/error.h"
+#include "lib/core/progress.h"
+#include "lib/core/tensor.h"
+
+namespace moepack::cli {
+namespace {
+
+struct ConvertOptions {
+  std::string checkpoint;
+  std::string output;
+  DeploymentOptions deployment;
+  int threads = 0;
+  bool dry_run = false;
+  bool force = false;
+  bool json = false;
+  bool allow_bad_values = false;
+  std::string max_shard_size = "5GB";
+};
+
+// "5GB" (10^9, as huggingface_hub counts), "2GiB", "500MB", "4096" (bytes).
+uint64_t parse_size(const std::string& text) {
+  size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    throw Error(ErrorKind::usage, "--max-shard-size: `" + text + "` is not a size (examples: 5GB, 500MB, 2GiB, 1048576)");
+  }
+  std::string unit = text.substr(pos);
+  const std::pair<const char*, uint64_t> units[] = {{"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000},
+                                                    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) {
+      if (value == 0) throw Error(ErrorKind::usage, "--max-shard-size must be positive");
+      return value * factor;
+    }
+  throw Error(ErrorKind::usage, "--max-shard-size: unknown unit `" + unit + "` (B, KB, MB, GB, KiB, MiB, GiB)");
+}
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+nlohmann::ordered_json dry_run_json(const convert::ConversionPlan& plan, const std::vector<convert::ShardAssignment>& shards) {
+  using ojson = nlohmann::ordered_json;
+  ojson files = ojson::array();
+  for (const auto& s : shards)
+    files.push_back({{"file", s.file_name}, {"rank", s.rank < 0 ? ojson(nullptr) : ojson(s.rank)}, {"bytes", s.data_bytes}, {"tensors", s.tensor_names}});
+  ojson layers = ojson::array();
+  for (const auto& l : plan.layers) {
+    ojson ranks = ojson::array();
+    for (const auto& r : l.ranks) {
+      ojson tensors = ojson::object();
+      for (const auto& t : r.tensors)
+        tensors[t.role] = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
+                           {"layout", t.layout}, {"bytes", t.num_experts * t.slab_bytes}};
+      ranks.push_back({{"rank", r.rank}, {"tensors", tensors}});
+    }
+    layers.push_back({{"prefix", l.manifest.prefix}, {"backend", l.manifest.backend}, {"experts_class", l.manifest.experts_class},
+                      {"padded_hidden_size", l.manifest.padded_hidden_size},
+                      {"padded_intermediate_size", l.manifest.padded_intermediate_size}, {"ranks", ranks}});
+  }
+  return {{"dry_run", true}, {"target", plan.target}, {"layers", layers}, {"files", files},
+          {"copied_files", plan.copied_files}, {"pass_through_tensors", plan.pass_through.size()}};
+}
+
+void print_dry_run(const convert::ConversionPlan& plan, const std::vector<convert::ShardAssignment>& shards) {
+  std::cout << "dry run: nothing is written\n";
+  for (const auto& l : plan.layers) {
+    std::cout << l.manifest.prefix << ": " << l.manifest.backend << " / " << l.manifest.experts_class << "  (hidden "
+              << l.manifest.hidden_size << " -> " << l.manifest.padded_hidden_size << ", intermediate per rank "
+              << l.manifest.intermediate_size << " -> " << l.manifest.padded_intermediate_size << ")\n";
+    for (const auto& r : l.ranks)
+      for (const auto& t : r.tensors)
+        std::cout << "  " << (l.ranks.size() > 1 ? "rank " + std::to_string(r.rank) + " " : "") << t.role << "  "
+                  << dtype_name(t.dtype) << shape_string(t.shape) << "  " << human_bytes(t.num_experts * t.slab_bytes) << "  "
+                  << t.layout << "\n";
+  }
+  std::cout << "files:\n";
+  for (const auto& s : shards)
+    std::cout << "  " << s.file_name << "  " << s.tensor_names.size() << " tensors, " << human_bytes(s.data_bytes) << "\n";
+  std::cout << "copied unchanged: " << plan.pass_through.size() << " non-expert tensors, " << plan.copied_files.size() << " other files\n";
+}
+
+void run_convert(const ConvertOptions& o) {
+  global_flags().json = o.json;
+  oracle::Deployment deployment = build_deployment(o.deployment);
+  uint64_t max_shard = parse_size(o.max_shard_size);
+  ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(o.checkpoint);
+  auto decisions = convert::decide_layers(checkpoint, deployment);
+  convert::ConvertRequest request;
+  if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
+  request.target_json = deployment_json(deployment);
+  convert::ConversionPlan plan = convert::build_conversion_plan(checkpoint, decisions, request);
+  if (plan.layers.empty()) std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
+
+  if (o.dry_run) {
+    auto shards = convert::assign_shards(plan, max_shard);
+    if (o.json) std::cout << dry_run_json(plan, shards).dump(2) << std::endl;
+    else print_dry_run(plan, shards);
+    return;
+  }
+
+  if (!o.allow_bad_values) {
+    ckpt::ValueScan scan = ckpt::scan_values(checkpoint, 8);
+    if (scan.bad_values > 0) {
+      std::string list;
+      for (const auto& f : scan.listed)
+        list += "\n  " + f.file + ": tensor `" + f.tensor + "` element " + std::to_string(f.element) + ": " + f.what;
+      throw Error(ErrorKind::bad_input, o.checkpoint + ": " + std::to_string(scan.bad_values) + " values no kernel should see (in " +
+                                            std::to_string(scan.per_tensor.size()) + " tensors); pass --allow-bad-values to convert anyway:" + list);
+    }
+  }
+
+  install_cancel_signal_handlers();
+  auto start = std::chrono::steady_clock::now();
+  convert::StagingDirectory staging(o.output, o.force);
+  convert::ExecutorOptions exec;
+  exec.threads = o.threads;
+  exec.max_shard_bytes = max_shard;
+  exec.show_progress = progress_wanted(global_flags().quiet, global_flags().progress);
+  artifact::Manifest manifest = convert::execute_plan(plan, staging.path(), exec);
+  staging.commit();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  uint64_t bytes = 0;
+  for (const auto& f : manifest.files) bytes += f.bytes;
+  if (o.json) {
+    nlohmann::ordered_json j = {{"output", o.output}, {"files", manifest.files.size()}, {"bytes", bytes},
+                                {"layers", manifest.layers.size()}, {"seconds", seconds}};
+    std::cout << j.dump(2) << std::endl;
+  } else if (!global_flags().quiet) {
+    std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
+              << " files, " << human_bytes(bytes) << " in " << seconds << " s\n";
+  }
+}
+
+CommandRegistration registration(40, [](CLI::App& app) {
+  auto opts = std::make_shared<ConvertOptions>();
+  CLI::App* sub = app.add_subcommand("convert", "Write the prepacked artifact of a checkpoint for a target deployment");
+  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory or .safetensors file")->required();
+  sub->add_option("-o,--output", opts->output, "Output directory (written as OUT.tmp, renamed when complete)")->required();
+  add_deployment_flags(*sub, opts->deployment, true);
+  sub->add_option("--threads", opts->threads, "Worker threads (default: all cores); the output does not depend on it")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--dry-run", opts->dry_run, "Print the tensors, sizes, layouts and files that would be written; write nothing");
+  sub->add_flag("--force", opts->force, "Replace an existing output directory");
+  sub->add_option("--max-shard-size", opts->max_shard_size, "Largest safetensors file (default 5GB; units B KB MB GB KiB MiB GiB)");
+  sub->add_flag("--allow-bad-values", opts->allow_bad_values, "Convert even when source tensors hold NaN/Inf or reserved scale codes");
+  sub->add_flag("--json", opts->json, "JSON output (the dry-run plan, or a summary)");
+  sub->callback([opts] { run_convert(*opts); });
+});
+
+}  // namespace
+}  // namespace moepack::cli

@@ -1,0 +1,44 @@
+// The deployment flags of CLI.md ("Describing a deployment"), shared by plan, convert and
+// verify: one place declares them on a CLI::App and turns the parsed values into an
+// oracle::Deployment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lib/oracle/deployment.h"
+
+namespace moepack::cli {
+
+struct DeploymentOptions {
+  std::string target;
+  int tp = 1;
+  int tp_rank = -1;  // convert only: -1 = every rank
+  int dp = 1;
+  bool ep = false;
+  std::string all2all = "allgather_reducescatter";
+  std::string moe_backend = "auto";
+  std::string activation;    // --activation (quantization_config.moe.activation), "" = none
+  bool lora = false;
+  std::string quantization;  // --quantization, "" = from the checkpoint
+  std::string dtype = "bf16";
+  std::vector<std::string> env;  // NAME=VALUE
+  std::vector<std::string> with_packages;
+  std::vector<std::string> without_packages;
+};
+
+// Declares --target (required), --tp, --dp, --ep, --all2all, --moe-backend, --activation,
+// --lora, --quantization, --dtype, --env, --with, --without; and --tp-rank when asked.
+void add_deployment_flags(CLI::App& app, DeploymentOptions& options, bool with_tp_rank);
+
+// Builds the oracle's view. Throws moepack::Error(usage) for values no deployment can have
+// (unknown target or package, malformed --env, sizes below 1, unknown dtype).
+oracle::Deployment build_deployment(const DeploymentOptions& options);
+
+// The `target` object of plan --json: device and every deployment setting in effect.
+nlohmann::ordered_json deployment_json(const oracle::Deployment& deployment);
+
+}  // namespace moepack::cli

@@ -1,0 +1,437 @@
+// `moepack plan`: the oracle's decision per MoE layer. The layers come from a checkpoint
+// (headers and config only), from --layer-json, or from --family and the model flags; the
+// deployment from the shared deployment flags. Parsing and printing only: lib/oracle decides.
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "apps/moepack/deployment_flags.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/core/error.h"
+#include "lib/oracle/oracle.h"
+
+namespace moepack::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+namespace orc = oracle;
+
+struct PlanOptions {
+  std::string checkpoint;
+  std::string layer_json;
+  DeploymentOptions deployment;
+  bool json = false;
+  // --family and the model flags (a layer described by hand)
+  std::string family;
+  std::string prefix = "moe";
+  std::string quant_method;
+  std::string method_class;
+  std::string weight_key;
+  std::string activation_key;
+  std::string model_type;
+  int hidden = 0;
+  int intermediate = 0;
+  int experts = 0;
+  int top_k = 0;
+  std::string activation = "silu";
+  std::string routing = "RenormalizeNaive";
+  std::string router_logits_dtype;
+  bool has_bias = false;
+  std::optional<double> swiglu_limit;
+  int bits = 4;
+  int group_size = -1;
+  bool asymmetric = false;
+  bool zero_points = false;
+  bool desc_act = false;
+  std::string actorder;
+  std::string quark_scheme;
+  bool static_input_scales = false;
+};
+
+[[noreturn]] void usage(const std::string& what) { throw Error(ErrorKind::usage, what); }
+
+// ---- Layers described in JSON (--layer-json): one object or an array of objects ----
+
+orc::MoeLayerQuery query_from_json(const json& j, const std::string& file) {
+  if (!j.is_object()) throw_bad_input(file, "", "each layer must be a JSON object");
+  orc::MoeLayerQuery q;
+  auto str = [&](const char* key, std::string& out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_string()) throw_bad_input(file, "", std::string("'") + key + "' must be a string");
+    out = j[key].get<std::string>();
+  };
+  auto integer = [&](const char* key, int& out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number_integer()) throw_bad_input(file, "", std::string("'") + key + "' must be an integer");
+    out = j[key].get<int>();
+  };
+  auto boolean = [&](const char* key, bool& out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_boolean()) throw_bad_input(file, "", std::string("'") + key + "' must be true or false");
+    out = j[key].get<bool>();
+  };
+  auto opt_bool = [&](const char* key, std::optional<bool>& out) {
+    bool v = false;
+    if (!j.contains(key)) return;
+    boolean(key, v);
+    out = v;
+  };
+  auto number = [&](const char* key, std::optional<double>& out) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    if (!j[key].is_number()) throw_bad_input(file, "", std::string("'") + key + "' must be a number");
+    out = j[key].get<double>();
+  };
+  static const std::vector<std::string> kKnown = {
+      "prefix", "family", "quant_method", "method_class", "weight_key", "activation_key", "weight_bits", "group_size",
+      "symmetric", "has_zero_points", "desc_act", "actorder", "may_have_zp", "may_have_bias", "allow_tile_padding",
+      "quark_scheme", "static_input_scales", "allow_vllm_cutlass", "model_type", "hidden_size", "intermediate_size",
+      "moe_intermediate_size", "num_experts", "top_k", "activation", "routing", "scoring_func", "renormalize",
+      "num_expert_group", "has_e_score_bias", "routed_scaling_factor", "router_logits_dtype", "has_bias",
+      "swiglu_limit", "swiglu_alpha", "swiglu_beta", "situ_beta", "situ_linear_beta"};
+  for (const auto& [k, v] : j.items())
+    if (std::find(kKnown.begin(), kKnown.end(), k) == kKnown.end()) throw_bad_input(file, "", "unknown layer key '" + k + "'");
+
+  std::string family = "unquantized";
+  str("family", family);
+  auto f = orc::parse_family(family);
+  if (!f) throw_bad_input(file, "", "unknown family '" + family + "'");
+  q.family = *f;
+  str("prefix", q.prefix);
+  str("quant_method", q.quant_method);
+  str("method_class", q.method_class);
+  str("weight_key", q.weight_key);
+  str("activation_key", q.activation_key);
+  integer("weight_bits", q.weight_bits);
+  integer("group_size", q.group_size);
+  boolean("symmetric", q.symmetric);
+  boolean("has_zero_points", q.has_zero_points);
+  boolean("desc_act", q.desc_act);
+  str("actorder", q.actorder);
+  opt_bool("may_have_zp", q.may_have_zp);
+  opt_bool("may_have_bias", q.may_have_bias);
+  opt_bool("allow_tile_padding", q.allow_tile_padding);
+  str("quark_scheme", q.quark_ocp_mx_scheme);
+  boolean("static_input_scales", q.static_input_scales);
+  opt_bool("allow_vllm_cutlass", q.allow_vllm_cutlass);
+  str("model_type", q.model_type);
+  integer("hidden_size", q.hidden_size);
+  integer("intermediate_size", q.moe_intermediate_size);
+  integer("moe_intermediate_size", q.moe_intermediate_size);
+  integer("num_experts", q.num_experts);
+  integer("top_k", q.top_k);
+  str("activation", q.activation);
+  boolean("has_bias", q.has_bias);
+  number("swiglu_limit", q.swiglu_limit);
+  number("swiglu_alpha", q.swiglu_alpha);
+  number("swiglu_beta", q.swiglu_beta);
+  number("situ_beta", q.situ_beta);
+  number("situ_linear_beta", q.situ_linear_beta);
+  std::string router_dtype;
+  str("router_logits_dtype", router_dtype);
+  if (!router_dtype.empty()) {
+    q.router_logits_dtype = orc::parse_float_type(router_dtype);
+    if (!q.router_logits_dtype) throw_bad_input(file, "", "unknown router_logits_dtype '" + router_dtype + "'");
+  }
+  if (j.contains("routing")) {
+    std::string r;
+    str("routing", r);
+    auto rm = orc::parse_routing_method(r);
+    if (!rm) throw_bad_input(file, "", "unknown routing method '" + r + "'");
+    q.routing = *rm;
+  } else if (j.contains("scoring_func")) {
+    // Derive it the way vLLM does from the router settings.
+    std::string scoring;
+    bool renormalize = false, bias = false;
+    int groups = 0;
+    std::optional<double> scaling = 1.0;
+    str("scoring_func", scoring);
+    boolean("renormalize", renormalize);
+    boolean("has_e_score_bias", bias);
+    integer("num_expert_group", groups);
+    if (j.contains("routed_scaling_factor")) {
+      scaling.reset();
+      number("routed_scaling_factor", scaling);
+    }
+    q.routing = orc::get_routing_method_type(scoring, renormalize, groups, bias, scaling);
+  }
+  return q;
+}
+
+std::vector<orc::MoeLayerQuery> queries_from_json_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_io(file, "cannot open", errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw_bad_input(file, "", std::string("not valid JSON: ") + e.what());
+  }
+  std::vector<orc::MoeLayerQuery> out;
+  if (j.is_array()) {
+    for (const auto& item : j) out.push_back(query_from_json(item, file));
+  } else {
+    out.push_back(query_from_json(j, file));
+  }
+  if (out.empty()) throw_bad_input(file, "", "no layer in the file");
+  return out;
+}
+
+orc::MoeLayerQuery query_from_flags(const PlanOptions& o) {
+  orc::MoeLayerQuery q;
+  auto f = orc::parse_family(o.family);
+  if (!f) usage("unknown --family '" + o.family + "'; expected mxfp4 nvfp4 fp8 mxfp8 wna16 int8 w4a8 w4a8_int8 unquantized");
+  q.family = *f;
+  q.prefix = o.prefix;
+  q.quant_method = o.quant_method;
+  q.method_class = o.method_class;
+  q.weight_key = o.weight_key;
+  q.activation_key = o.activation_key;
+  q.model_type = o.model_type;
+  q.hidden_size = o.hidden;
+  q.moe_intermediate_size = o.intermediate;
+  q.num_experts = o.experts;
+  q.top_k = o.top_k;
+  q.activation = o.activation;
+  auto r = orc::parse_routing_method(o.routing);
+  if (!r) usage("unknown --routing '" + o.routing + "'");
+  q.routing = *r;
+  if (!o.router_logits_dtype.empty()) {
+    q.router_logits_dtype = orc::parse_float_type(o.router_logits_dtype);
+    if (!q.router_logits_dtype) usage("unknown --router-logits-dtype '" + o.router_logits_dtype + "'");
+  }
+  q.has_bias = o.has_bias;
+  q.swiglu_limit = o.swiglu_limit;
+  q.weight_bits = o.bits;
+  q.group_size = o.group_size;
+  q.symmetric = !o.asymmetric;
+  q.has_zero_points = o.zero_points;
+  q.desc_act = o.desc_act;
+  q.actorder = o.actorder;
+  q.quark_ocp_mx_scheme = o.quark_scheme;
+  q.static_input_scales = o.static_input_scales;
+  return q;
+}
+
+// ---- Layers from a checkpoint: the reader's facts mapped onto the oracle's query ----
+
+orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::Deployment& dep) {
+  const ckpt::LayerQuant& lq = layer.quant;
+  // compressed-tensors W4A8: vLLM dispatches differently on exactly SM90.
+  const ckpt::MethodChoice& m = (lq.on_sm90 && dep.device.is_device_capability(90)) ? *lq.on_sm90 : lq.method;
+  orc::MoeLayerQuery q;
+  q.prefix = layer.prefix;
+  std::string family = m.oracle_family.empty() ? "unquantized" : m.oracle_family;
+  if (family == "mxfp6") family = "mxfp4";  // Quark OCP-MX fp6 schemes run through the MXFP4 method (emulation)
+  auto f = orc::parse_family(family);
+  if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported an unknown oracle family '" + family + "'");
+  q.family = *f;
+  q.quant_method = m.quant_method;
+  q.method_class = m.moe_method;
+  q.weight_key = m.weight_key;
+  q.activation_key = m.activation_key;
+  q.weight_bits = lq.weight_bits;
+  q.group_size = lq.group_size > 0 ? static_cast<int>(lq.group_size) : -1;
+  q.symmetric = lq.symmetric;
+  q.has_zero_points = lq.may_have_zp;
+  q.desc_act = lq.act_order && c.family == ckpt::Family::gptq;
+  q.actorder = lq.actorder;
+  if (q.family == orc::Family::wna16) {
+    q.may_have_zp = lq.may_have_zp;
+    q.may_have_bias = lq.may_have_bias;
+    q.allow_tile_padding = lq.allow_tile_padding;
+  }
+  q.static_input_scales = lq.input_scales == "static";
+  if (m.quant_method == "quark" && q.family == orc::Family::mxfp4) {
+    const std::string w = m.oracle_family == "mxfp6" ? lq.scheme : "w_mxfp4";
+    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme;
+    else if (m.activation_key == "kMxfp4Dynamic") q.quark_ocp_mx_scheme = "w_mxfp4_a_mxfp4";
+    else if (!lq.input_scales.empty()) q.quark_ocp_mx_scheme = "w_mxfp4_a_fp8";
+    else q.quark_ocp_mx_scheme = w;
+    if (q.quark_ocp_mx_scheme != "w_mxfp4") q.activation_key.clear();  // the method passes its own key
+  }
+  const ckpt::ModelFacts& facts = c.facts;
+  q.model_type = facts.model_type;
+  q.hidden_size = static_cast<int>(layer.hidden_size);
+  q.moe_intermediate_size = static_cast<int>(layer.intermediate_size);
+  q.num_experts = static_cast<int>(layer.num_experts);
+  q.top_k = static_cast<int>(facts.top_k);
+  if (!facts.activation.empty()) q.activation = facts.activation;
+  if (auto r = orc::parse_routing_method(facts.routing_method)) q.routing = *r;
+  q.has_bias = layer.has_bias;
+  q.swiglu_limit = facts.swiglu_limit;
+  return q;
+}
+
+// ---- Output ----
+
+json decision_json(const orc::Decision& d) {
+  auto opt = [](const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); };
+  json candidates = json::array();
+  for (const auto& c : d.candidates)
+    candidates.push_back({{"backend", c.backend}, {"experts_class", c.experts_class.empty() ? json(nullptr) : json(c.experts_class)},
+                          {"ok", c.ok}, {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)}});
+  json layouts = json::object();
+  for (const auto& [role, layout] : d.tensor_layouts) layouts[role] = layout;
+  return {
+      {"prefix", d.prefix},
+      {"family", orc::family_name(d.family)},
+      {"quant_method", d.quant_method.empty() ? json(nullptr) : json(d.quant_method)},
+      {"method_class", d.method_class},
+      {"weight_key", opt(d.weight_key)},
+      {"activation_key", opt(d.activation_key)},
+      {"backend", opt(d.backend)},
+      {"experts_class", opt(d.experts_class)},
+      {"num_experts", d.num_experts},
+      {"num_local_experts", d.num_local_experts},
+      {"hidden_size", d.hidden_size},
+      {"intermediate_size", d.intermediate_size},
+      {"padded_hidden_size", d.padded_hidden_size},
+      {"padded_intermediate_size", d.padded_intermediate_size},
+      {"candidates", candidates},
+      {"tensor_layouts", layouts},
+      {"notes", d.notes},
+      {"error", d.error ? json{{"type", d.error->type}, {"message", d.error->message}} : json(nullptr)},
+  };
+}
+
+// A decision's identity for grouping the human output (prefix excluded).
+std::string signature(const orc::Decision& d) {
+  json j = decision_json(d);
+  j.erase("prefix");
+  return j.dump();
+}
+
+void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& decisions) {
+  std::cout << "target: " << dep.device.target_name << " (" << orc::describe_device(dep.device) << "), tp " << dep.parallel.tp
+            << ", dp " << dep.parallel.dp << (dep.parallel.enable_expert_parallel ? ", ep" : "") << ", moe-backend " << dep.moe_backend
+            << "\nreference: " << orc::oracle_reference() << "\n";
+  // Identical decisions are printed once with every layer they cover.
+  std::vector<std::pair<std::string, std::vector<const orc::Decision*>>> groups;
+  for (const auto& d : decisions) {
+    const std::string sig = signature(d);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == sig; });
+    if (it == groups.end()) groups.push_back({sig, {&d}});
+    else it->second.push_back(&d);
+  }
+  for (const auto& [sig, members] : groups) {
+    const orc::Decision& d = *members.front();
+    std::cout << "\n";
+    if (members.size() == 1) std::cout << "layer " << d.prefix << "\n";
+    else std::cout << members.size() << " layers " << members.front()->prefix << " .. " << members.back()->prefix << "\n";
+    std::cout << "  family " << orc::family_name(d.family) << ", method " << (d.quant_method.empty() ? "(none)" : d.quant_method) << " / "
+              << d.method_class << "\n";
+    std::cout << "  keys   " << d.weight_key.value_or("None") << " x " << d.activation_key.value_or("None") << "\n";
+    if (d.error) {
+      std::cout << "  REFUSED " << d.error->type << ": " << d.error->message << "\n";
+    } else {
+      std::cout << "  backend " << d.backend.value_or("-") << ", experts " << d.experts_class.value_or("-") << "\n";
+      std::cout << "  sizes per rank: hidden " << d.hidden_size << " -> " << d.padded_hidden_size << ", intermediate " << d.intermediate_size
+                << " -> " << d.padded_intermediate_size << " (experts " << d.num_local_experts << " of " << d.num_experts << ")\n";
+      for (const auto& [role, layout] : d.tensor_layouts) std::cout << "    " << role << ": " << layout << "\n";
+    }
+    if (!d.candidates.empty()) std::cout << "  candidates, in the order tried:\n";
+    for (const auto& c : d.candidates) {
+      std::cout << "    " << (c.ok ? "ok  " : "no  ") << c.backend;
+      if (!c.experts_class.empty()) std::cout << " / " << c.experts_class;
+      if (!c.ok) std::cout << ": " << c.reason;
+      std::cout << "\n";
+    }
+    for (const auto& n : d.notes) std::cout << "  note: " << n << "\n";
+  }
+}
+
+int run_plan(const PlanOptions& o) {
+  const orc::Deployment dep = build_deployment(o.deployment);
+  const int sources = (o.checkpoint.empty() ? 0 : 1) + (o.layer_json.empty() ? 0 : 1) + (o.family.empty() ? 0 : 1);
+  if (sources != 1) usage("plan needs exactly one of: CKPT, --layer-json FILE, --family (with the model flags)");
+
+  std::vector<orc::Decision> decisions;
+  std::vector<std::string> reader_notes;
+  if (!o.checkpoint.empty()) {
+    const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
+    reader_notes = c.notes;
+    for (const auto& layer : c.layers) {
+      orc::Decision d = orc::decide(query_from_checkpoint(c, layer, dep), dep);
+      if (!layer.quant.unsupported.empty() && d.ok()) {
+        // The reader knows vLLM raises for this layer before the oracle runs.
+        d.error = orc::DecisionError{"ValueError", layer.quant.unsupported};
+        d.backend.reset();
+        d.experts_class.reset();
+        d.tensor_layouts.clear();
+      }
+      decisions.push_back(std::move(d));
+    }
+  } else {
+    const auto queries = o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : queries_from_json_file(o.layer_json);
+    for (const auto& q : queries) decisions.push_back(orc::decide(q, dep));
+  }
+
+  if (o.json) {
+    json layers = json::array();
+    for (const auto& d : decisions) layers.push_back(decision_json(d));
+    json out = {{"target", deployment_json(dep)}, {"reference", orc::oracle_reference()}, {"layers", layers}};
+    if (!reader_notes.empty()) out["notes"] = reader_notes;
+    std::cout << out.dump(2) << std::endl;
+  } else {
+    print_human(dep, decisions);
+    if (decisions.empty()) std::cout << "\nno MoE layers\n";
+  }
+  // Refusals are reported here rather than thrown, so --json prints one document.
+  int rc = 0;
+  for (const auto& d : decisions) {
+    if (!d.error) continue;
+    std::cerr << "moepack: error: " << d.prefix << ": " << d.error->type << ": " << d.error->message << "\n";
+    rc = static_cast<int>(ErrorKind::refused);
+  }
+  return rc;
+}
+
+CommandRegistration reg(20, [](CLI::App& app) {
+  auto opts = std::make_shared<PlanOptions>();
+  auto* sub = app.add_subcommand("plan", "Show the backend vLLM would give each MoE layer on a target, with every candidate tried");
+  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory or .safetensors file");
+  sub->add_option("--layer-json", opts->layer_json, "Describe the layer(s) in a JSON file instead of a checkpoint");
+  add_deployment_flags(*sub, opts->deployment, false);
+  sub->add_flag("--json", opts->json, "Print the plan as JSON");
+  auto* model = "Layer described by hand (instead of CKPT)";
+  sub->add_option("--family", opts->family, "mxfp4 nvfp4 fp8 mxfp8 wna16 int8 w4a8 w4a8_int8 unquantized")->group(model);
+  sub->add_option("--prefix", opts->prefix, "Layer name to report")->group(model);
+  sub->add_option("--quant-method", opts->quant_method, "vLLM quantization method (gpt_oss_mxfp4, modelopt_fp4, fp8, auto_gptq, ...)")->group(model);
+  sub->add_option("--method-class", opts->method_class, "vLLM MoE method class (default: the one the method uses)")->group(model);
+  sub->add_option("--weight-key", opts->weight_key, "Weight QuantKey constant name (kMxfp4Static, ...)")->group(model);
+  sub->add_option("--activation-key", opts->activation_key, "Activation QuantKey constant name (kNvfp4Dynamic, ...)")->group(model);
+  sub->add_option("--model-type", opts->model_type, "config.json model_type")->group(model);
+  sub->add_option("--hidden", opts->hidden, "Hidden size")->group(model);
+  sub->add_option("--intermediate", opts->intermediate, "MoE intermediate size per expert, before tensor parallelism")->group(model);
+  sub->add_option("--experts", opts->experts, "Number of experts")->group(model);
+  sub->add_option("--top-k", opts->top_k, "Experts per token")->group(model);
+  sub->add_option("--moe-activation", opts->activation, "MoE activation (silu, swigluoai, relu2_no_mul, ...)")->group(model)->capture_default_str();
+  sub->add_option("--routing", opts->routing, "Routing method (RenormalizeNaive, DeepSeekV3, ...)")->group(model)->capture_default_str();
+  sub->add_option("--router-logits-dtype", opts->router_logits_dtype, "Router logits dtype (default: the model dtype)")->group(model);
+  sub->add_flag("--has-bias", opts->has_bias, "Experts have biases")->group(model);
+  sub->add_option("--swiglu-limit", opts->swiglu_limit, "SwiGLU clamp limit")->group(model);
+  sub->add_option("--bits", opts->bits, "Integer weight bits (WNA16, W4A8)")->group(model)->capture_default_str();
+  sub->add_option("--group-size", opts->group_size, "Integer weight group size (-1: channel-wise)")->group(model)->capture_default_str();
+  sub->add_flag("--asymmetric", opts->asymmetric, "Integer weights have zero points")->group(model);
+  sub->add_flag("--zero-points", opts->zero_points, "The checkpoint carries zero points (AWQ zero_point, MoeWNA16 has_zp)")->group(model);
+  sub->add_flag("--desc-act", opts->desc_act, "GPTQ act-order")->group(model);
+  sub->add_option("--actorder", opts->actorder, "compressed-tensors actorder (group, weight, dynamic)")->group(model);
+  sub->add_option("--quark-scheme", opts->quark_scheme, "Quark OCP-MX scheme (w_mxfp4, w_mxfp4_a_fp8, w_mxfp4_a_mxfp4, ...)")->group(model);
+  sub->add_flag("--static-input-scales", opts->static_input_scales, "Activation scales are static (calibrated)")->group(model);
+  sub->callback([opts] {
+    global_flags().json = opts->json;
+    set_exit_code(run_plan(*opts));
+  });
+});
+
+}  // namespace
+}  // namespace moepack::cli

@@ -1,0 +1,218 @@
+#include "lib/convert/plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "lib/convert/param_loader.h"
+#include "lib/core/error.h"
+#include "packers/registry.h"
+
+namespace moepack::convert {
+namespace fs = std::filesystem;
+namespace orc = oracle;
+
+orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::Deployment& dep) {
+  const ckpt::LayerQuant& lq = layer.quant;
+  // compressed-tensors W4A8: vLLM picks another method on exactly SM90.
+  const ckpt::MethodChoice& m = (lq.on_sm90 && dep.device.is_device_capability(90)) ? *lq.on_sm90 : lq.method;
+  orc::MoeLayerQuery q;
+  q.prefix = layer.prefix;
+  std::string family = m.oracle_family.empty() ? "unquantized" : m.oracle_family;
+  if (family == "mxfp6") family = "mxfp4";  // Quark OCP-MX fp6 schemes go through the MXFP4 method (emulation)
+  auto f = orc::parse_family(family);
+  if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported an unknown oracle family '" + family + "'");
+  q.family = *f;
+  q.quant_method = m.quant_method;
+  q.method_class = m.moe_method;
+  q.weight_key = m.weight_key;
+  q.activation_key = m.activation_key;
+  q.weight_bits = lq.weight_bits;
+  q.group_size = lq.group_size > 0 ? static_cast<int>(lq.group_size) : -1;
+  q.symmetric = lq.symmetric;
+  q.has_zero_points = lq.may_have_zp;
+  q.desc_act = lq.act_order && c.family == ckpt::Family::gptq;
+  q.actorder = lq.actorder;
+  if (q.family == orc::Family::wna16) {
+    q.may_have_zp = lq.may_have_zp;
+    q.may_have_bias = lq.may_have_bias;
+    q.allow_tile_padding = lq.allow_tile_padding;
+  }
+  q.static_input_scales = lq.input_scales == "static";
+  if (m.quant_method == "quark" && q.family == orc::Family::mxfp4) {
+    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme;
+    else if (m.activation_key == "kMxfp4Dynamic") q.quark_ocp_mx_scheme = "w_mxfp4_a_mxfp4";
+    else if (!lq.input_scales.empty()) q.quark_ocp_mx_scheme = "w_mxfp4_a_fp8";
+    else q.quark_ocp_mx_scheme = "w_mxfp4";
+    if (q.quark_ocp_mx_scheme != "w_mxfp4") q.activation_key.clear();  // the method passes its own key
+  }
+  const ckpt::ModelFacts& facts = c.facts;
+  q.model_type = facts.model_type;
+  q.hidden_size = static_cast<int>(layer.hidden_size);
+  q.moe_intermediate_size = static_cast<int>(layer.intermediate_size);
+  q.num_experts = static_cast<int>(layer.num_experts);
+  q.top_k = static_cast<int>(facts.top_k);
+  if (!facts.activation.empty()) q.activation = facts.activation;
+  if (auto r = orc::parse_routing_method(facts.routing_method)) q.routing = *r;
+  q.has_bias = layer.has_bias;
+  q.swiglu_limit = facts.swiglu_limit;
+  return q;
+}
+
+std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, const orc::Deployment& deployment) {
+  std::vector<LayerDecision> out;
+  for (const auto& layer : checkpoint.layers) {
+    LayerDecision d;
+    d.layer = &layer;
+    d.query = query_from_checkpoint(checkpoint, layer, deployment);
+    d.decision = orc::decide(d.query, deployment);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+
+// The families whose packers this build has, and so can convert byte-exactly.
+bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4; }
+
+[[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
+  throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
+}
+
+// Every file of the source directory that is neither a shard read nor the index (those are
+// rewritten), relative to the root, sorted.
+std::vector<std::string> files_to_copy(const ckpt::Checkpoint& c) {
+  std::vector<std::string> out;
+  if (!c.shards->is_directory()) return out;
+  const fs::path root = c.shards->root();
+  std::set<std::string> shards;
+  for (const auto& f : c.shards->files()) shards.insert(fs::weakly_canonical(f->path()).string());
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    if (!it->is_regular_file()) continue;
+    std::string rel = fs::relative(it->path(), root).string();
+    if (rel == "model.safetensors.index.json") continue;
+    if (shards.count(fs::weakly_canonical(it->path()).string())) continue;
+    out.push_back(rel);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct RoleSpec {
+  std::string role;
+  std::shared_ptr<const packers::Layout> layout;
+};
+
+}  // namespace
+
+ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
+                                     const ConvertRequest& request) {
+  ConversionPlan plan;
+  plan.source_root = checkpoint.shards->root();
+  plan.source_scheme = checkpoint.scheme;
+  plan.target = request.target_json;
+  for (const auto& f : checkpoint.shards->files()) plan.source_files.push_back(f->path());
+  plan.copied_files = files_to_copy(checkpoint);
+
+  std::set<std::string> expert_tensors;
+  for (const LayerDecision& ld : decisions) {
+    const ckpt::MoeLayer& layer = *ld.layer;
+    const orc::Decision& d = ld.decision;
+    if (!layer.quant.unsupported.empty()) refuse(layer.prefix, "vLLM refuses to load this layer: " + layer.quant.unsupported);
+    if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
+    if (!family_convertible(d.family))
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
+                               "): moepack cannot produce this family's layouts yet, and writes no approximation");
+    expert_tensors.insert(layer.tensors.begin(), layer.tensors.end());
+
+    // Which canonical params this layer has (one expert's summary) and the layout of each.
+    std::set<std::string> available;
+    for (const auto& p : layer.params) available.insert(p.name);
+    std::vector<RoleSpec> roles;
+    for (const auto& [role, layout_id] : d.tensor_layouts) {
+      if (!available.count(role)) continue;  // e.g. biases of a model without them
+      if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
+        refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
+                                 " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
+      roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id))});
+    }
+
+    LayerPlan lp;
+    artifact::Layer& m = lp.manifest;
+    m.prefix = layer.prefix;
+    m.family = orc::family_name(d.family);
+    m.weight_key = d.weight_key;
+    m.activation_key = d.activation_key;
+    m.backend = *d.backend;
+    m.experts_class = *d.experts_class;
+    m.num_experts = layer.num_experts;
+    m.top_k = checkpoint.facts.top_k;
+    m.activation = ld.query.activation;
+    m.hidden_size = static_cast<uint64_t>(d.hidden_size);
+    m.intermediate_size = static_cast<uint64_t>(d.intermediate_size);
+    m.padded_hidden_size = static_cast<uint64_t>(d.padded_hidden_size);
+    m.padded_intermediate_size = static_cast<uint64_t>(d.padded_intermediate_size);
+
+    // Expert parallelism gives each rank whole experts; tensor parallelism slices every expert.
+    const bool expert_parallel = d.ep_size > 1;
+    const int ranks = expert_parallel ? d.ep_size : d.tp_size;
+    const uint64_t local_experts = expert_parallel ? layer.num_experts / static_cast<uint64_t>(d.ep_size) : layer.num_experts;
+    if (expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
+      refuse(layer.prefix, std::to_string(layer.num_experts) + " experts do not split evenly over " + std::to_string(d.ep_size) + " expert-parallel ranks");
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (request.only_rank && *request.only_rank != rank) continue;
+      RankGeometry g;
+      g.hidden = layer.hidden_size;
+      g.intermediate = layer.intermediate_size;
+      g.padded_hidden = static_cast<uint64_t>(d.padded_hidden_size);
+      g.padded_intermediate = static_cast<uint64_t>(d.padded_intermediate_size);
+      g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(d.tp_size);
+      g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank);
+      g.gpt_oss_interleaved = d.quant_method == "gpt_oss_mxfp4";
+      const uint64_t first_expert = expert_parallel ? local_experts * static_cast<uint64_t>(rank) : 0;
+
+      RankPlan rp;
+      rp.rank = rank;
+      for (const RoleSpec& rs : roles) {
+        // The loaded parameter's per-expert shape, from the summary of one expert's canonical param.
+        const ckpt::ParamSummary* summary = nullptr;
+        for (const auto& p : layer.params)
+          if (p.name == rs.role) summary = &p;
+        OwnedTensor probe(summary->dtype, summary->shape);
+        OwnedTensor loaded = load_expert_param(rs.role, probe, g);
+        PackedTensorPlan t;
+        t.role = rs.role;
+        t.name = layer.prefix + "." + rs.role;
+        t.dtype = rs.layout->packed_dtype(loaded.dtype);
+        std::vector<uint64_t> slab_shape = rs.layout->packed_shape(loaded.shape);
+        t.shape = rs.layout->parameter_shape(local_experts, loaded.shape);
+        t.layout = rs.layout->name();
+        t.num_experts = local_experts;
+        t.slab_bytes = byte_size(t.dtype, slab_shape);
+        const ckpt::Checkpoint* ck = &checkpoint;
+        const ckpt::MoeLayer* lay = &layer;
+        auto layout = rs.layout;
+        std::string role = rs.role;
+        t.produce = [ck, lay, layout, role, g, first_expert](uint64_t e, std::span<uint8_t> slab) {
+          ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e);
+          auto it = params.tensors.find(role);
+          if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
+          OwnedTensor param = load_expert_param(role, it->second, g);
+          layout->pack(param.view(), slab);
+        };
+        rp.tensors.push_back(std::move(t));
+      }
+      lp.ranks.push_back(std::move(rp));
+    }
+    plan.tp_size = std::max(plan.tp_size, ranks);
+    plan.layers.push_back(std::move(lp));
+  }
+
+  for (const auto& name : checkpoint.shards->names())
+    if (!expert_tensors.count(name)) plan.pass_through.push_back({name, *checkpoint.shards->find(name)});
+  return plan;
+}
+
+}  // namespace moepack::convert

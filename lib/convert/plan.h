@@ -1,0 +1,44 @@
+// Planning a conversion, from headers and config only: open the checkpoint, ask the oracle for
+// every MoE layer, and turn each decision into the list of packed tensors the executor writes
+// (per rank: role, name, dtype, storage shape, layout, and how to produce one expert's slab).
+//
+// A deployment the oracle refuses, a layer vLLM would refuse to load, and a backend whose
+// layout moepack cannot produce byte-exactly are all refused here, before any file is written,
+// with Error(refused) naming the layer and the reason: never an approximate output.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/executor.h"
+#include "lib/oracle/oracle.h"
+
+namespace moepack::convert {
+
+// The checkpoint reader's facts about one layer, as the oracle's query.
+oracle::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer,
+                                            const oracle::Deployment& deployment);
+
+struct LayerDecision {
+  const ckpt::MoeLayer* layer = nullptr;
+  oracle::MoeLayerQuery query;
+  oracle::Decision decision;
+};
+
+// Decisions for every MoE layer of an open checkpoint.
+std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, const oracle::Deployment& deployment);
+
+struct ConvertRequest {
+  std::optional<int> only_rank;  // --tp-rank: write one rank's tensors only
+  nlohmann::ordered_json target_json = nlohmann::ordered_json::object();  // recorded in the manifest
+};
+
+// The executor's plan. Throws Error(refused) for refusals (see above).
+ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
+                                     const ConvertRequest& request);
+
+}  // namespace moepack::convert

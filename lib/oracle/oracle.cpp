@@ -1,0 +1,395 @@
+#include "lib/oracle/oracle.h"
+
+#include <algorithm>
+
+#include "lib/core/error.h"
+#include "lib/oracle/selection.h"
+#include "lib/oracle/sizes_layouts.h"
+
+namespace moepack::oracle {
+
+namespace {
+
+struct FamilyRow {
+  Family family;
+  const char* name;
+};
+const FamilyRow kFamilies[] = {
+    {Family::mxfp4, "mxfp4"}, {Family::nvfp4, "nvfp4"}, {Family::fp8, "fp8"},
+    {Family::mxfp8, "mxfp8"}, {Family::wna16, "wna16"}, {Family::int8, "int8"},
+    {Family::w4a8, "w4a8"},   {Family::w4a8_int8, "w4a8_int8"}, {Family::unquantized, "unquantized"},
+};
+
+// ---- Pre-oracle gates: what vLLM checks about a quantization method before any MoE layer ----
+
+struct MethodRequirements {
+  const char* name;
+  int min_capability;
+  std::vector<const char*> act_dtypes;  // torch names, in vLLM's order
+};
+
+// get_min_capability / get_supported_act_dtypes of each QuantizationConfig (the config class a
+// method name resolves to in quantization/__init__.py).
+const std::vector<MethodRequirements>& method_requirements() {
+  static const std::vector<MethodRequirements> rows = {
+      {"gpt_oss_mxfp4", 80, {"torch.bfloat16"}},
+      {"mxfp4", 80, {"torch.bfloat16"}},
+      {"deepseek_v4_fp8", 75, {"torch.bfloat16", "torch.float16"}},
+      {"fp8", 75, {"torch.bfloat16", "torch.float16"}},
+      {"modelopt", 80, {"torch.bfloat16", "torch.float16"}},
+      {"modelopt_fp4", 75, {"torch.bfloat16", "torch.float16", "torch.float8_e4m3fn"}},
+      {"modelopt_mxfp8", 80, {"torch.bfloat16"}},
+      {"mxfp8", 80, {"torch.bfloat16"}},
+      {"quark", 70, {"torch.float16", "torch.bfloat16"}},
+      {"compressed-tensors", 70, {"torch.float32", "torch.float16", "torch.bfloat16"}},
+      {"auto_gptq", 60, {"torch.float16", "torch.bfloat16"}},
+      {"gptq", 60, {"torch.float16", "torch.bfloat16"}},
+      {"gptq_marlin", 60, {"torch.float16", "torch.bfloat16"}},
+      {"auto_awq", 75, {"torch.float16", "torch.bfloat16"}},
+      {"awq", 75, {"torch.float16", "torch.bfloat16"}},
+      {"awq_marlin", 75, {"torch.float16", "torch.bfloat16"}},
+      {"moe_wna16", 70, {"torch.bfloat16", "torch.float16"}},
+      {"inc", 60, {"torch.float16", "torch.bfloat16"}},
+      {"experts_int8", 80, {"torch.bfloat16", "torch.float16"}},
+  };
+  return rows;
+}
+
+// Platforms with a restricted method list (platform.supported_quantization); CUDA and CPU accept all.
+const std::vector<std::string>& rocm_methods() {
+  static const std::vector<std::string> v = {
+      "awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "fp8", "deepseek_v4_fp8", "compressed-tensors", "fbgemm_fp8", "inc",
+      "quark", "mxfp4", "mxfp8", "torchao", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "fp8_per_tensor",
+      "fp8_per_block", "fp8_per_channel", "online", "gpt_oss_mxfp4"};
+  return v;
+}
+const std::vector<std::string>& xpu_methods() {
+  static const std::vector<std::string> v = {"awq",  "gptq",   "auto_awq", "auto_gptq", "inc", "fp8", "deepseek_v4_fp8", "mxfp4",
+                                             "mxfp8", "fp8_per_tensor", "fp8_per_block", "online", "gpt_oss_mxfp4", "modelopt",
+                                             "compressed-tensors"};
+  return v;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::string torch_dtype_list(const std::vector<const char*>& dtypes) {
+  std::string s = "[";
+  for (size_t i = 0; i < dtypes.size(); ++i) s += (i ? ", " : "") + std::string(dtypes[i]);
+  return s + "]";
+}
+
+// The checkpoint's method after `--quantization`: vLLM accepts the method itself, the
+// aliases that resolve to the same config, and moe_wna16 for compatible GPTQ/AWQ checkpoints;
+// anything else is a mismatch.
+MoeLayerQuery apply_quantization_override(const MoeLayerQuery& query, const Deployment& dep) {
+  MoeLayerQuery q = query;
+  if (!dep.quantization || *dep.quantization == q.quant_method) return q;
+  const std::string& user = *dep.quantization;
+  auto same_config = [](const std::string& a, const std::string& b) {
+    static const std::vector<std::vector<std::string>> groups = {
+        {"gptq", "auto_gptq", "gptq_marlin"}, {"awq", "auto_awq", "awq_marlin"}, {"mxfp4", "gpt_oss_mxfp4"}};
+    for (const auto& g : groups)
+      if (contains(g, a) && contains(g, b)) return true;
+    return false;
+  };
+  if (user == "moe_wna16" && q.family == Family::wna16) {
+    const bool gptq = q.quant_method == "gptq" || q.quant_method == "auto_gptq" || q.quant_method == "gptq_marlin";
+    const bool awq = q.quant_method == "awq" || q.quant_method == "auto_awq" || q.quant_method == "awq_marlin";
+    const auto cap = dep.device.capability();
+    const int cap_int = cap ? cap->to_int() : -1;
+    const bool compatible = (gptq && !q.desc_act && (q.weight_bits == 4 || q.weight_bits == 8)) || (awq && q.weight_bits == 4 && cap_int >= 75);
+    if (compatible) {
+      q.quant_method = "moe_wna16";
+      q.method_class = "MoeWNA16Method";
+      q.weight_key.clear();
+      q.weight_key_value.reset();
+      q.may_have_zp.reset();
+      q.may_have_bias.reset();
+      q.allow_tile_padding.reset();
+      return q;
+    }
+  }
+  if (same_config(user, q.quant_method)) return q;
+  throw OracleRaise("ValueError", "Quantization method specified in the model config (" + q.quant_method +
+                                      ") does not match the quantization method specified in the `quantization` argument (" + user + ").");
+}
+
+void check_method_gates(const MoeLayerQuery& q, const Deployment& dep) {
+  if (q.quant_method.empty()) return;
+  const Device& d = dep.device;
+  if ((d.is_rocm() && !contains(rocm_methods(), q.quant_method)) || (d.is_xpu() && !contains(xpu_methods(), q.quant_method)))
+    throw OracleRaise("ValueError", q.quant_method + " quantization is currently not supported in " + d.device_name() + ".");
+  for (const auto& m : method_requirements()) {
+    if (q.quant_method != m.name) continue;
+    if (auto cap = d.capability(); cap && cap->to_int() < m.min_capability)
+      throw OracleRaise("ValueError", "The quantization method " + q.quant_method + " is not supported for the current GPU. Minimum capability: " +
+                                          std::to_string(m.min_capability) + ". Current capability: " + std::to_string(cap->to_int()) + ".");
+    const std::string dtype = float_type_torch_name(dep.model_dtype);
+    const bool dtype_ok = std::any_of(m.act_dtypes.begin(), m.act_dtypes.end(), [&](const char* t) { return dtype == t; });
+    if (!dtype_ok)
+      throw OracleRaise("ValueError", dtype + " is not supported for quantization method " + q.quant_method + ". Supported dtypes: " +
+                                          torch_dtype_list(m.act_dtypes));
+  }
+}
+
+// Fills what the checkpoint reader may leave implicit: the method class, and the weight key
+// each vLLM method builds for itself.
+MoeLayerQuery normalize(MoeLayerQuery q) {
+  if (q.method_class.empty()) q.method_class = default_method_class(q.family, q.quant_method, q.model_type);
+  if (q.family == Family::mxfp4 && q.quant_method == "mxfp4" && q.model_type == "gpt_oss") q.quant_method = "gpt_oss_mxfp4";
+  if (q.method_class.empty())
+    throw OracleRaise("ValueError", "vLLM has no " + family_name(q.family) + " MoE method for quantization method '" + q.quant_method + "'");
+  if (q.family == Family::wna16 && q.weight_key.empty() && !q.weight_key_value) {
+    const std::string& m = q.quant_method;
+    if (m == "auto_gptq" || m == "gptq" || m == "gptq_marlin") {
+      if (q.weight_bits != 4 && q.weight_bits != 8) throw OracleRaise("ValueError", "AutoGPTQMoEMethod only supports int4 and int8 now.");
+      q.weight_key_value = q.weight_bits == 4 ? keys::kInt4Static : keys::kInt8Static;
+    } else if (m == "auto_awq" || m == "awq" || m == "awq_marlin") {
+      if (q.weight_bits != 4) throw OracleRaise("ValueError", "AutoAWQMoEMethod only supports 4bit now.");
+      q.weight_key_value = keys::kInt4Static;
+    } else if (m == "moe_wna16") {
+      if (q.weight_bits == 4) q.weight_key_value = q.group_size == 32 ? keys::kInt4Static32 : keys::kInt4Static;
+      else if (q.weight_bits == 8) q.weight_key_value = keys::kInt8Static;
+      else throw OracleRaise("ValueError", "MoeWNA16Method only supports int4 and int8 now.");
+    } else {
+      auto k = wna16_weight_key(q.weight_bits, q.group_size, q.symmetric);
+      if (!k) throw OracleRaise("ValueError", "compressed-tensors WNA16 MoE supports 2, 3, 4 and 8 bits (zero points: 4 and 8), got " +
+                                                  std::to_string(q.weight_bits));
+      q.weight_key_value = k;
+    }
+  }
+  if (q.family == Family::fp8 && !q.allow_vllm_cutlass) q.allow_vllm_cutlass = q.quant_method == "compressed-tensors";
+  return q;
+}
+
+void validate_query(const MoeLayerQuery& q) {
+  auto bad = [](const std::string& what) { throw_bad_input("", "", "MoE layer query: " + what); };
+  if (q.hidden_size <= 0) bad("hidden size must be positive");
+  if (q.moe_intermediate_size <= 0) bad("moe intermediate size must be positive");
+  if (q.num_experts <= 0) bad("number of experts must be positive");
+  if (q.top_k <= 0 || q.top_k > q.num_experts) bad("top-k must be in 1..num_experts");
+  if (!parse_activation(q.activation)) bad("unknown activation '" + q.activation + "'");
+  if (!q.weight_key.empty() && !quant_key_by_name(q.weight_key)) bad("unknown weight key '" + q.weight_key + "'");
+  if (!q.activation_key.empty() && !quant_key_by_name(q.activation_key)) bad("unknown activation key '" + q.activation_key + "'");
+}
+
+Selection run_family(Family family, SelectionContext& ctx) {
+  switch (family) {
+    case Family::mxfp4: return select_mxfp4_family(ctx);
+    case Family::nvfp4: return select_nvfp4_family(ctx);
+    case Family::fp8: return select_fp8_family(ctx);
+    case Family::mxfp8: return select_mxfp8_family(ctx);
+    case Family::wna16: return select_wna16_family(ctx);
+    case Family::int8: return select_int8_family(ctx);
+    case Family::w4a8: return select_w4a8_family(ctx);
+    case Family::w4a8_int8: return select_w4a8_int8_family(ctx);
+    case Family::unquantized: return select_unquantized_family(ctx);
+  }
+  return select_unquantized_family(ctx);
+}
+
+// The keys a family reports when it refuses (what the layer asked for).
+std::optional<std::string> requested_key_name(const std::string& name, const std::optional<QuantKey>& value) {
+  if (value) return quant_key_display(value);
+  if (name.empty()) return std::nullopt;
+  return name;
+}
+
+}  // namespace
+
+std::string family_name(Family f) {
+  for (const auto& r : kFamilies)
+    if (r.family == f) return r.name;
+  return "unquantized";
+}
+
+std::optional<Family> parse_family(const std::string& name) {
+  for (const auto& r : kFamilies)
+    if (name == r.name) return r.family;
+  return std::nullopt;
+}
+
+const std::vector<Family>& all_families() {
+  static const std::vector<Family> v = [] {
+    std::vector<Family> out;
+    for (const auto& r : kFamilies) out.push_back(r.family);
+    return out;
+  }();
+  return v;
+}
+
+std::string default_method_class(Family family, const std::string& m, const std::string& model_type) {
+  switch (family) {
+    case Family::mxfp4:
+      if (m == "gpt_oss_mxfp4" || (m == "mxfp4" && model_type == "gpt_oss")) return "GptOssMxfp4MoEMethod";
+      if (m == "mxfp4" || m == "deepseek_v4_fp8") return "Mxfp4MoEMethod";
+      if (m == "quark") return "QuarkOCP_MX_MoEMethod";
+      if (m == "compressed-tensors") return "CompressedTensorsW4A4Mxfp4MoEMethod";
+      if (m == "inc") return "INCMxfp4MoEMethod";
+      if (m == "online") return "Mxfp4OnlineMoEMethod";
+      return "";
+    case Family::nvfp4:
+      if (m == "modelopt_fp4" || m == "deepseek_v4_fp8") return "ModelOptNvFp4FusedMoE";
+      if (m == "compressed-tensors") return "CompressedTensorsW4A4Nvfp4MoEMethod";
+      if (m == "quark") return "QuarkNvfp4MoEMethod";
+      if (m == "online") return "Nvfp4OnlineMoEMethod";
+      return "";
+    case Family::fp8:
+      if (m == "fp8" || m == "deepseek_v4_fp8") return "Fp8MoEMethod";
+      if (m == "modelopt") return "ModelOptFp8MoEMethod";
+      if (m == "compressed-tensors") return "CompressedTensorsW8A8Fp8MoEMethod";
+      if (m == "quark") return "QuarkW8A8Fp8MoEMethod";
+      if (m == "online") return "Fp8PerBlockOnlineMoEMethod";
+      return "";
+    case Family::mxfp8:
+      if (m == "modelopt_mxfp8" || m == "mxfp8") return "ModelOptMxFp8FusedMoE";
+      if (m == "compressed-tensors") return "CompressedTensorsW8A8Mxfp8MoEMethod";
+      if (m == "online") return "Mxfp8OnlineMoEMethod";
+      return "";
+    case Family::wna16:
+      if (m == "auto_gptq" || m == "gptq" || m == "gptq_marlin") return "AutoGPTQMoEMethod";
+      if (m == "auto_awq" || m == "awq" || m == "awq_marlin") return "AutoAWQMoEMethod";
+      if (m == "compressed-tensors") return "CompressedTensorsWNA16MoEMethod";
+      if (m == "moe_wna16") return "MoeWNA16Method";
+      return "";
+    case Family::int8:
+      if (m == "compressed-tensors") return "CompressedTensorsW8A8Int8MoEMethod";
+      if (m == "quark") return "QuarkW8A8Int8MoEMethod";
+      if (m == "experts_int8" || m == "online") return "Int8OnlineMoEMethod";
+      return "";
+    case Family::w4a8: return m == "compressed-tensors" ? "CompressedTensorsW4A8Fp8MoEMethod" : "";
+    case Family::w4a8_int8: return m == "compressed-tensors" ? "CompressedTensorsW4A8Int8MoEMethod" : "";
+    case Family::unquantized: return "UnquantizedFusedMoEMethod";
+  }
+  return "";
+}
+
+std::string oracle_reference() { return "vllm e9d1398d9 (2026-08-22)"; }
+
+Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
+  validate_query(raw_query);
+  Decision d;
+  d.prefix = raw_query.prefix;
+  d.family = raw_query.family;
+  d.quant_method = raw_query.quant_method;
+  d.num_experts = raw_query.num_experts;
+  d.weight_key = requested_key_name(raw_query.weight_key, raw_query.weight_key_value);
+  d.activation_key = requested_key_name(raw_query.activation_key, std::nullopt);
+
+  const MoeParallelConfig parallel = make_moe_parallel_config(dep.parallel);
+  d.tp_size = parallel.tp_size;
+  d.ep_size = parallel.ep_size;
+  d.num_local_experts = raw_query.num_experts / std::max(1, parallel.ep_size);
+  d.hidden_size = raw_query.hidden_size;
+  d.intermediate_size = raw_query.moe_intermediate_size / std::max(1, parallel.tp_size);
+
+  std::vector<Candidate> candidates;
+  std::vector<std::string> notes;
+  try {
+    // Engine-argument validation comes first: an unknown --moe-backend or --quantization-config
+    // activation never reaches a model.
+    if (!contains(moe_backend_literals(), dep.moe_backend)) {
+      std::string allowed;
+      const auto& lits = moe_backend_literals();
+      for (size_t i = 0; i < lits.size(); ++i) allowed += (i == 0 ? "" : (i + 1 == lits.size() ? " or " : ", ")) + ("'" + lits[i] + "'");
+      throw OracleRaise("ValueError", "1 validation error for KernelConfig\nmoe_backend\n  Input should be " + allowed +
+                                          " [type=literal_error, input_value='" + dep.moe_backend + "', input_type=str]");
+    }
+    if (dep.moe_activation && !quant_key_by_user_name(*dep.moe_activation))
+      throw OracleRaise("ValueError", "unknown quantization name '" + *dep.moe_activation + "'; expected one of " + py_list(user_quant_key_names()));
+
+    MoeLayerQuery q = apply_quantization_override(raw_query, dep);
+    check_method_gates(q, dep);
+    q = normalize(q);
+    // compressed-tensors picks its W4A8 FP8 method only on SM90 exactly; elsewhere the same
+    // checkpoint reaches the W4A8 int8 method.
+    if (q.family == Family::w4a8 && !dep.device.is_device_capability(90)) {
+      notes.push_back("compressed-tensors W4A8 with FP8 activations uses CompressedTensorsW4A8Fp8MoEMethod only on SM90; "
+                      "this device gets CompressedTensorsW4A8Int8MoEMethod");
+      q.family = Family::w4a8_int8;
+      q.method_class = "CompressedTensorsW4A8Int8MoEMethod";
+      q.weight_key.clear();
+      q.weight_key_value.reset();
+    }
+    d.family = q.family;
+    d.quant_method = q.quant_method;
+    d.method_class = q.method_class;
+
+    const MoEActivation activation = *parse_activation(q.activation);
+    if (parallel.tp_size > 0 && q.moe_intermediate_size % parallel.tp_size != 0)
+      throw OracleRaise("AssertionError", "intermediate_size (" + std::to_string(q.moe_intermediate_size) +
+                                              ") must be divisible by the MoE tensor-parallel size (" + std::to_string(parallel.tp_size) + ")");
+    if (!is_gated(activation) && !(dep.device.is_cuda_alike() || dep.device.is_xpu()))
+      throw OracleRaise("NotImplementedError", "is_act_and_mul=False is supported only for CUDA, XPU and ROCm for now");
+
+    MoeConfig moe;
+    moe.num_experts = q.num_experts;
+    moe.experts_per_token = q.top_k;
+    moe.hidden_dim = q.hidden_size;
+    moe.intermediate_size = q.moe_intermediate_size;
+    moe.intermediate_size_per_partition = q.moe_intermediate_size / parallel.tp_size;
+    moe.num_local_experts = d.num_local_experts;
+    moe.activation = activation;
+    moe.routing = q.routing;
+    moe.parallel = parallel;
+    moe.in_dtype = dep.model_dtype;
+    moe.router_logits_dtype = q.router_logits_dtype.value_or(dep.model_dtype);
+    moe.moe_backend = dep.moe_backend;
+    moe.has_bias = q.has_bias;
+    moe.lora = dep.lora;
+    moe.swiglu_limit = q.swiglu_limit;
+    moe.swiglu_alpha = q.swiglu_alpha;
+    moe.swiglu_beta = q.swiglu_beta;
+    moe.situ_beta = q.situ_beta;
+    moe.situ_linear_beta = q.situ_linear_beta;
+
+    SelectionContext ctx{q, dep, moe, KernelEnv{dep.device, dep.packages, dep.env}, candidates, notes};
+    Selection s = run_family(q.family, ctx);
+
+    d.backend = s.backend;
+    if (!s.experts_class.empty()) d.experts_class = experts_class_display_name(s.experts_class);
+    d.weight_key = s.weight_key ? std::optional<std::string>(quant_key_display(s.weight_key)) : std::nullopt;
+    d.activation_key = s.activation_key ? std::optional<std::string>(quant_key_display(s.activation_key)) : std::nullopt;
+
+    // maybe_roundup_sizes: the all2all hidden round-up every method inherits, then the MXFP4
+    // methods' backend round-up.
+    int hidden = all2all_rounded_hidden(q.hidden_size, dep.model_dtype, parallel);
+    int inter = moe.intermediate_size_per_partition;
+    if (s.round_up != Selection::RoundUp::none) {
+      std::optional<MoEActivation> act;
+      if (s.round_up == Selection::RoundUp::mxfp4_with_activation) act = activation;
+      std::tie(hidden, inter) = mxfp4_round_up(s.backend, hidden, inter, dep.device, act);
+    }
+    d.padded_hidden_size = hidden;
+    d.padded_intermediate_size = inter;
+    d.tensor_layouts = tensor_layouts(q.family, s, ctx);
+  } catch (const OracleRaise& e) {
+    d.error = DecisionError{e.type(), e.message()};
+    d.backend.reset();
+    d.experts_class.reset();
+    d.padded_hidden_size = d.hidden_size;
+    d.padded_intermediate_size = d.intermediate_size;
+  }
+  d.candidates = std::move(candidates);
+  d.notes = std::move(notes);
+  return d;
+}
+
+std::vector<BackendListing> backend_catalog() {
+  std::vector<BackendListing> out;
+  for (auto part : {mxfp4_backend_listing(), nvfp4_backend_listing(), fp8_backend_listing(), mxfp8_backend_listing(),
+                    wna16_backend_listing(), int8_backend_listing(), w4a8_backend_listing(), unquantized_backend_listing()})
+    out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+
+std::vector<ExpertsClassListing> experts_class_catalog() {
+  std::vector<ExpertsClassListing> out;
+  for (const auto& id : experts_class_ids()) {
+    const ExpertsClass& c = experts_class(id);
+    out.push_back({experts_class_display_name(id), c.summary, c.monolithic, c.format == ActivationFormat::BatchedExperts});
+  }
+  return out;
+}
+
+}  // namespace moepack::oracle

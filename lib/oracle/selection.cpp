@@ -1,0 +1,40 @@
+#include "lib/oracle/selection.h"
+
+namespace moepack::oracle {
+
+void raise_value_error(const std::string& message) { throw OracleRaise("ValueError", message); }
+void raise_not_implemented(const std::string& message) { throw OracleRaise("NotImplementedError", message); }
+
+std::optional<std::string> try_backend(SelectionContext& ctx, const BackendRow& row, const OptKey& w, const OptKey& a,
+                                       ActivationFormat format, std::string& last_reason) {
+  last_reason.clear();
+  for (const auto& cls : row.classes) {
+    CheckInput in{ctx.moe, w, a, format, ctx.env};
+    CheckResult r = is_supported_config(cls, in);
+    ctx.candidates.push_back({row.name, experts_class_display_name(cls), r.ok, r.reason});
+    if (r.ok) return cls;
+    last_reason = r.reason;
+  }
+  return std::nullopt;
+}
+
+void record_rejection(SelectionContext& ctx, const std::string& backend, const std::string& reason) {
+  ctx.candidates.push_back({backend, "", false, reason});
+}
+
+std::string py_list(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", '" : "'") + items[i] + "'";
+  return s + "]";
+}
+
+std::string unsupported_message(const std::string& prefix, const std::string& value, const std::string& reason,
+                                bool quote_with_reason) {
+  if (!reason.empty()) {
+    const std::string shown = quote_with_reason ? "'" + value + "'" : value;
+    return prefix + " MoE backend " + shown + " does not support the deployment configuration since " + reason + ".";
+  }
+  return prefix + " MoE backend '" + value + "' does not support the deployment configuration.";
+}
+
+}  // namespace moepack::oracle
