@@ -4,7 +4,11 @@
 #include <string>
 
 #include "lib/core/error.h"
+#include "packers/aiter_gate_up_rows.h"
+#include "packers/aiter_shuffle_scale.h"
+#include "packers/aiter_shuffle_weight.h"
 #include "packers/cpu_bias_f32.h"
+#include "packers/identity.h"
 #include "packers/cpu_sgl_mxfp4.h"
 #include "packers/cutlass_sf_128x4.h"
 #include "packers/deepgemm_mxfp4_scales.h"
@@ -54,6 +58,7 @@ const std::vector<LayoutRow>& rows() {
       {"cpu.sgl_convert_scale_packed(e8m0)", &make<CpuSglScalePackedLayout>,
        "CPU AMX E8M0 scales: per 32-row block, [32, G] -> [G, 32]"},
       {"vllm.bias_f32", &make<BiasToF32Layout>, "MoE bias widened to fp32 (CPU, Triton, AITER MXFP4 paths)"},
+      {"vllm.unchanged", &make<UnchangedLayout>, "kept as loaded: DeepGEMM/CUTLASS W4A4 weights, XPU, EMULATION, b12x"},
       // ---- FlashInfer / Marlin / other layouts (append rows below) ----
       {"flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)",
        &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::identity>,
@@ -148,6 +153,29 @@ const std::vector<LayoutRow>& rows() {
       {"deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)",
        &make<DeepGemmMxfp4ScaleLayout>,
        "DeepGEMM MXFP4 scales (SM100): 4 E8M0 per int32, MN-major, MN padded to 4"},
+      // ---- AITER v0.1.19 (ROCm AITER_MXFP4_BF16 / AITER_MXFP4_MXFP4; path table in packers/aiter_common.h) ----
+      {"aiter.shuffle_weight(layout=16x16,v0.1.19)", &make<AiterShuffleWeightLayout, AiterWeightShuffle::plain>,
+       "AITER W4A4 MXFP4 weights (`shuffle_weights`, w13 and w2): 16-row x 16-byte tiles"},
+      {"aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=0,v0.1.19)",
+       &make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave>,
+       "AITER A16W4 MXFP4 w2 weight (shuffle_weight_a16w4 / is_guinterleave, gate_up=False): 16x16-byte tiles"},
+      {"aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=1,v0.1.19)",
+       &make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave_gate_up>,
+       "AITER A16W4 MXFP4 w13 weight ([gate; up] rows): 16x16-byte tiles, gate and up 16-row blocks alternating"},
+      {"aiter.shuffle_scale(is_guinterleave=1,gate_up=0,v0.1.19)",
+       &make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave>,
+       "AITER A16W4 MXFP4 w2 E8M0 scales (shuffle_scale_a16w4, gate_up=False): G to 8 with 0x7F, [E*N, G8]"},
+      {"aiter.shuffle_scale(is_guinterleave=1,gate_up=1,v0.1.19)",
+       &make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave_gate_up>,
+       "AITER A16W4 MXFP4 w13 E8M0 scales ([gate; up] rows): gate/up row pairs per lane, G to 8 with 0x7F, [E*N, G8]"},
+      {"aiter.e8m0_shuffle(param=2d,v0.1.19)", &make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param2d>,
+       "AITER e8m0_shuffle kept 2-D [E*N, G8] (generic AITER_MXFP4_BF16 SiTU w2 scale); E*N % 256 == 0"},
+      {"aiter.e8m0_shuffle(param=3d,v0.1.19)", &make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param3d>,
+       "AITER e8m0_shuffle viewed back to [E, N, G8] (W4A4 AITER_MXFP4_MXFP4 w13 and w2 scales); E*N % 256 == 0"},
+      {"vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)", &make<AiterDeinterleaveGateUpRowsLayout>,
+       "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
+      {"torch.view(float8_e8m0fnu)", &make<E8m0ViewLayout>,
+       "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
   };
   return table;
 }

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   CLI::App app{"moepack: convert and prepack quantized Mixture-of-Experts checkpoints"};
   app.set_version_flag("--version", std::string("moepack ") + MOEPACK_VERSION_STRING);
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--quiet, --progress) also after the subcommand
   auto& flags = moepack::cli::global_flags();
   app.add_flag("-q,--quiet", flags.quiet, "No progress output");
   app.add_flag("--progress", flags.progress, "Progress output even when stderr is not a terminal");

@@ -1,5 +1,6 @@
 #include "lib/oracle/sizes_layouts.h"
 
+#include <cctype>
 #include <functional>
 
 namespace moepack::oracle {
@@ -63,63 +64,137 @@ struct LayoutRow {
 };
 
 bool always(const SelectionContext&, const Selection&) { return true; }
-bool is_cuda_cap(const SelectionContext& c, int cap) { return c.deployment.device.is_cuda() && c.deployment.device.is_device_capability(cap); }
 bool gpt_oss_layout(const SelectionContext& c) {
   return c.query.method_class == "GptOssMxfp4MoEMethod" || c.query.method_class == "QuarkOCP_MX_MoEMethod";
+}
+
+// ---- MXFP4 layout ids (packers/registry.cpp) and the conditions that pick them ----
+const char* const kUnchanged = "vllm.unchanged";
+const char* const kBiasF32 = "vllm.bias_f32";
+const char* const kCutlassW4A4Scales = "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)";
+const char* const kDeepGemmScales = "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)";
+const char* const kHopperValue = "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)";
+const char* const kHopperScale = "triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,k_groups_pad=4,v3.5.1)";
+const char* const kBlackwellValue = "triton_kernels.BlackwellMXValue(v3.5.1)";
+const char* const kBlackwellScale = "triton_kernels.BlackwellMXScale(v3.5.1)";
+const char* const kCdna4Scale = "triton_kernels.CDNA4MXScale(v3.5.1)";
+const char* const kStrided = "triton_kernels.Strided(v3.5.1)";
+const char* const kShuffleWeight = "vllm.mxfp4_triton_shuffle_weight(e9d1398d9)";
+
+using Roles = std::vector<std::pair<std::string, std::string>>;
+
+bool gpt_oss_converter(const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); }
+// _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py) with triton_kernels v3.5.1's default
+// layouts: capability >= 10 (SM100, SM110, SM12x) Blackwell, exactly 9 Hopper (with its scale
+// groups padded to 4), below that strided; ROCm strided values, CDNA4 scales when
+// should_use_cdna4_mx_scale_swizzle() (gfx950 and TP <= 2).
+bool is_hopper(const SelectionContext& c) { return c.deployment.device.is_cuda() && c.deployment.device.is_device_capability(90); }
+bool is_blackwell_or_newer(const SelectionContext& c) { return c.deployment.device.is_cuda() && c.deployment.device.has_device_capability(100); }
+bool uses_cdna4_scales(const SelectionContext& c) { return c.deployment.device.on_gfx950() && c.deployment.parallel.tp <= 2; }
+bool hopper(const SelectionContext& c, const Selection&) { return is_hopper(c); }
+bool hopper_gpt_oss(const SelectionContext& c, const Selection&) { return is_hopper(c) && gpt_oss_layout(c); }
+bool blackwell(const SelectionContext& c, const Selection&) { return is_blackwell_or_newer(c); }
+bool blackwell_gpt_oss(const SelectionContext& c, const Selection&) { return is_blackwell_or_newer(c) && gpt_oss_layout(c); }
+bool cdna4(const SelectionContext& c, const Selection&) { return uses_cdna4_scales(c); }
+bool cdna4_gpt_oss(const SelectionContext& c, const Selection&) { return uses_cdna4_scales(c) && gpt_oss_layout(c); }
+// get_marlin_input_dtype (quantization/utils/marlin_utils.py): FP8 activations repack with
+// is_a_8bit and shift the E8M0 scales.
+bool marlin_fp8_input(const SelectionContext& c, const Selection&) {
+  auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE");
+  if (!v) return false;
+  std::string lower;
+  for (char ch : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "fp8";
+}
+
+Roles marlin_roles(bool fp8_input) {
+  std::string weights = std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (fp8_input ? "1" : "0") + ",e9d1398d9)";
+  std::string scales = std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") + (fp8_input ? "fp8" : "16bit") + ",e9d1398d9)";
+  std::string bias = "vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)";
+  return {{"w13_weight", weights}, {"w2_weight", weights}, {"w13_weight_scale", scales}, {"w2_weight_scale", scales},
+          {"w13_bias", bias}, {"w2_bias", bias}};
+}
+
+Roles trtllm_roles(const std::string& w13_rows) {
+  auto id = [](const std::string& fn, const std::string& rows, const std::string& extra) {
+    return "flashinfer." + fn + "(rows=" + rows + ",epilogue_tile_m=128" + extra + ",v0.6.17)";
+  };
+  return {{"w13_weight", id("trtllm_shuffle_matrix_a", w13_rows, "")}, {"w2_weight", id("trtllm_shuffle_matrix_a", "identity", "")},
+          {"w13_weight_scale", id("trtllm_shuffle_matrix_sf_a", w13_rows, ",sf=128x4")},
+          {"w2_weight_scale", id("trtllm_shuffle_matrix_sf_a", "identity", ",sf=128x4")},
+          {"w13_bias", id("trtllm_shuffle_bias", w13_rows, ",f32")}, {"w2_bias", id("trtllm_shuffle_bias", "identity", ",f32")}};
+}
+
+// FlashInfer CUTLASS: w13 rows become [w3; w1]; the gpt-oss converter leaves the w2 bias as is,
+// the generic one casts it to bf16.
+Roles cutlass_bias_roles(const std::string& w13_rows, bool gpt_oss) {
+  return {{"w13_bias", "flashinfer.cutlass_bias(rows=" + w13_rows + ",bf16,v0.6.17)"},
+          {"w2_bias", gpt_oss ? std::string(kUnchanged) : std::string("flashinfer.cutlass_bias(rows=identity,bf16,v0.6.17)")}};
+}
+Roles cutlass_sm100_roles(const std::string& w13_rows, bool gpt_oss) {
+  Roles r = {{"w13_weight", "flashinfer.cutlass_mxfp4_weight(rows=" + w13_rows + ",v0.6.17)"},
+             {"w2_weight", "flashinfer.cutlass_mxfp4_weight(rows=identity,v0.6.17)"},
+             {"w13_weight_scale", "flashinfer.block_scale_interleave(rows=" + w13_rows + ",sf=128x4,v0.6.17)"},
+             {"w2_weight_scale", "flashinfer.block_scale_interleave(rows=identity,sf=128x4,v0.6.17)"}};
+  for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
+  return r;
+}
+Roles cutlass_sm90_roles(const std::string& w13_rows, bool gpt_oss) {
+  Roles r = {{"w13_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=" + w13_rows + ",fp4,v0.6.17)"},
+             {"w2_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)"},
+             {"w13_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=" + w13_rows + ",group_size=32,v0.6.17)"},
+             {"w2_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=identity,group_size=32,v0.6.17)"}};
+  for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
+  return r;
+}
+
+// The generic converter runs shuffle_weight on the w13 weight, scale and bias before the swizzle
+// (TRITON only); the gpt-oss converter does not.
+Roles triton_roles(const std::string& value, const std::string& scale, bool generic_converter) {
+  const std::string shuffle = std::string(kShuffleWeight) + " | ";
+  return {{"w13_weight", (generic_converter ? shuffle : "") + value}, {"w2_weight", value},
+          {"w13_weight_scale", (generic_converter ? shuffle : "") + scale}, {"w2_weight_scale", scale},
+          {"w13_bias", generic_converter ? std::string(kBiasF32) + " | " + kShuffleWeight : std::string(kBiasF32)}, {"w2_bias", kBiasF32}};
 }
 
 const std::vector<LayoutRow>& layout_rows() {
   using F = Family;
   static const std::vector<LayoutRow> rows = {
       // ---- MXFP4 ----
+      // Ids are those of packers/registry.cpp; " | " chains transforms applied in order. Which
+      // converter runs decides the w13 row handling: the gpt-oss one (GptOssMxfp4MoEMethod,
+      // QuarkOCP_MX_MoEMethod) keeps interleaved rows, the generic one (Mxfp4MoEMethod) has
+      // [w1; w3] (fused_moe/oracle/mxfp4.py).
       {F::mxfp4, "MARLIN", "compressed-tensors / AutoRound CUTLASS W4A4",
        [](const SelectionContext&, const Selection& s) { return s.experts_class == "CutlassExpertsMxfp4"; },
-       {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"},
-        {"w13_weight_scale", "cutlass.swizzle_mxfp4_scales(128x4)"}, {"w2_weight_scale", "cutlass.swizzle_mxfp4_scales(128x4)"}}},
-      {F::mxfp4, "MARLIN", "", always,
-       {{"w13_weight", "marlin.repack(num_bits=4)"}, {"w2_weight", "marlin.repack(num_bits=4)"},
-        {"w13_weight_scale", "marlin.mxfp4_scales(group=32)"}, {"w2_weight_scale", "marlin.mxfp4_scales(group=32)"},
-        {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
-      {F::mxfp4, "BATCHED_MARLIN", "", always,
-       {{"w13_weight", "marlin.repack(num_bits=4)"}, {"w2_weight", "marlin.repack(num_bits=4)"},
-        {"w13_weight_scale", "marlin.mxfp4_scales(group=32)"}, {"w2_weight_scale", "marlin.mxfp4_scales(group=32)"},
-        {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
-      {F::mxfp4, "FLASHINFER_TRTLLM_MXFP4_BF16", "", always,
-       {{"w13_weight", "trtllm_gen.mxfp4.w31_shuffled(epilogue_tile_m=128)"}, {"w2_weight", "trtllm_gen.mxfp4.shuffled(epilogue_tile_m=128)"},
-        {"w13_weight_scale", "trtllm_gen.mxfp4.w31_scale_shuffled_interleaved"}, {"w2_weight_scale", "trtllm_gen.mxfp4.scale_shuffled_interleaved"},
-        {"w13_bias", "trtllm_gen.mxfp4.w31_bias_shuffled(f32)"}, {"w2_bias", "trtllm_gen.mxfp4.bias_shuffled(f32)"}}},
-      {F::mxfp4, "FLASHINFER_TRTLLM_MXFP4_MXFP8", "", always,
-       {{"w13_weight", "trtllm_gen.mxfp4.w31_shuffled(epilogue_tile_m=128)"}, {"w2_weight", "trtllm_gen.mxfp4.shuffled(epilogue_tile_m=128)"},
-        {"w13_weight_scale", "trtllm_gen.mxfp4.w31_scale_shuffled_interleaved"}, {"w2_weight_scale", "trtllm_gen.mxfp4.scale_shuffled_interleaved"},
-        {"w13_bias", "trtllm_gen.mxfp4.w31_bias_shuffled(f32)"}, {"w2_bias", "trtllm_gen.mxfp4.bias_shuffled(f32)"}}},
-      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_MXFP8", "", always,
-       {{"w13_weight", "flashinfer.cutlass.w31"}, {"w2_weight", "checkpoint"},
-        {"w13_weight_scale", "flashinfer.block_scale_interleave(w31)"}, {"w2_weight_scale", "flashinfer.block_scale_interleave"},
-        {"w13_bias", "flashinfer.cutlass.w31(bf16)"}, {"w2_bias", "bf16"}}},
-      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_BF16", "SM90 mixed-input GEMM", always,
-       {{"w13_weight", "flashinfer.sm90_mixed_gemm.interleave(fp4,w31)"}, {"w2_weight", "flashinfer.sm90_mixed_gemm.interleave(fp4)"},
-        {"w13_weight_scale", "flashinfer.sm90_mixed_gemm.interleave_scales(w31)"}, {"w2_weight_scale", "flashinfer.sm90_mixed_gemm.interleave_scales"},
-        {"w13_bias", "flashinfer.cutlass.w31(bf16)"}, {"w2_bias", "bf16"}}},
-      {F::mxfp4, "TRITON", "CUDA SM90", [](const SelectionContext& c, const Selection&) { return is_cuda_cap(c, 90); },
-       {{"w13_weight", "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)"}, {"w2_weight", "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,v3.5.1)"}, {"w2_weight_scale", "triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,v3.5.1)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "TRITON", "CUDA SM100 family", [](const SelectionContext& c, const Selection&) { return c.deployment.device.is_cuda(); },
-       {{"w13_weight", "triton_kernels.BlackwellMXValue(v3.5.1)"}, {"w2_weight", "triton_kernels.BlackwellMXValue(v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.BlackwellMXScale(v3.5.1)"}, {"w2_weight_scale", "triton_kernels.BlackwellMXScale(v3.5.1)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "TRITON", "ROCm gfx950", [](const SelectionContext& c, const Selection&) { return c.deployment.device.on_gfx950(); },
-       {{"w13_weight", "triton_kernels.Strided(v3.5.1)"}, {"w2_weight", "triton_kernels.Strided(v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.GFX950MXScale(v3.5.1)"}, {"w2_weight_scale", "triton_kernels.GFX950MXScale(v3.5.1)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "TRITON", "other ROCm", always,
-       {{"w13_weight", "triton_kernels.Strided(v3.5.1)"}, {"w2_weight", "triton_kernels.Strided(v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.Strided(v3.5.1)"}, {"w2_weight_scale", "triton_kernels.Strided(v3.5.1)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "TRITON_UNFUSED", "", always,
-       {{"w13_weight", "triton_kernels.swizzled_mxfp4(v3.5.1)"}, {"w2_weight", "triton_kernels.swizzled_mxfp4(v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.swizzled_mx_scale(v3.5.1)"}, {"w2_weight_scale", "triton_kernels.swizzled_mx_scale(v3.5.1)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+       {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kCutlassW4A4Scales}, {"w2_weight_scale", kCutlassW4A4Scales}}},
+      {F::mxfp4, "MARLIN", "FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8)", marlin_fp8_input, marlin_roles(true)},
+      {F::mxfp4, "MARLIN", "16-bit activations", always, marlin_roles(false)},
+      {F::mxfp4, "BATCHED_MARLIN", "FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8)", marlin_fp8_input, marlin_roles(true)},
+      {F::mxfp4, "BATCHED_MARLIN", "16-bit activations", always, marlin_roles(false)},
+      {F::mxfp4, "FLASHINFER_TRTLLM_MXFP4_*", "gpt-oss interleaved w13 (adjacent row pairs swapped)", gpt_oss_converter, trtllm_roles("swap_pairs")},
+      {F::mxfp4, "FLASHINFER_TRTLLM_MXFP4_*", "[w1; w3] w13 (rebuilt as w3/w1 row pairs)", always, trtllm_roles("w3w1_interleave")},
+      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_MXFP8", "gpt-oss interleaved w13", gpt_oss_converter, cutlass_sm100_roles("deinterleave_up_first", true)},
+      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_MXFP8", "[w1; w3] w13", always, cutlass_sm100_roles("swap_halves", false)},
+      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_BF16", "gpt-oss interleaved w13, SM90 mixed-input GEMM", gpt_oss_converter, cutlass_sm90_roles("deinterleave_up_first", true)},
+      {F::mxfp4, "FLASHINFER_CUTLASS_MXFP4_BF16", "[w1; w3] w13, SM90 mixed-input GEMM", always, cutlass_sm90_roles("swap_halves", false)},
+      {F::mxfp4, "TRITON*", "CUDA SM90, gpt-oss converter", hopper_gpt_oss, triton_roles(kHopperValue, kHopperScale, false)},
+      {F::mxfp4, "TRITON*", "CUDA SM100 and newer, gpt-oss converter", blackwell_gpt_oss, triton_roles(kBlackwellValue, kBlackwellScale, false)},
+      {F::mxfp4, "TRITON*", "ROCm gfx950 with TP <= 2, gpt-oss converter", cdna4_gpt_oss, triton_roles(kStrided, kCdna4Scale, false)},
+      {F::mxfp4, "TRITON*", "CUDA before SM90 and other ROCm, gpt-oss converter", gpt_oss_converter, triton_roles(kStrided, kStrided, false)},
+      // The generic converter shuffles w13's last axis for TRITON only, not for TRITON_UNFUSED.
+      {F::mxfp4, "TRITON", "CUDA SM90, generic converter", hopper, triton_roles(kHopperValue, kHopperScale, true)},
+      {F::mxfp4, "TRITON", "CUDA SM100 and newer, generic converter", blackwell, triton_roles(kBlackwellValue, kBlackwellScale, true)},
+      {F::mxfp4, "TRITON", "ROCm gfx950 with TP <= 2, generic converter", cdna4, triton_roles(kStrided, kCdna4Scale, true)},
+      {F::mxfp4, "TRITON", "CUDA before SM90 and other ROCm, generic converter", always, triton_roles(kStrided, kStrided, true)},
+      {F::mxfp4, "TRITON_UNFUSED", "CUDA SM90, generic converter", hopper, triton_roles(kHopperValue, kHopperScale, false)},
+      {F::mxfp4, "TRITON_UNFUSED", "CUDA SM100 and newer, generic converter", blackwell, triton_roles(kBlackwellValue, kBlackwellScale, false)},
+      {F::mxfp4, "TRITON_UNFUSED", "ROCm gfx950 with TP <= 2, generic converter", cdna4, triton_roles(kStrided, kCdna4Scale, false)},
+      {F::mxfp4, "TRITON_UNFUSED", "CUDA before SM90 and other ROCm, generic converter", always, triton_roles(kStrided, kStrided, false)},
+      // gfx1250: the generic converter sends AITER_MXFP4_BF16 down the Triton path (no shuffle).
+      {F::mxfp4, "AITER_MXFP4_BF16", "gfx1250, generic converter",
+       [](const SelectionContext& c, const Selection&) { return c.deployment.device.on_gfx1250() && !gpt_oss_layout(c); },
+       triton_roles(kStrided, kStrided, false)},
       {F::mxfp4, "AITER_MXFP4_BF16", "gpt-oss interleaved checkpoint", [](const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); },
        {{"w13_weight", "aiter.a16w4_shuffle(gate_up)"}, {"w2_weight", "aiter.a16w4_shuffle"},
         {"w13_weight_scale", "aiter.a16w4_scale_shuffle(gate_up)"}, {"w2_weight_scale", "aiter.a16w4_scale_shuffle"},
@@ -137,17 +212,17 @@ const std::vector<LayoutRow>& layout_rows() {
        {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"},
         {"w13_weight_scale", "aiter.e8m0_shuffle"}, {"w2_weight_scale", "aiter.e8m0_shuffle"}, {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
       {F::mxfp4, "DEEPGEMM_MXFP4", "", always,
-       {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"},
-        {"w13_weight_scale", "deep_gemm.sf_layout(recipe=1x1x32)"}, {"w2_weight_scale", "deep_gemm.sf_layout(recipe=1x1x32)"}}},
-      {F::mxfp4, "CPU", "", always,
-       {{"w13_weight", "cpu.amx_packed(block_n=32)"}, {"w2_weight", "cpu.amx_packed(block_n=32)"},
-        {"w13_weight_scale", "cpu.scale_packed(block_n=32)"}, {"w2_weight_scale", "cpu.scale_packed(block_n=32)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+       {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kDeepGemmScales}, {"w2_weight_scale", kDeepGemmScales}}},
+      // Only the gpt-oss converter has a CPU branch; the generic one raises ValueError (no row).
+      {F::mxfp4, "CPU", "gpt-oss converter", gpt_oss_converter,
+       {{"w13_weight", "cpu.sgl_convert_weight_packed(mxfp4)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(mxfp4)"},
+        {"w13_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"}, {"w2_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"},
+        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "HUMMING", "", always,
        {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
-      {F::mxfp4, "*", "XPU, EMULATION, B12X: checkpoint bytes", always,
-       {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
-        {"w13_bias", "checkpoint"}, {"w2_bias", "checkpoint"}}},
+      {F::mxfp4, "*", "XPU, EMULATION, B12X: kept as loaded", always,
+       {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
+        {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}}},
 
       // ---- NVFP4 ----
       {F::nvfp4, "FLASHINFER_TRTLLM", "", always,
@@ -269,6 +344,7 @@ const std::vector<LayoutRow>& layout_rows() {
 bool backend_matches(const std::string& pattern, const std::string& backend) {
   if (pattern == "*") return true;
   if (!pattern.empty() && pattern[0] == '*') return backend.size() >= pattern.size() - 1 && backend.compare(backend.size() - (pattern.size() - 1), pattern.size() - 1, pattern.substr(1)) == 0;
+  if (!pattern.empty() && pattern.back() == '*') return backend.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
   return pattern == backend;
 }
 

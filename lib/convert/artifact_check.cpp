@@ -1,0 +1,100 @@
+#include "lib/convert/artifact_check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "formats/safetensors/file.h"
+#include "lib/convert/param_loader.h"
+#include "lib/core/error.h"
+#include "lib/core/hash.h"
+#include "lib/core/mapped_file.h"
+#include "lib/core/tensor.h"
+#include "packers/registry.h"
+
+namespace moepack::convert {
+namespace fs = std::filesystem;
+
+ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source) {
+  ArtifactCheck out;
+  artifact::Manifest m = artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
+  for (const auto& f : m.files) {
+    MappedFile map((fs::path(artifact_dir) / f.name).string());
+    ++out.files_checked;
+    if (map.size() != f.bytes) out.problems.push_back(f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes));
+    else if (xxh3_128_hex(map.bytes()) != f.xxh3) out.problems.push_back(f.name + ": XXH3-128 differs from the manifest");
+  }
+
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
+  std::map<std::string, std::unique_ptr<st::File>> open_files;
+  auto file = [&](const std::string& name) -> const st::File& {
+    auto& slot = open_files[name];
+    if (!slot) slot = std::make_unique<st::File>((fs::path(artifact_dir) / name).string());
+    return *slot;
+  };
+  for (const auto& layer : m.layers) {
+    const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
+    if (!source_layer) {
+      out.problems.push_back(layer.prefix + ": no such MoE layer in the source");
+      continue;
+    }
+    const int ranks = static_cast<int>(layer.ranks.size());
+    for (const auto& rank : layer.ranks) {
+      for (const auto& [role, t] : rank.tensors) {
+        const st::File& f = file(t.file);
+        const st::TensorInfo* info = f.find(t.name);
+        std::string where = t.file + ": " + t.name + " (rank " + std::to_string(rank.rank) + ")";
+        if (!info) {
+          out.problems.push_back(where + ": missing");
+          continue;
+        }
+        ++out.tensors_checked;
+        auto bytes = f.data(*info);
+        if (xxh3_128_hex(bytes) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
+        auto layout = packers::make_layout(t.layout);
+        // Expert parallelism is recorded as ranks that each hold a share of the experts.
+        const bool expert_parallel = ranks > 1 && layer.num_experts % static_cast<uint64_t>(ranks) == 0 &&
+                                     t.shape.size() > 0 && t.shape[0] == layer.num_experts / static_cast<uint64_t>(ranks) &&
+                                     layer.intermediate_size == source_layer->intermediate_size;
+        const uint64_t local = expert_parallel ? layer.num_experts / static_cast<uint64_t>(ranks) : layer.num_experts;
+        RankGeometry g;
+        g.hidden = source_layer->hidden_size;
+        g.intermediate = source_layer->intermediate_size;
+        g.padded_hidden = layer.padded_hidden_size;
+        g.padded_intermediate = layer.padded_intermediate_size;
+        g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(ranks);
+        g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank.rank);
+        g.gpt_oss_interleaved = ck.layers.size() > 0 && source_layer->quant.method.quant_method == "gpt_oss_mxfp4";
+        if (local == 0 || bytes.size() % local != 0) {
+          out.problems.push_back(where + ": " + std::to_string(bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
+          continue;
+        }
+        const uint64_t slab = bytes.size() / local;
+        for (uint64_t e = 0; e < local; ++e) {
+          uint64_t expert = expert_parallel ? local * static_cast<uint64_t>(rank.rank) + e : e;
+          ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert);
+          auto it = params.tensors.find(role);
+          if (it == params.tensors.end()) {
+            out.problems.push_back(where + ": the source has no " + role);
+            break;
+          }
+          OwnedTensor expected = load_expert_param(role, it->second, g);
+          OwnedTensor got(expected.dtype, expected.shape);
+          layout->unpack(bytes.subspan(static_cast<size_t>(e * slab), static_cast<size_t>(slab)), got);
+          ++out.expert_slabs_checked;
+          if (got.bytes != expected.bytes) {
+            auto diff = std::mismatch(got.bytes.begin(), got.bytes.end(), expected.bytes.begin());
+            out.problems.push_back(where + ": expert " + std::to_string(expert) + " unpacks to different bytes (first at byte " +
+                                   std::to_string(diff.first - got.bytes.begin()) + ")");
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace moepack::convert

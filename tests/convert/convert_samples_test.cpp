@@ -1,0 +1,118 @@
+// Every MXFP4 sample converted for every device (and flag set) that gets a distinct layout,
+// each artifact proven against its source: manifest hashes, and every packed tensor unpacked
+// through its layout's inverse equals the source expert as vLLM's loader holds it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/artifact_check.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "lib/core/error.h"
+#include "support/test_support.h"
+
+namespace moepack::convert {
+namespace {
+namespace fs = std::filesystem;
+
+struct Case {
+  std::string sample;
+  std::string target;
+  std::vector<std::string> flags;  // extra deployment flags as NAME=VALUE pairs for the options struct
+  std::string expected_backend;    // "" = refused (exit 3)
+};
+
+oracle::Deployment deployment_for(const Case& c) {
+  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
+  for (const auto& f : c.flags) {
+    auto eq = f.find('=');
+    std::string k = f.substr(0, eq), v = f.substr(eq + 1);
+    if (k == "tp") d.parallel.tp = std::stoi(v);
+    else if (k == "moe-backend") d.moe_backend = oracle::normalize_moe_backend(v);
+    else if (k == "activation") d.moe_activation = v;
+    else if (k == "env") d.env.set(v.substr(0, v.find(':')), v.substr(v.find(':') + 1));
+    else throw std::runtime_error("unknown test flag " + k);
+  }
+  return d;
+}
+
+std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
+
+void convert_and_check(const Case& c) {
+  SCOPED_TRACE(c.sample + " on " + c.target);
+  oracle::Deployment dep = deployment_for(c);
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(sample(c.sample));
+  auto decisions = decide_layers(ck, dep);
+  ASSERT_FALSE(decisions.empty());
+  ConvertRequest req;
+  req.target_json = {{"device", c.target}};
+  if (c.expected_backend.empty()) {
+    try {
+      build_conversion_plan(ck, decisions, req);
+      ADD_FAILURE() << "expected a refusal";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 3) << e.what();
+    }
+    return;
+  }
+  EXPECT_EQ(decisions[0].decision.backend.value_or("(refused)"), c.expected_backend);
+  ConversionPlan plan = build_conversion_plan(ck, decisions, req);
+  test::TempDir out;
+  artifact::Manifest m = execute_plan(plan, out.path(), ExecutorOptions{});
+  ASSERT_EQ(m.layers.size(), ck.layers.size());
+  ArtifactCheck check = check_artifact(out.path(), sample(c.sample));
+  for (const auto& p : check.problems) ADD_FAILURE() << p;
+  EXPECT_GT(check.expert_slabs_checked, 0u);
+  EXPECT_EQ(check.files_checked, m.files.size());
+}
+
+class ConvertSamples : public ::testing::TestWithParam<Case> {};
+TEST_P(ConvertSamples, ArtifactIsProvenAgainstItsSource) { convert_and_check(GetParam()); }
+
+// One row per distinct layout path of oracle/mxfp4.py (gpt-oss converter, generic converter,
+// compressed-tensors' own path) and device generation.
+INSTANTIATE_TEST_SUITE_P(
+    Mxfp4, ConvertSamples,
+    ::testing::Values(
+        // gpt-oss converter (GptOssMxfp4MoEMethod)
+        Case{"gpt-oss-mxfp4", "sm90", {}, "TRITON"},
+        Case{"gpt-oss-mxfp4", "sm100", {}, "FLASHINFER_TRTLLM_MXFP4_BF16"},
+        Case{"gpt-oss-mxfp4", "sm100", {"moe-backend=triton"}, "TRITON"},
+        Case{"gpt-oss-mxfp4", "sm100", {"moe-backend=flashinfer_cutlass", "activation=mxfp8"}, "FLASHINFER_CUTLASS_MXFP4_MXFP8"},
+        Case{"gpt-oss-mxfp4", "sm100", {"moe-backend=flashinfer_cutlass"}, ""},  // BF16 CUTLASS is SM90 only
+        Case{"gpt-oss-mxfp4", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
+        Case{"gpt-oss-mxfp4", "sm90", {"moe-backend=marlin"}, "MARLIN"},
+        Case{"gpt-oss-mxfp4", "sm80", {}, "MARLIN"},
+        Case{"gpt-oss-mxfp4", "gfx950", {}, "TRITON"},
+        Case{"gpt-oss-mxfp4", "gfx942", {}, "TRITON"},
+        Case{"gpt-oss-mxfp4", "cpu-amx", {}, "CPU"},
+        Case{"gpt-oss-mxfp4", "sm90", {"tp=2"}, "TRITON"},
+        Case{"gpt-oss-mxfp4", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM_MXFP4_BF16"},
+        Case{"gpt-oss-mxfp4", "sm90", {"moe-backend=flashinfer_trtllm"}, ""},  // explicit and unsupported: refused
+        // Quark OCP-MX (QuarkOCP_MX_MoEMethod, gpt-oss converter, [w1; w3] rows)
+        Case{"quark-w-mxfp4", "gfx950", {}, "EMULATION"},
+        Case{"quark-w-mxfp4", "sm90", {}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
+        Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},  // OAI Triton takes swigluoai only, this is silu
+        // compressed-tensors MXFP4 (its own path: Marlin, CUTLASS W4A4 on SM100)
+        Case{"ct-mxfp4", "sm90", {}, "MARLIN"},
+        Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
+        // DeepSeek-V4 MXFP4 (Mxfp4MoEMethod, generic converter)
+        Case{"deepseek-v4-mxfp4", "sm90", {}, "MARLIN"},
+        Case{"deepseek-v4-mxfp4", "sm90", {"moe-backend=triton"}, ""},
+        Case{"deepseek-v4-mxfp4", "sm100", {"moe-backend=marlin"}, "MARLIN"},
+        Case{"deepseek-v4-mxfp4", "sm100", {}, "FLASHINFER_TRTLLM_MXFP4_MXFP8"},
+        Case{"deepseek-v4-mxfp4", "sm100", {"moe-backend=deep_gemm"}, "DEEPGEMM_MXFP4"},
+        Case{"deepseek-v4-mxfp4", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
+        Case{"deepseek-v4-mxfp4", "cpu-amx", {}, ""}),  // the generic converter has no CPU branch
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string n = info.param.sample + "_" + info.param.target;
+      for (const auto& f : info.param.flags) n += "_" + f;
+      for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+}  // namespace
+}  // namespace moepack::convert
