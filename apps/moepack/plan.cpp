@@ -15,6 +15,7 @@
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
+#include "lib/convert/plan.h"
 #include "lib/oracle/oracle.h"
 
 namespace moepack::cli {
@@ -221,56 +222,6 @@ orc::MoeLayerQuery query_from_flags(const PlanOptions& o) {
   return q;
 }
 
-// ---- Layers from a checkpoint: the reader's facts mapped onto the oracle's query ----
-
-orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::Deployment& dep) {
-  const ckpt::LayerQuant& lq = layer.quant;
-  // compressed-tensors W4A8: vLLM dispatches differently on exactly SM90.
-  const ckpt::MethodChoice& m = (lq.on_sm90 && dep.device.is_device_capability(90)) ? *lq.on_sm90 : lq.method;
-  orc::MoeLayerQuery q;
-  q.prefix = layer.prefix;
-  std::string family = m.oracle_family.empty() ? "unquantized" : m.oracle_family;
-  if (family == "mxfp6") family = "mxfp4";  // Quark OCP-MX fp6 schemes run through the MXFP4 method (emulation)
-  auto f = orc::parse_family(family);
-  if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported an unknown oracle family '" + family + "'");
-  q.family = *f;
-  q.quant_method = m.quant_method;
-  q.method_class = m.moe_method;
-  q.weight_key = m.weight_key;
-  q.activation_key = m.activation_key;
-  q.weight_bits = lq.weight_bits;
-  q.group_size = lq.group_size > 0 ? static_cast<int>(lq.group_size) : -1;
-  q.symmetric = lq.symmetric;
-  q.has_zero_points = lq.may_have_zp;
-  q.desc_act = lq.act_order && c.family == ckpt::Family::gptq;
-  q.actorder = lq.actorder;
-  if (q.family == orc::Family::wna16) {
-    q.may_have_zp = lq.may_have_zp;
-    q.may_have_bias = lq.may_have_bias;
-    q.allow_tile_padding = lq.allow_tile_padding;
-  }
-  q.static_input_scales = lq.input_scales == "static";
-  if (m.quant_method == "quark" && q.family == orc::Family::mxfp4) {
-    const std::string w = m.oracle_family == "mxfp6" ? lq.scheme : "w_mxfp4";
-    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme;
-    else if (m.activation_key == "kMxfp4Dynamic") q.quark_ocp_mx_scheme = "w_mxfp4_a_mxfp4";
-    else if (!lq.input_scales.empty()) q.quark_ocp_mx_scheme = "w_mxfp4_a_fp8";
-    else q.quark_ocp_mx_scheme = w;
-    if (q.quark_ocp_mx_scheme != "w_mxfp4") q.activation_key.clear();  // the method passes its own key
-  }
-  const ckpt::ModelFacts& facts = c.facts;
-  q.model_type = facts.model_type;
-  q.hidden_size = static_cast<int>(layer.hidden_size);
-  q.moe_intermediate_size = static_cast<int>(layer.intermediate_size);
-  q.num_experts = static_cast<int>(layer.num_experts);
-  q.top_k = static_cast<int>(facts.top_k);
-  if (!facts.activation.empty()) q.activation = facts.activation;
-  if (auto r = orc::parse_routing_method(facts.routing_method)) q.routing = *r;
-  q.has_bias = layer.has_bias;
-  q.swiglu_limit = facts.swiglu_limit;
-  return q;
-}
-
 // ---- Output ----
 
 json decision_json(const orc::Decision& d) {
@@ -360,7 +311,7 @@ int run_plan(const PlanOptions& o) {
     const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
     reader_notes = c.notes;
     for (const auto& layer : c.layers) {
-      orc::Decision d = orc::decide(query_from_checkpoint(c, layer, dep), dep);
+      orc::Decision d = orc::decide(convert::query_from_checkpoint(c, layer, dep), dep);
       if (!layer.quant.unsupported.empty() && d.ok()) {
         // The reader knows vLLM raises for this layer before the oracle runs.
         d.error = orc::DecisionError{"ValueError", layer.quant.unsupported};

@@ -41,7 +41,8 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   }
   q.static_input_scales = lq.input_scales == "static";
   if (m.quant_method == "quark" && q.family == orc::Family::mxfp4) {
-    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme;
+    // The reader's scheme text starts with the OCP_MX_Scheme value ("w_mxfp6_e3m2_a_mxfp6_e3m2 (emulation only)").
+    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme.substr(0, lq.scheme.find(' '));
     else if (m.activation_key == "kMxfp4Dynamic") q.quark_ocp_mx_scheme = "w_mxfp4_a_mxfp4";
     else if (!lq.input_scales.empty()) q.quark_ocp_mx_scheme = "w_mxfp4_a_fp8";
     else q.quark_ocp_mx_scheme = "w_mxfp4";

@@ -266,7 +266,10 @@ Selection select_quark(SelectionContext& ctx) {
     s = *selected;
   } else {
     s.backend = "EMULATION";
-    s.weight_key = kMxfp4Static;
+    // The weight element type of the scheme (w_mxfp6_e3m2... / w_mxfp6_e2m3... / w_mxfp4...).
+    if (scheme.rfind("w_mxfp6_e3m2", 0) == 0) s.weight_key = kMxfp6E3M2Static;
+    else if (scheme.rfind("w_mxfp6_e2m3", 0) == 0) s.weight_key = kMxfp6E2M3Static;
+    else s.weight_key = kMxfp4Static;
     ctx.notes.push_back("Quark OCP-MX scheme " + scheme + " has no native backend selector; the method uses EMULATION");
   }
   const std::string first = backend(s.backend).row.classes.front();

@@ -1,0 +1,173 @@
+// The WNA16, INT8 W8A8, W4A8 and unquantized policies in tables (oracle/int_wna16.py, int8.py,
+// w4a8.py, w4a8_int8.py, unquantized.py @ vLLM e9d1398d9).
+#include "tests/oracle/oracle_cases.h"
+
+namespace moepack::oracle::test {
+namespace {
+
+MoeLayerQuery ct_int4(int group, const std::string& actorder = "") {
+  MoeLayerQuery q = qwen3(Family::wna16, "compressed-tensors");
+  q.weight_bits = 4;
+  q.group_size = group;
+  q.actorder = actorder;
+  return q;
+}
+MoeLayerQuery gptq(int group, bool desc_act) {
+  MoeLayerQuery q = qwen3(Family::wna16, "auto_gptq");
+  q.weight_bits = 4;
+  q.group_size = group;
+  q.desc_act = desc_act;
+  return q;
+}
+MoeLayerQuery awq() {
+  MoeLayerQuery q = qwen3(Family::wna16, "auto_awq");
+  q.weight_bits = 4;
+  q.group_size = 128;
+  q.symmetric = false;
+  q.has_zero_points = true;
+  return q;
+}
+MoeLayerQuery ct_int8() {
+  MoeLayerQuery q = qwen3(Family::int8, "compressed-tensors");
+  q.weight_key = "kInt8StaticChannelSym";
+  q.activation_key = "kInt8DynamicTokenSym";
+  return q;
+}
+MoeLayerQuery ct_w4a8(Family f) {
+  MoeLayerQuery q = qwen3(f, "compressed-tensors");
+  q.weight_bits = 4;
+  q.group_size = 128;
+  return q;
+}
+MoeLayerQuery unquantized(MoeLayerQuery q = qwen3(Family::unquantized, "")) { return q; }
+MoeLayerQuery with_activation(MoeLayerQuery q, const std::string& a) {
+  q.activation = a;
+  return q;
+}
+MoeLayerQuery with_routing(MoeLayerQuery q, RoutingMethodType r) {
+  q.routing = r;
+  return q;
+}
+
+const Tweak kLora = [](Deployment& d) { d.lora = true; };
+
+std::vector<Case> wna16_cases() {
+  return {
+      {"wna16_ct_int4_g128_sm90_marlin", ct_int4(128), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_ct_int4_g128_cpu_amx_cpu_only_list", ct_int4(128), target("cpu-amx"), "CPU", "CPUExpertsInt4", "", ""},
+      {"wna16_ct_int4_g32_sm100_mxint4_env", ct_int4(32), target("sm100", env("VLLM_USE_FLASHINFER_MOE_INT4", "1")), "FLASHINFER_TRTLLM",
+       "TrtLlmMxint4ExpertsMonolithic", "", ""},
+      {"wna16_ct_int4_g32_sm100_mxint4_default_off_marlin", ct_int4(32), target("sm100"), "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_gptq_bias_excludes_trtllm_marlin", gptq(128, false), target("sm100", env("VLLM_USE_FLASHINFER_MOE_INT4", "1")), "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_gptq_desc_act_strict_marlin_shape_humming", gptq(128, true), target("sm90", tp(4)), "HUMMING", "HummingIndexedExperts", "", ""},
+      {"wna16_ct_g32_tp8_tile_padding_keeps_marlin", ct_int4(32), target("sm90", tp(8)), "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_ct_g32_tp8_group_actorder_humming", ct_int4(32, "group"), target("sm90", tp(8)), "HUMMING", "HummingIndexedExperts", "", ""},
+      {"wna16_ct_g32_tp8_dynamic_actorder_triton", ct_int4(32, "dynamic"), target("sm90", tp(8)), "TRITON", "TritonWNA16Experts", "", ""},
+      {"wna16_awq_sm90_marlin", awq(), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_moe_wna16_override_no_marlin_triton", gptq(128, false), target("sm90", [](Deployment& d) { d.quantization = "moe_wna16"; }), "TRITON",
+       "TritonWNA16Experts", "", ""},
+      {"wna16_xpu_list", ct_int4(128), target("xpu"), "XPU", "XPUExpertsWNA16", "", ""},
+      {"wna16_rocm_marlin_refused_triton", ct_int4(128), target("gfx942"), "TRITON", "TritonWNA16Experts", "", ""},
+      {"wna16_gptq_sm70_no_marlin_bias_no_triton_emulation", gptq(128, false), target("sm70"), "EMULATION", "Int4EmulationTritonExperts", "", ""},
+      // AWQ passes may_have_bias=True, and the bias test comes before the layout test.
+      {"wna16_explicit_triton_awq_bias_refused", awq(), target("sm90", backend("triton")), "", "", "ValueError",
+       "WNA16 MoE backend 'TRITON' does not support the deployment configuration since expert bias is not supported."},
+      {"wna16_explicit_triton_moe_wna16_awq_layout_ok", awq(), target("sm90", all({backend("triton"), [](Deployment& d) { d.quantization = "moe_wna16"; }})),
+       "TRITON", "TritonWNA16Experts", "", ""},
+      {"wna16_explicit_name_not_in_map", ct_int4(128), target("sm90", backend("cutlass")), "", "", "ValueError",
+       "moe_backend='cutlass' is not supported for WNA16 MoE. Expected one of ['triton', 'marlin', 'humming', 'flashinfer_trtllm', 'emulation']."},
+      {"wna16_awq_sm70_below_min_capability", awq(), target("sm70"), "", "", "ValueError",
+       "The quantization method auto_awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70."},
+      {"wna16_quantization_override_mismatch", ct_int4(128), target("sm90", [](Deployment& d) { d.quantization = "fp8"; }), "", "", "ValueError",
+       "Quantization method specified in the model config (compressed-tensors) does not match the quantization method specified in the "
+       "`quantization` argument (fp8)."},
+      {"wna16_cpu_without_amx_nothing_fits", ct_int4(128), target("cpu-avx512"), "", "", "NotImplementedError",
+       "No WNA16 MoE backend supports the deployment configuration."},
+  };
+}
+
+std::vector<Case> int8_w4a8_cases() {
+  return {
+      {"int8_sm90_triton", ct_int8(), target("sm90"), "TRITON", "TritonExperts", "", ""},
+      {"int8_cpu_amx_x86_class", ct_int8(), target("cpu-amx"), "CPU", "CPUExpertsInt8", "", ""},
+      {"int8_cpu_arm_class", ct_int8(), target("cpu-arm"), "CPU", "ArmCPUExpertsInt8", "", ""},
+      {"int8_cpu_without_amx_nothing_fits", ct_int8(), target("cpu-avx512"), "", "", "NotImplementedError",
+       "No Int8 MoE backend supports the deployment configuration (weight_key=QuantKey(i8,scale(f32,static,per_channel),symmetric), "
+       "activation_key=QuantKey(i8,scale(f32,dynamic,per_token),symmetric)). Set `VLLM_LOGGING_LEVEL=DEBUG`"},
+      {"int8_sm70_triton_int8_needs_turing", ct_int8(), target("sm70"), "", "", "NotImplementedError", "No Int8 MoE backend supports"},
+      {"int8_explicit_marlin_not_in_map", ct_int8(), target("sm90", backend("marlin")), "", "", "ValueError",
+       "moe_backend='marlin' is not supported for Int8 MoE. Expected one of ['triton', 'humming']."},
+      {"w4a8_fp8_sm90_cutlass", ct_w4a8(Family::w4a8), target("sm90"), "CUTLASS", "CutlassExpertsW4A8Fp8", "", ""},
+      {"w4a8_fp8_sm90_fp16_refused", ct_w4a8(Family::w4a8), target("sm90", [](Deployment& d) { d.model_dtype = FloatType::float16; }), "", "",
+       "NotImplementedError", "W4A8 MoE backend CUTLASS does not support the deployment configuration: kernel does not support torch.float16 input/output dtype."},
+      {"w4a8_fp8_off_sm90_becomes_int8_path", ct_w4a8(Family::w4a8), target("sm100"), "", "", "NotImplementedError",
+       "W4A8 Int8 MoE is only supported on CPU platforms"},
+      {"w4a8_int8_cpu_arm", ct_w4a8(Family::w4a8_int8), target("cpu-arm"), "CPU_INT4", "CPUExpertsInt4", "", ""},
+      {"w4a8_int8_x86_kernel_is_arm_only", ct_w4a8(Family::w4a8_int8), target("cpu-amx"), "", "", "NotImplementedError",
+       "No W4A8 Int8 MoE backend supports the deployment configuration."},
+  };
+}
+
+std::vector<Case> unquantized_cases() {
+  return {
+      {"unquantized_sm90_hopper_prefers_triton", unquantized(), target("sm90"), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_sm100_trtllm_bf16", unquantized(), target("sm100"), "FLASHINFER_TRTLLM", "TrtLlmBf16ExpertsMonolithic", "", ""},
+      {"unquantized_sm100_swigluoai_demotes_flashinfer", with_activation(unquantized(), "swigluoai"), target("sm100"), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_sm100_dp2_default_routing_triton", with_routing(unquantized(), RoutingMethodType::Default),
+       target("sm100", [](Deployment& d) { d.parallel.dp = 2; }), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_sm120_fi_cutlass", unquantized(), target("sm120"), "FLASHINFER_CUTLASS", "FlashInferExperts", "", ""},
+      {"unquantized_lora_trtllm_lora_experts", unquantized(), target("sm100", kLora), "FLASHINFER_TRTLLM", "TrtLlmBf16LoRAExperts", "", ""},
+      {"unquantized_lora_tp4_intermediate_not_128_triton", unquantized(), target("sm100", all({kLora, tp(4)})), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_cpu_amx_x86", unquantized(), target("cpu-amx"), "CPU", "X86CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_amx_fp16_generic_cpu", unquantized(), target("cpu-amx", [](Deployment& d) { d.model_dtype = FloatType::float16; }), "CPU",
+       "CPUUnquantizedExperts", "", ""},
+      {"unquantized_gfx942_triton", unquantized(), target("gfx942"), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_gfx942_aiter_forced", unquantized(), target("gfx942", env("VLLM_ROCM_USE_AITER", "1")), "AITER", "AiterExperts", "", ""},
+      {"unquantized_xpu", unquantized(), target("xpu"), "XPU", "XPUExperts", "", ""},
+      {"unquantized_explicit_marlin_refused_issue_56832", unquantized(), target("sm90", backend("marlin")), "", "", "ValueError",
+       "moe_backend='marlin' is not supported for unquantized MoE. Expected one of ['triton', 'batched_triton', 'flashinfer_trtllm', "
+       "'flashinfer_cutlass', 'aiter']."},
+      {"unquantized_humming_treated_as_auto", unquantized(), target("sm90", backend("humming")), "TRITON", "TritonExperts", "", ""},
+      {"unquantized_explicit_batched_triton", unquantized(), target("sm90", backend("batched_triton")), "BATCHED_TRITON", "BatchedTritonExperts", "", ""},
+      {"unquantized_explicit_trtllm_on_sm90_refused", unquantized(), target("sm90", backend("flashinfer_trtllm")), "", "", "ValueError",
+       "Unquantized MoE backend FlashInfer TRTLLM does not support the deployment configuration since kernel does not support current device cuda."},
+      {"unknown_moe_backend_literal", unquantized(), target("sm90", backend("turbo")), "", "", "ValueError",
+       "Input should be 'auto', 'triton', 'batched_triton'"},
+  };
+}
+
+class Wna16Decisions : public ::testing::TestWithParam<Case> {};
+TEST_P(Wna16Decisions, MatchesVllm) { check_case(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Table, Wna16Decisions, ::testing::ValuesIn(wna16_cases()), case_name);
+
+class Int8W4a8Decisions : public ::testing::TestWithParam<Case> {};
+TEST_P(Int8W4a8Decisions, MatchesVllm) { check_case(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Table, Int8W4a8Decisions, ::testing::ValuesIn(int8_w4a8_cases()), case_name);
+
+class UnquantizedDecisions : public ::testing::TestWithParam<Case> {};
+TEST_P(UnquantizedDecisions, MatchesVllm) { check_case(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Table, UnquantizedDecisions, ::testing::ValuesIn(unquantized_cases()), case_name);
+
+TEST(Wna16Decisions, IncompatibleBackendsAreRecordedWithoutAClass) {
+  const Decision d = decide(gptq(128, false), target("sm90"));
+  ASSERT_TRUE(d.ok());
+  ASSERT_FALSE(d.candidates.empty());
+  EXPECT_EQ(d.candidates.front().backend, "FLASHINFER_TRTLLM");
+  EXPECT_EQ(d.candidates.front().experts_class, "");
+  EXPECT_EQ(d.candidates.front().reason, "zero points and bias are not supported");
+}
+
+TEST(Wna16Decisions, WeightKeyFollowsTheMethod) {
+  // moe_wna16 keys 4-bit group-32 as kInt4Static32; GPTQ keys every 4-bit group size as kInt4Static.
+  MoeLayerQuery q = gptq(32, false);
+  Decision plain = decide(q, target("sm90"));
+  Decision converted = decide(q, target("sm90", [](Deployment& d) { d.quantization = "moe_wna16"; }));
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(converted.ok());
+  EXPECT_EQ(plain.weight_key.value_or(""), "kInt4Static");
+  EXPECT_EQ(converted.weight_key.value_or(""), "kInt4Static32");
+  EXPECT_EQ(converted.method_class, "MoeWNA16Method");
+}
+
+}  // namespace
+}  // namespace moepack::oracle::test
