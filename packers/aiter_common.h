@@ -10,30 +10,37 @@
 // rows, which the packer refuses rather than emulate (aiter_shuffle_scale.h).
 //
 // Which vLLM path uses which layout id (vllm-project/vllm :
-// vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9; "SW" =
-// "aiter.shuffle_weight(layout=16x16,", "SS" = "aiter.shuffle_scale(", all ending ",v0.1.19)"):
+// vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9). Abbreviations, each
+// standing for the full registered id:
+//   DI      = vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)
+//   SW(x)   = aiter.shuffle_weight(layout=16x16,x,v0.1.19)   SW() = ...(layout=16x16,v0.1.19)
+//   SS(x)   = aiter.shuffle_scale(x,v0.1.19)
+//   E8(p)   = aiter.e8m0_shuffle(param=p,v0.1.19)
+//   VIEW    = torch.view(float8_e8m0fnu)            F32 = vllm.bias_f32
+//   gu=g    = is_guinterleave=1,gate_up=g
+// Stages of one tensor are joined by " | " in application order (registry.h pipelines).
 //
-//   backend / converter               tensor        layout id (pipeline stages joined by " | ")
-//   AITER_MXFP4_BF16, gpt-oss         w13_weight    vllm.aiter_deinterleave_gate_up_rows(e9d1398d9) | SW is_guinterleave=1,gate_up=1
-//   (GptOssMxfp4MoEMethod,            w2_weight     SW is_guinterleave=1,gate_up=0
-//    QuarkOCP_MX W4A16)               w13 scale     vllm.aiter_deinterleave_gate_up_rows(e9d1398d9) | SS is_guinterleave=1,gate_up=1
-//                                     w2 scale      SS is_guinterleave=1,gate_up=0
-//                                     w13_bias      vllm.bias_f32 | vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)
-//                                     w2_bias       vllm.bias_f32
-//   AITER_MXFP4_BF16, generic         w13_weight    SW is_guinterleave=1,gate_up=1
-//   (Mxfp4MoEMethod, not gfx1250,     w2_weight     SW is_guinterleave=1,gate_up=0
-//    activation not SITU)             w13 scale     SS is_guinterleave=1,gate_up=1
-//                                     w2 scale      SS is_guinterleave=1,gate_up=0
-//                                     biases        vllm.bias_f32
-//   AITER_MXFP4_BF16, generic, SITU   w13_weight    SW is_guinterleave=1,gate_up=G       G = VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4
-//                                     w2_weight     SW is_guinterleave=1,gate_up=0
-//                                     w13 scale     torch.view(float8_e8m0fnu) | SS is_guinterleave=1,gate_up=G
-//                                     w2 scale      torch.view(float8_e8m0fnu) | aiter.e8m0_shuffle(param=2d,v0.1.19)
-//                                     biases        vllm.bias_f32
-//   AITER_MXFP4_MXFP4 (W4A4, both     w13/w2        aiter.shuffle_weight(layout=16x16,v0.1.19)   (`shuffle_weights`, rows as loaded)
-//   converters: the generic one       scales        aiter.e8m0_shuffle(param=3d,v0.1.19)
-//   delegates to the gpt-oss one)     biases        vllm.bias_f32
-//   AITER_MXFP4_FP8 (W4A8)            all           triton_kernels layouts (`_swizzle_mxfp4`), nothing AITER-specific
+//   backend, converter                 tensor      layout id
+//   AITER_MXFP4_BF16, gpt-oss          w13_weight  DI | SW(gu=1)
+//   (GptOssMxfp4MoEMethod,             w2_weight   SW(gu=0)
+//    QuarkOCP_MX_MoEMethod W4A16)      w13 scale   DI | SS(gu=1)
+//                                      w2 scale    SS(gu=0)
+//                                      w13_bias    F32 | DI
+//                                      w2_bias     F32
+//   AITER_MXFP4_BF16, generic          w13_weight  SW(gu=1)
+//   (Mxfp4MoEMethod, not gfx1250,      w2_weight   SW(gu=0)
+//    activation other than SITU)       w13 scale   SS(gu=1)
+//                                      w2 scale    SS(gu=0)
+//                                      biases      F32
+//   AITER_MXFP4_BF16, generic, SITU    w13_weight  SW(gu=G)    G = 1 iff VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4
+//                                      w2_weight   SW(gu=0)        (and AITER fused MoE enabled)
+//                                      w13 scale   VIEW | SS(gu=G)
+//                                      w2 scale    VIEW | E8(2d)
+//                                      biases      F32
+//   AITER_MXFP4_MXFP4 (W4A4; the       w13, w2     SW()        (`shuffle_weights`; rows as loaded)
+//   generic converter delegates to     scales      E8(3d)
+//   the gpt-oss one)                   biases      F32
+//   AITER_MXFP4_FP8 (W4A8)             all         triton_kernels layouts (`_swizzle_mxfp4`), nothing AITER's
 //
 // AITER_MXFP4_BF16 on gfx1250 takes the triton_kernels path of the generic converter.
 #pragma once

@@ -19,9 +19,12 @@
 // (FlashInfer CUTLASS's `deinterleave_up_first` in flashinfer_common.h is the same split with
 // the halves the other way round.)
 //
-// Canonical input: one expert's gpt-oss w13 tensor in checkpoint (interleaved) row order with
-// I padding applied: weight U8 [2I, H/2], scale U8 [2I, H/32], or bias [2I] (vLLM casts the bias
-// to f32 first: use it as "vllm.bias_f32 | <this>"). Any whole-byte dtype; dtype and shape kept.
+// Canonical input: one expert's w13 tensor in the row order vLLM's loader holds, I padding
+// applied: weight U8 [2I, H/2], scale U8 [2I, H/32], or bias [2I] (vLLM casts the bias to f32
+// first: use it as "vllm.bias_f32 | <this>"). Any whole-byte dtype; dtype and shape kept. For
+// gpt-oss the rows are interleaved, as the branch assumes; QuarkOCP_MX_MoEMethod sends other
+// models' stacked [w1; w3] rows through the same converter, and vLLM permutes them all the
+// same, so this layout does too (it reproduces vLLM's bytes; it does not judge them).
 #pragma once
 
 #include "packers/layout.h"

@@ -89,16 +89,17 @@ void for_each_byte(const Geometry& geo, bool gate_up, Fn&& fn) {
 }  // namespace
 
 uint64_t AiterShuffleScaleLayout::packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t g) const {
-  const Geometry geo = geometry(name(), DType::U8, canonical_shape);
+  // The shape is one packed_shape accepts (the map is evaluated per element; no re-validation).
+  const uint64_t rows = canonical_shape[0], padded_groups = detail::round_up(canonical_shape[1], kGroupPad);
   uint64_t n1, nl, np;
   if (gate_up()) {
-    const uint64_t half = geo.rows / 2;
+    const uint64_t half = rows / 2;
     np = n / half, n1 = (n % half) / kLanes, nl = n % kLanes;
   } else {
     n1 = n / kBlockRows, np = (n / kLanes) % 2, nl = n % kLanes;
   }
   const uint64_t k1 = g / kGroupPad, kp = (g / 4) % 2, kl = g % 4;
-  return n1 * kBlockRows * geo.padded_groups + k1 * 256 + kl * 64 + nl * 4 + kp * 2 + np;
+  return n1 * kBlockRows * padded_groups + k1 * 256 + kl * 64 + nl * 4 + kp * 2 + np;
 }
 
 void AiterShuffleScaleLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {

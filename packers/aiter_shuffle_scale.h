@@ -5,9 +5,9 @@
 // Upstream definitions followed:
 //   ROCm/aiter : aiter/ops/shuffle.py @ v0.1.19
 //     `shuffle_scale(src [E*N, G], experts_cnt, is_guinterleave=True, gate_up)`: G padded to a
-//       multiple of 8 with 0x7F (E8M0 1.0); view [E, N1, 2, 16, G/8, 2, 4] permute
-//       (0,1,4,6,3,5,2), or with gate_up view [E, 2, N1, 16, G/8, 2, 4] permute (0,2,4,6,3,5,1),
-//       N1 = N/32; result [E*N, G8]. `shuffle_scale_a16w4(src, E, gate_up)` is exactly this.
+//       multiple of 8 (G8) with 0x7F (E8M0 1.0); view [E, N1, 2, 16, G8/8, 2, 4] permute
+//       (0,1,4,6,3,5,2), or with gate_up view [E, 2, N1, 16, G8/8, 2, 4] permute
+//       (0,2,4,6,3,5,1), N1 = N/32; result [E*N, G8]. `shuffle_scale_a16w4(src, E, gate_up)` is exactly this.
 //     `shuffle_scale(src [M, G])` (is_guinterleave=False): allocates [round_up(M, 256),
 //       round_up(G, 8)] with torch.empty (padding NOT initialised), copies src in, views
 //       [M/32, 2, 16, G8/8, 2, 4], permutes (0,3,5,2,4,1).
@@ -34,7 +34,8 @@
 // With N = 64 and gate_up=1, bytes 0..3 are S(0,0) S(32,0) S(0,4) S(32,4) and the second
 // 32-row block (bytes 256..) pairs gate rows 16..31 with up rows 48..63.
 // With G = 4 the columns 4..7 are padding: 0x7F for is_guinterleave, 0x00 for e8m0_shuffle
-// (vLLM's are uninitialised memory there; the kernel reads no K group past G).
+// (vLLM leaves uninitialised memory there, so there is no exact value to match; zero is the
+// deterministic choice).
 //
 // Canonical input: one expert's E8M0 scale bytes [N, K/32] (U8, or F8_E8M0 after
 // `torch.view(float8_e8m0fnu)`; the dtype is kept), rows in the order of the matching weight
@@ -74,7 +75,8 @@ class AiterShuffleScaleLayout final : public Layout {
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 
-  // Index map: canonical scale (n, g) of an [N, G] expert -> packed byte offset.
+  // Index map: canonical scale (n, g) of an [N, G] expert -> packed byte offset (for a shape
+  // packed_shape accepts).
   uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t g) const;
   // The byte vLLM leaves in padded scale columns (g >= G).
   uint8_t pad_byte() const;

@@ -64,13 +64,14 @@ uint64_t AiterShuffleWeightLayout::block_row(uint64_t rows, uint64_t block, uint
 }
 
 uint64_t AiterShuffleWeightLayout::packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t kb) const {
-  const Geometry g = geometry(name(), variant_, DType::U8, canonical_shape);
+  // The shape is one packed_shape accepts (the map is evaluated per element; no re-validation).
+  const uint64_t rows = canonical_shape[0], chunks = canonical_shape[1] / kTileBytes;
   uint64_t block = n / kTileRows;
   if (variant_ == AiterWeightShuffle::guinterleave_gate_up) {
-    const uint64_t half = g.rows / 2;
+    const uint64_t half = rows / 2;
     block = 2 * ((n % half) / kTileRows) + n / half;
   }
-  return ((block * g.chunks() + kb / kTileBytes) * kTileRows + n % kTileRows) * kTileBytes + kb % kTileBytes;
+  return ((block * chunks + kb / kTileBytes) * kTileRows + n % kTileRows) * kTileBytes + kb % kTileBytes;
 }
 
 void AiterShuffleWeightLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {

@@ -64,7 +64,8 @@ class AiterShuffleWeightLayout final : public Layout {
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 
-  // Index map: canonical byte (n, kb) of an [N, C] expert -> packed byte offset.
+  // Index map: canonical byte (n, kb) of an [N, C] expert -> packed byte offset (for a shape
+  // packed_shape accepts).
   uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t kb) const;
 
  private:

@@ -582,23 +582,31 @@ OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTenso
 
 }  // namespace
 
-ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, uint64_t expert) {
+ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, uint64_t expert, std::string_view only_param) {
   if (expert >= layer.num_experts)
     throw Error(ErrorKind::usage, "expert " + std::to_string(expert) + " is out of range for `" + layer.prefix + "` (" + std::to_string(layer.num_experts) + " experts)");
   const st::ShardSet& shards = *ckpt.shards;
-  if (layer.naming == ExpertNaming::gpt_oss_fused) return detail::read_gpt_oss_expert(shards, layer, expert);
+  if (layer.naming == ExpertNaming::gpt_oss_fused) return detail::read_gpt_oss_expert(shards, layer, expert, only_param);
   ExpertParams out;
   out.w13_order = layer.recipe.w13_order;
   const ProjectionNames pn = projection_names(layer.naming);
   const std::string base = layer.prefix + "." + std::to_string(expert) + ".";
   for (const auto& r : layer.recipe.tensors) {
+    const bool want_w13 = only_param.empty() || only_param == "w13_" + r.param;
+    const bool want_w2 = only_param.empty() || only_param == "w2_" + r.param;
+    if (!want_w13 && !want_w2) continue;
     std::string gate_name = base + pn.gate + "." + r.suffix, up_name = base + pn.up + "." + r.suffix, down_name = base + pn.down + "." + r.suffix;
     if (!r.required && !shards.find(gate_name)) continue;  // validated all-or-nothing at open
-    OwnedTensor w13 = assemble_w13(r, as_owned(load_source(shards, gate_name), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_name);
-    OwnedTensor w2 = as_owned(load_source(shards, down_name), r.transpose);
-    if (r.canonical_dtype) w13.dtype = w2.dtype = *r.canonical_dtype;
-    out.tensors.emplace("w13_" + r.param, std::move(w13));
-    out.tensors.emplace("w2_" + r.param, std::move(w2));
+    if (want_w13) {
+      OwnedTensor w13 = assemble_w13(r, as_owned(load_source(shards, gate_name), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_name);
+      if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
+      out.tensors.emplace("w13_" + r.param, std::move(w13));
+    }
+    if (want_w2) {
+      OwnedTensor w2 = as_owned(load_source(shards, down_name), r.transpose);
+      if (r.canonical_dtype) w2.dtype = *r.canonical_dtype;
+      out.tensors.emplace("w2_" + r.param, std::move(w2));
+    }
   }
   return out;
 }

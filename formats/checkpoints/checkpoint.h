@@ -190,7 +190,9 @@ struct ExpertParams {
   W13Order w13_order = W13Order::gate_then_up;
   std::map<std::string, OwnedTensor> tensors;
 };
-ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, uint64_t expert);
+// `only_param` (a vLLM param name such as "w13_weight_scale") reads just that param: a
+// converter packing one tensor at a time then touches only the bytes it needs.
+ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
 
 // `inspect --check-values`: scans tensor data for values no kernel should ever see — NaN/Inf in
 // float tensors (F64/F32/F16/BF16, F8 E5M2 NaN/Inf, F8 E4M3 NaN 0x7F/0xFF), and E8M0 NaN (0xFF)
@@ -245,7 +247,7 @@ std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
 
 // gpt-oss fused experts (gpt_oss.cpp): shapes checked against the config, and one expert's slice.
 void validate_gpt_oss_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
-ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert);
+ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);

@@ -106,11 +106,12 @@ void validate_gpt_oss_layer(const st::ShardSet& shards, MoeLayer& layer, const M
   layer.has_bias = true;
 }
 
-ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert) {
+ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param) {
   ExpertParams out;
   out.w13_order = W13Order::interleaved;
   const uint64_t H = layer.hidden_size, I = layer.intermediate_size;
   for (const auto& t : kFused) {
+    if (!only_param.empty() && only_param != t.param) continue;
     auto ref = shards.find(layer.prefix + t.suffix);
     const auto data = ref->data();
     const uint64_t per_expert = data.size() / layer.num_experts;

@@ -29,13 +29,17 @@ std::span<const uint8_t> File::data(const TensorInfo& t) const {
 
 namespace {
 
-// A shard name from an index must stay inside the checkpoint directory.
-bool is_safe_relative_name(const std::string& name) {
-  if (name.empty() || name.front() == '/') return false;
+// Why a shard name from an index cannot be opened as named, or "" when it can. A shard must
+// stay inside the checkpoint directory; a NUL byte (JSON "\u0000") would cut the name short at
+// open(), so the file read would not be the one the index names.
+std::string unusable_shard_name(const std::string& name) {
+  if (name.empty()) return "the shard name is empty";
+  if (name.find('\0') != std::string::npos) return "the shard name contains a NUL byte";
+  if (name.front() == '/') return "shard name `" + name + "` is an absolute path";
   fs::path p(name);
   for (const auto& part : p)
-    if (part == "..") return false;
-  return true;
+    if (part == "..") return "shard name `" + name + "` points outside the checkpoint directory";
+  return "";
 }
 
 }  // namespace
@@ -50,8 +54,7 @@ ShardIndex parse_shard_index(const std::string& path) {
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it.value().is_string()) throw_bad_input(path, it.key(), "index: the shard name is not a string");
     std::string shard = it.value().get<std::string>();
-    if (!is_safe_relative_name(shard))
-      throw_bad_input(path, it.key(), "index: shard name `" + shard + "` points outside the checkpoint directory");
+    if (std::string why = unusable_shard_name(shard); !why.empty()) throw_bad_input(path, it.key(), "index: " + why);
     idx.weight_map.emplace(it.key(), shard);
     shards.insert(shard);
   }
@@ -65,45 +68,69 @@ ShardIndex parse_shard_index(const std::string& path) {
   return idx;
 }
 
-ShardSet::ShardSet(const std::string& path) {
+namespace {
+
+// Whether `path` exists; a failure other than "not there" (permission, loop, ...) is an I/O error.
+bool path_exists(const std::string& path) {
   std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) throw Error(ErrorKind::bad_input, path + ": no such file or directory");
-  std::vector<std::string> shard_paths;
+  fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    throw_io(path, "cannot access", ec.value());
+  return fs::exists(st);
+}
+
+}  // namespace
+
+ShardSet::ShardSet(const std::string& path) {
+  if (!path_exists(path)) throw Error(ErrorKind::bad_input, path + ": no such file or directory");
+  std::error_code ec;
+  bool is_dir = fs::is_directory(path, ec);
+  if (ec) throw_io(path, "cannot access", ec.value());
+  // Path to open and, with an index, the shard name exactly as the index spells it.
+  std::vector<std::pair<std::string, std::string>> shards;
   ShardIndex index;
-  if (fs::is_directory(status)) {
+  if (is_dir) {
     is_directory_ = true;
     root_ = path;
     std::string index_path = (fs::path(path) / "model.safetensors.index.json").string();
-    if (fs::exists(index_path)) {
+    if (path_exists(index_path)) {
       has_index_ = true;
       index = parse_shard_index(index_path);
-      for (const auto& s : index.shard_names) shard_paths.push_back((fs::path(path) / s).string());
+      for (const auto& s : index.shard_names) shards.emplace_back((fs::path(path) / s).string(), s);
     } else {
-      for (const auto& entry : fs::directory_iterator(path)) {
-        if (entry.is_regular_file() && entry.path().extension() == ".safetensors") shard_paths.push_back(entry.path().string());
+      // The error_code overloads: a directory that cannot be listed is an I/O error, not an
+      // exception of another type escaping the Error contract.
+      fs::directory_iterator it(path, ec), end;
+      for (; !ec && it != end; it.increment(ec)) {
+        std::error_code type_ec;
+        if (it->is_regular_file(type_ec) && it->path().extension() == ".safetensors") shards.emplace_back(it->path().string(), "");
       }
-      std::sort(shard_paths.begin(), shard_paths.end());
+      if (ec) throw_io(path, "cannot list the directory", ec.value());
+      std::sort(shards.begin(), shards.end());
     }
   } else {
     root_ = fs::path(path).parent_path().string();
     if (root_.empty()) root_ = ".";
-    shard_paths.push_back(path);
+    shards.emplace_back(path, "");
   }
-  for (const auto& p : shard_paths) {
-    if (has_index_ && !fs::exists(p)) throw Error(ErrorKind::bad_input, p + ": shard named in model.safetensors.index.json does not exist");
+  std::vector<std::string> index_names;  // parallel to files_
+  for (const auto& [p, name] : shards) {
+    if (has_index_ && !path_exists(p)) throw Error(ErrorKind::bad_input, p + ": shard named in model.safetensors.index.json does not exist");
     files_.push_back(std::make_unique<File>(p));
+    index_names.push_back(name);
   }
-  for (const auto& f : files_) {
-    std::string shard_name = fs::path(f->path()).filename().string();
-    for (const auto& t : f->header().tensors) {
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const File& f = *files_[i];
+    for (const auto& t : f.header().tensors) {
       if (has_index_) {
         auto it = index.weight_map.find(t.name);
         if (it == index.weight_map.end()) { unindexed_.push_back(t.name); continue; }
-        if (fs::path(it->second).filename() != shard_name) continue;  // the index points elsewhere; that shard decides
+        // Compared as the index spells the name: two shards with the same file name in different
+        // subdirectories, or `./x` next to `x`, must not both claim a tensor.
+        if (it->second != index_names[i]) continue;  // the index points elsewhere; that shard decides
       }
-      if (!by_name_.emplace(t.name, TensorRef{f.get(), &t}).second)
-        throw_bad_input(f->path(), t.name, "tensor name appears in more than one shard");
+      if (!by_name_.emplace(t.name, TensorRef{&f, &t}).second)
+        throw_bad_input(f.path(), t.name, "tensor name appears in more than one shard");
     }
   }
   if (has_index_) {

@@ -24,6 +24,8 @@ class File {
   // the mapping is checked against the file on disk (a shrunk file would fault).
   std::span<const uint8_t> data(const TensorInfo& t) const;
   const MappedFile& mapping() const { return map_; }
+  void drop_resident_pages() const { map_.drop_resident_pages(); }
+  void drop_resident_pages(std::span<const uint8_t> region) const { map_.drop_resident_pages(region); }
 
  private:
   MappedFile map_;

@@ -1,7 +1,10 @@
 #include "formats/safetensors/strict_json.h"
 
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -60,8 +63,13 @@ class StrictSax : public nlohmann::detail::json_sax_dom_parser<json> {
 json parse_strict_json(std::span<const uint8_t> bytes, const std::string& path) {
   if (bytes.size() > kMaxConfigJsonBytes)
     throw_bad_input(path, "", "invalid JSON: larger than " + std::to_string(kMaxConfigJsonBytes) + " bytes");
-  if (const void* nul = std::memchr(bytes.data(), 0, bytes.size()))
+  // memchr on an empty span would get a null pointer (undefined even for length 0).
+  if (const void* nul = bytes.empty() ? nullptr : std::memchr(bytes.data(), 0, bytes.size()))
     throw_bad_input(path, "", "invalid JSON: NUL byte at offset " + std::to_string(static_cast<const uint8_t*>(nul) - bytes.data()));
+  // nlohmann skips a UTF-8 byte-order mark; Python's json (what transformers and vLLM read
+  // configs with) refuses one in decoded text, so the file would not load there either.
+  if (bytes.size() >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF)
+    throw_bad_input(path, "", "invalid JSON: the document starts with a UTF-8 byte-order mark");
   json root;
   StrictSax sax(root);
   const char* first = reinterpret_cast<const char*>(bytes.data());
@@ -75,17 +83,31 @@ json parse_strict_json(const std::string& text, const std::string& path) {
 }
 
 json read_strict_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io(path, "cannot open", errno);
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0) throw_io(path, "cannot read", errno);
-  if (static_cast<uint64_t>(size) > kMaxConfigJsonBytes)
+  // POSIX calls rather than an ifstream: a directory or a FIFO under a config's name must be
+  // refused (an ifstream opens a directory, and opening a FIFO blocks until a writer comes), and
+  // the size check must come before the buffer is allocated.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw_io(path, "cannot open", errno);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) throw_io(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) throw_bad_input(path, "", "not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigJsonBytes)
     throw_bad_input(path, "", "invalid JSON: larger than " + std::to_string(kMaxConfigJsonBytes) + " bytes");
-  in.seekg(0);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), size)) throw_io(path, "cannot read", errno);
-  return parse_strict_json(text, path);
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {  // a file that shrinks meanwhile is parsed as far as it goes
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io(path, "cannot read", errno);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  bytes.resize(got);
+  return parse_strict_json(bytes, path);
 }
 
 }  // namespace moepack

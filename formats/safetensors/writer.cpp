@@ -18,7 +18,13 @@ namespace {
 std::string quoted(const std::string& s) {
   // nlohmann's escaping (ensure_ascii off) matches serde_json's: \" \\ \b \f \n \r \t, other
   // control characters as \u00xx, everything else raw UTF-8.
-  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  try {
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  } catch (const nlohmann::json::exception&) {
+    // Names and metadata come from validated inputs; invalid UTF-8 here is a caller's bug, and
+    // it must surface as our Error, not as a library exception.
+    throw_internal("writer: a tensor name or metadata string is not valid UTF-8");
+  }
 }
 
 void put_le64(uint8_t* p, uint64_t v) {

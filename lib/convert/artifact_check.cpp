@@ -75,7 +75,7 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
         const uint64_t slab = bytes.size() / local;
         for (uint64_t e = 0; e < local; ++e) {
           uint64_t expert = expert_parallel ? local * static_cast<uint64_t>(rank.rank) + e : e;
-          ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert);
+          ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert, role);
           auto it = params.tensors.find(role);
           if (it == params.tensors.end()) {
             out.problems.push_back(where + ": the source has no " + role);

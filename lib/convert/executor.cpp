@@ -1,6 +1,9 @@
 #include "lib/convert/executor.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,29 +110,55 @@ Layout lay_out(const ConversionPlan& plan, uint64_t max_shard_bytes) {
   return out;
 }
 
-artifact::FileEntry hash_file(const std::string& path, const std::string& name) {
-  MappedFile map(path);
-  Xxh3Stream h;
-  auto bytes = map.bytes();
-  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
-    throw_if_cancelled();
-    h.update(bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off)));
+// Whole-file reads for hashing and copying go through pread with one buffer, not a mapping, so
+// resident memory stays at the buffer size whatever the file size.
+class ChunkReader {
+ public:
+  explicit ChunkReader(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) throw_io(path, "cannot open", errno);
   }
-  return {name, map.size(), h.hex()};
+  ~ChunkReader() { ::close(fd_); }
+  // The next chunk; empty at the end of the file.
+  std::span<const uint8_t> next() {
+    buffer_.resize(static_cast<size_t>(kCopyChunkBytes));
+    for (;;) {
+      ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_io(path_, "read failed", errno);
+      return {buffer_.data(), static_cast<size_t>(n)};
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+};
+
+artifact::FileEntry hash_file(const std::string& path, const std::string& name) {
+  ChunkReader in(path);
+  Xxh3Stream h;
+  uint64_t total = 0;
+  for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
+    throw_if_cancelled();
+    h.update(chunk);
+    total += chunk.size();
+  }
+  return {name, total, h.hex()};
 }
 
 artifact::FileEntry copy_file_hashed(const std::string& from, const std::string& to, const std::string& name) {
-  MappedFile src(from);
+  ChunkReader in(from);
   std::string partial = to + ".partial";
   std::ofstream out(partial, std::ios::binary | std::ios::trunc);
   if (!out) throw_io(partial, "cannot create", errno);
   Xxh3Stream h;
-  auto bytes = src.bytes();
-  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
+  uint64_t total = 0;
+  for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
     throw_if_cancelled();
-    src.check_unchanged();
-    auto chunk = bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off));
     h.update(chunk);
+    total += chunk.size();
     out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
     if (!out) throw_io(partial, "write failed (disk full?)", errno);
   }
@@ -138,7 +167,7 @@ artifact::FileEntry copy_file_hashed(const std::string& from, const std::string&
   std::error_code ec;
   fs::rename(partial, to, ec);
   if (ec) throw_io(to, "cannot rename into place: " + ec.message(), 0);
-  return {name, src.size(), h.hex()};
+  return {name, total, h.hex()};
 }
 
 void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, Progress& progress,
@@ -169,7 +198,11 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
   auto bytes = p.source.data();
   for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
     throw_if_cancelled();
-    writer.write(bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off)));
+    auto chunk = bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off));
+    writer.write(chunk);
+    // Give back the pages just copied, so a multi-gigabyte embedding does not stay resident
+    // (chunks below a page are not worth a system call).
+    if (chunk.size() == kCopyChunkBytes) p.source.file->drop_resident_pages(chunk);
   }
 }
 
@@ -236,6 +269,7 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
         artifact::PackedTensor& pt = slot(e->packed);
         pt.file = shard.file_name;
         write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
+        for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
       }
       auto& map = shard.rank < 0 ? common_map : rank_maps[shard.rank];
       map[e->name] = shard.file_name;

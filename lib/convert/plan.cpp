@@ -114,7 +114,10 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   plan.source_root = checkpoint.shards->root();
   plan.source_scheme = checkpoint.scheme;
   plan.target = request.target_json;
-  for (const auto& f : checkpoint.shards->files()) plan.source_files.push_back(f->path());
+  for (const auto& f : checkpoint.shards->files()) {
+    plan.source_files.push_back(f->path());
+    plan.source_mappings.push_back(f.get());
+  }
   plan.copied_files = files_to_copy(checkpoint);
 
   std::set<std::string> expert_tensors;
@@ -197,7 +200,7 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
         auto layout = rs.layout;
         std::string role = rs.role;
         t.produce = [ck, lay, layout, role, g, first_expert](uint64_t e, std::span<uint8_t> slab) {
-          ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e);
+          ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, role);
           auto it = params.tensors.find(role);
           if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
           OwnedTensor param = load_expert_param(role, it->second, g);

@@ -16,7 +16,9 @@ int64_t mtime_ns(const struct stat& st) {
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the
+  // regular-file check below then refuses it. It changes nothing for a regular file.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw_io(path, "cannot open", errno);
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
@@ -79,6 +81,24 @@ void MappedFile::check_unchanged() const {
   if (static_cast<uint64_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_)
     throw Error(ErrorKind::io, path_ + ": the file changed while it was being read (size " +
                                    std::to_string(size_) + " at open, " + std::to_string(st.st_size) + " now)");
+}
+
+void MappedFile::drop_resident_pages() const {
+  // MADV_DONTNEED on a private read-only file mapping only unmaps the pages: the next access
+  // faults them back in from the page cache, with the same bytes.
+  if (data_ && size_ > 0) ::madvise(const_cast<uint8_t*>(data_), static_cast<size_t>(size_), MADV_DONTNEED);
+}
+
+void MappedFile::drop_resident_pages(std::span<const uint8_t> region) const {
+  if (!data_ || region.empty()) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(region.data());
+  uintptr_t end = begin + region.size();
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(data_), hi = lo + static_cast<uintptr_t>(size_);
+  if (begin < lo || end > hi) return;
+  begin = (begin + page - 1) / page * page;  // whole pages only: neighbours may still be in use
+  end = end / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace moepack

@@ -26,6 +26,12 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
   // Throws Error(io) naming the file when its size or modification time changed since open.
   void check_unchanged() const;
+  // Drops this process's references to the pages read so far (they stay in the page cache).
+  // Streaming readers call it after each tensor so that resident memory stays bounded by what
+  // is in flight, not by how much of the file was read.
+  void drop_resident_pages() const;
+  // The same for the whole pages inside `region` (a span of bytes()).
+  void drop_resident_pages(std::span<const uint8_t> region) const;
 
  private:
   void release() noexcept;

@@ -107,6 +107,28 @@ bool marlin_fp8_input(const SelectionContext& c, const Selection&) {
   return lower == "fp8";
 }
 
+// AITER v0.1.19 shuffles (vllm/_aiter_ops.py, aiter/ops/shuffle.py), ids of packers/aiter_*.
+const char* const kAiterDeinterleave = "vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)";
+const char* const kAiterShuffleWeights = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
+const char* const kAiterE8m0Shuffle3d = "aiter.e8m0_shuffle(param=3d,v0.1.19)";
+const char* const kAiterE8m0Shuffle2d = "aiter.e8m0_shuffle(param=2d,v0.1.19)";
+const char* const kViewE8m0 = "torch.view(float8_e8m0fnu)";
+std::string aiter_weight(int gate_up) {
+  return "aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)";
+}
+std::string aiter_scale(int gate_up) { return "aiter.shuffle_scale(is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)"; }
+bool situ_activation(const SelectionContext& c, const Selection&) { return !gpt_oss_layout(c) && c.query.activation == "situ"; }
+// The SiTU kernel's w13 layout: gate/up interleaved only with the A8W4 SiTU-v2 kernel enabled.
+Roles aiter_situ_roles(const SelectionContext& c) {
+  const int gate_up = c.deployment.env.is_set("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4") &&
+                              c.deployment.env.true_flag("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", false)
+                          ? 1
+                          : 0;
+  return {{"w13_weight", aiter_weight(gate_up)}, {"w2_weight", aiter_weight(0)},
+          {"w13_weight_scale", std::string(kViewE8m0) + " | " + aiter_scale(gate_up)},
+          {"w2_weight_scale", std::string(kViewE8m0) + " | " + kAiterE8m0Shuffle2d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}};
+}
+
 Roles marlin_roles(bool fp8_input) {
   std::string weights = std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (fp8_input ? "1" : "0") + ",e9d1398d9)";
   std::string scales = std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") + (fp8_input ? "fp8" : "16bit") + ",e9d1398d9)";
@@ -195,22 +217,30 @@ const std::vector<LayoutRow>& layout_rows() {
       {F::mxfp4, "AITER_MXFP4_BF16", "gfx1250, generic converter",
        [](const SelectionContext& c, const Selection&) { return c.deployment.device.on_gfx1250() && !gpt_oss_layout(c); },
        triton_roles(kStrided, kStrided, false)},
-      {F::mxfp4, "AITER_MXFP4_BF16", "gpt-oss interleaved checkpoint", [](const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); },
-       {{"w13_weight", "aiter.a16w4_shuffle(gate_up)"}, {"w2_weight", "aiter.a16w4_shuffle"},
-        {"w13_weight_scale", "aiter.a16w4_scale_shuffle(gate_up)"}, {"w2_weight_scale", "aiter.a16w4_scale_shuffle"},
-        {"w13_bias", "aiter.deinterleaved(f32)"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "AITER_MXFP4_BF16", "contiguous [w1; w3] checkpoint", always,
-       {{"w13_weight", "aiter.shuffle_weight(gate_up_interleave)"}, {"w2_weight", "aiter.shuffle_weight"},
-        {"w13_weight_scale", "aiter.shuffle_scale(gate_up_interleave)"}, {"w2_weight_scale", "aiter.shuffle_scale"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
-      {F::mxfp4, "AITER_MXFP4_FP8", "", always,
-       {{"w13_weight", "triton_kernels.Strided(v3.5.1)"}, {"w2_weight", "triton_kernels.Strided(v3.5.1)"},
-        {"w13_weight_scale", "triton_kernels.GFX950MXScale(v3.5.1)"}, {"w2_weight_scale", "triton_kernels.GFX950MXScale(v3.5.1)"},
+      {F::mxfp4, "AITER_MXFP4_BF16", "gpt-oss converter (rows de-interleaved, a16w4 shuffles)", gpt_oss_converter,
+       {{"w13_weight", std::string(kAiterDeinterleave) + " | " + aiter_weight(1)}, {"w2_weight", aiter_weight(0)},
+        {"w13_weight_scale", std::string(kAiterDeinterleave) + " | " + aiter_scale(1)}, {"w2_weight_scale", aiter_scale(0)},
+        {"w13_bias", std::string(kBiasF32) + " | " + kAiterDeinterleave}, {"w2_bias", kBiasF32}}},
+      {F::mxfp4, "AITER_MXFP4_BF16", "generic converter, SiTU activation", situ_activation,
+       [] {
+         return Roles{};  // filled per deployment below (the gate_up flag depends on the environment)
+       }()},
+      {F::mxfp4, "AITER_MXFP4_BF16", "generic converter", always,
+       {{"w13_weight", aiter_weight(1)}, {"w2_weight", aiter_weight(0)}, {"w13_weight_scale", aiter_scale(1)},
+        {"w2_weight_scale", aiter_scale(0)}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+      // W4A8: the triton_kernels swizzle on ROCm; the static input scales are reduced to their
+      // maximum over the experts, a whole-tensor step this build does not produce (refused).
+      {F::mxfp4, "AITER_MXFP4_FP8", "gfx950 with TP <= 2", cdna4,
+       {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kCdna4Scale}, {"w2_weight_scale", kCdna4Scale},
         {"w13_input_scale", "max_over_experts(f32)"}, {"w2_input_scale", "max_over_experts(f32)"},
-        {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+      {F::mxfp4, "AITER_MXFP4_FP8", "other ROCm", always,
+       {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kStrided}, {"w2_weight_scale", kStrided},
+        {"w13_input_scale", "max_over_experts(f32)"}, {"w2_input_scale", "max_over_experts(f32)"},
+        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "AITER_MXFP4_MXFP4", "", always,
-       {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"},
-        {"w13_weight_scale", "aiter.e8m0_shuffle"}, {"w2_weight_scale", "aiter.e8m0_shuffle"}, {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+       {{"w13_weight", kAiterShuffleWeights}, {"w2_weight", kAiterShuffleWeights},
+        {"w13_weight_scale", kAiterE8m0Shuffle3d}, {"w2_weight_scale", kAiterE8m0Shuffle3d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "DEEPGEMM_MXFP4", "", always,
        {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kDeepGemmScales}, {"w2_weight_scale", kDeepGemmScales}}},
       // Only the gpt-oss converter has a CPU branch; the generic one raises ValueError (no row).
@@ -371,7 +401,8 @@ std::vector<std::pair<std::string, std::string>> tensor_layouts(Family family, c
   for (const auto& row : layout_rows()) {
     if (row.family != family || !backend_matches(row.backend, s.backend) || !row.condition(ctx, s)) continue;
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& role : row.roles)
+    const bool situ_row = row.roles.empty() && row.backend == "AITER_MXFP4_BF16";
+    for (const auto& role : situ_row ? aiter_situ_roles(ctx) : row.roles)
       if (role_present(role.first, ctx, s)) out.push_back(role);
     return out;
   }

@@ -91,10 +91,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-oss-mxfp4", "sm90", {"tp=2"}, "TRITON"},
         Case{"gpt-oss-mxfp4", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM_MXFP4_BF16"},
         Case{"gpt-oss-mxfp4", "sm90", {"moe-backend=flashinfer_trtllm"}, ""},  // explicit and unsupported: refused
+        Case{"gpt-oss-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_BF16"},
         // Quark OCP-MX (QuarkOCP_MX_MoEMethod, gpt-oss converter, [w1; w3] rows)
         Case{"quark-w-mxfp4", "gfx950", {}, "EMULATION"},
         Case{"quark-w-mxfp4", "sm90", {}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
-        Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},  // OAI Triton takes swigluoai only, this is silu
+        Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},
+        Case{"quark-w-mxfp4-a-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_MXFP4"},
+        Case{"quark-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},  // OAI Triton takes swigluoai only, this is silu
         // compressed-tensors MXFP4 (its own path: Marlin, CUTLASS W4A4 on SM100)
         Case{"ct-mxfp4", "sm90", {}, "MARLIN"},
         Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
@@ -105,7 +108,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"deepseek-v4-mxfp4", "sm100", {}, "FLASHINFER_TRTLLM_MXFP4_MXFP8"},
         Case{"deepseek-v4-mxfp4", "sm100", {"moe-backend=deep_gemm"}, "DEEPGEMM_MXFP4"},
         Case{"deepseek-v4-mxfp4", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
-        Case{"deepseek-v4-mxfp4", "cpu-amx", {}, ""}),  // the generic converter has no CPU branch
+        Case{"deepseek-v4-mxfp4", "cpu-amx", {}, ""},
+        Case{"deepseek-v4-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_BF16"}),  // the generic converter has no CPU branch
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string n = info.param.sample + "_" + info.param.target;
       for (const auto& f : info.param.flags) n += "_" + f;

@@ -54,11 +54,11 @@ TEST(AiterShuffleScale, NamesAndShapes) {
   // W4A4 e8m0_shuffle back to [E, N, G8].
   EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::guinterleave).parameter_shape(384, w2_k3_tp8),
             (std::vector<uint64_t>{384 * 7168, 16}));
-  EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::guinterleave_gate_up).parameter_shape(3, {96, 12}),
+  EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::guinterleave_gate_up).parameter_shape(3, std::vector<uint64_t>{96, 12}),
             (std::vector<uint64_t>{288, 16}));
   EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::e8m0_param2d).parameter_shape(384, w2_k3_tp8),
             (std::vector<uint64_t>{384 * 7168, 16}));
-  EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::e8m0_param3d).parameter_shape(32, {6144, 96}),
+  EXPECT_EQ(AiterShuffleScaleLayout(AiterScaleShuffle::e8m0_param3d).parameter_shape(32, std::vector<uint64_t>{6144, 96}),
             (std::vector<uint64_t>{32, 6144, 96}));
 }
 

@@ -1,0 +1,148 @@
+// `moepack convert` as a user runs it: the artifact appears complete or not at all, the bytes do
+// not depend on --threads, refusals write nothing, a signal leaves nothing behind.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <thread>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace moepack::test {
+namespace {
+namespace fs = std::filesystem;
+
+std::string gpt_oss_sample() { return source_dir() + "/samples/gpt-oss-mxfp4"; }
+
+std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return out;
+}
+
+TEST(ConvertCli, WritesACompleteArtifactAndCopiesEverythingElse) {
+  TempDir dir;
+  std::string out = dir.file("out");
+  CommandResult r = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  auto manifest = nlohmann::json::parse(read_file(out + "/moepack.json"));
+  EXPECT_EQ(manifest["format"], "moepack/1");
+  EXPECT_EQ(manifest["layers"][0]["backend"], "TRITON");
+  EXPECT_EQ(manifest["layers"][0]["ranks"][0]["tensors"]["w13_weight"]["layout"], "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)");
+  // Every non-safetensors file of the source is in the artifact, byte for byte.
+  for (const auto& e : fs::directory_iterator(gpt_oss_sample())) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() == ".safetensors" || name == "model.safetensors.index.json") continue;
+    EXPECT_EQ(read_file(out + "/" + name), read_file(e.path().string())) << name;
+  }
+}
+
+TEST(ConvertCli, SameBytesForAnyThreadCount) {
+  TempDir dir;
+  ASSERT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm100", "-o", dir.file("a"), "--threads", "1"}).exit_code, 0);
+  ASSERT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm100", "-o", dir.file("b"), "--threads", "3"}).exit_code, 0);
+  EXPECT_EQ(all_files(dir.file("a")), all_files(dir.file("b")));
+}
+
+TEST(ConvertCli, ExistingOutputNeedsForce) {
+  TempDir dir;
+  std::string out = dir.file("out");
+  fs::create_directories(out);
+  write_text(out + "/keep", "x");
+  CommandResult r = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "-o", out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--force"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + "/keep"));
+  ASSERT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "-o", out, "--force"}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(out + "/keep"));
+  EXPECT_TRUE(fs::exists(out + "/moepack.json"));
+}
+
+TEST(ConvertCli, RefusalsWriteNothing) {
+  TempDir dir;
+  std::string out = dir.file("out");
+  // An explicit backend the device cannot run: vLLM's ValueError, exit 3.
+  CommandResult r = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "--moe-backend", "flashinfer_trtllm", "-o", out});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("ValueError"), std::string::npos) << r.err;
+  // A family whose layouts this build does not produce: refused by name, never approximated.
+  r = run_moepack({"convert", source_dir() + "/samples/ct-nvfp4", "--target", "sm100", "-o", out});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("cannot produce"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+TEST(ConvertCli, DryRunWritesNothingAndDescribesEveryTensor) {
+  TempDir dir;
+  std::string out = dir.file("out");
+  CommandResult r = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "--tp", "2", "-o", out, "--dry-run", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layers"][0]["ranks"].size(), 2u);
+  EXPECT_TRUE(j["layers"][0]["ranks"][1]["tensors"].contains("w2_weight_scale"));
+  bool rank_file = false;
+  for (const auto& f : j["files"]) rank_file = rank_file || f["file"] == "model-rank1.safetensors";
+  EXPECT_TRUE(rank_file) << r.out;
+}
+
+TEST(ConvertCli, BadFlagsAreUsageErrors) {
+  TempDir dir;
+  EXPECT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm999", "-o", dir.file("o")}).exit_code, 2);
+  EXPECT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "-o", dir.file("o"), "--max-shard-size", "5XB"}).exit_code, 2);
+  EXPECT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm90"}).exit_code, 2);
+  EXPECT_EQ(run_moepack({"convert", dir.file("missing"), "--target", "sm90", "-o", dir.file("o")}).exit_code, 4);
+}
+
+// A conversion big enough to still be running when the signal comes: a real-shape gpt-oss-20b
+// layer set (sparse, so it costs no disk), converted with one thread.
+TEST(ConvertCli, SignalLeavesNoOutputAndALaterRunSucceeds) {
+  TempDir dir;
+  std::string src = dir.file("src");
+  ASSERT_EQ(run_moepack({"sample", "--family", "gpt-oss-mxfp4", "--real-shape", "gpt-oss-20b", "--sparse", "--layers", "2", "-o", src}).exit_code, 0);
+  std::string out = dir.file("out");
+  for (int sig : {SIGINT, SIGTERM}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int devnull = ::open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(moepack_binary().c_str(), "moepack", "convert", src.c_str(), "--target", "sm90", "-o", out.c_str(), "--threads", "1",
+            "--allow-bad-values", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait until the staging directory exists, then interrupt.
+    for (int i = 0; i < 2000 && !fs::exists(out + ".tmp"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      // Finished before the signal arrived: then the artifact must be complete.
+      EXPECT_TRUE(fs::exists(out + "/moepack.json"));
+      fs::remove_all(out);
+    } else {
+      EXPECT_TRUE(WIFSIGNALED(status)) << "status " << status;
+      if (WIFSIGNALED(status)) {
+        EXPECT_EQ(WTERMSIG(status), sig);
+      }
+      EXPECT_FALSE(fs::exists(out)) << "signal " << sig;
+    }
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << "signal " << sig;
+  }
+  CommandResult r = run_moepack({"convert", src, "--target", "sm90", "-o", out, "--allow-bad-values"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/moepack.json"));
+}
+
+}  // namespace
+}  // namespace moepack::test
