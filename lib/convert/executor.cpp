@@ -1,12 +1,14 @@
 #include "lib/convert/executor.h"
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <unordered_map>
 
@@ -114,25 +116,36 @@ Layout lay_out(const ConversionPlan& plan, uint64_t max_shard_bytes) {
 // resident memory stays at the buffer size whatever the file size.
 class ChunkReader {
  public:
-  explicit ChunkReader(const std::string& path) : path_(path) {
+  // Reads [offset, offset + length) of the file (length = everything from offset when omitted).
+  explicit ChunkReader(const std::string& path, uint64_t offset = 0, std::optional<uint64_t> length = std::nullopt)
+      : path_(path), offset_(offset), left_(length.value_or(UINT64_MAX)) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw_io(path, "cannot open", errno);
   }
   ~ChunkReader() { ::close(fd_); }
-  // The next chunk; empty at the end of the file.
+  // The next chunk; empty at the end of the range or file.
   std::span<const uint8_t> next() {
     buffer_.resize(static_cast<size_t>(kCopyChunkBytes));
-    for (;;) {
-      ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunkBytes, left_));
+    size_t got = 0;
+    while (got < want) {
+      ssize_t n = ::pread(fd_, buffer_.data() + got, want - got, static_cast<off_t>(offset_ + got));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw_io(path_, "read failed", errno);
-      return {buffer_.data(), static_cast<size_t>(n)};
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
     }
+    offset_ += got;
+    left_ -= got;
+    return {buffer_.data(), got};
   }
+  uint64_t left() const { return left_; }
 
  private:
   std::string path_;
   int fd_ = -1;
+  uint64_t offset_;
+  uint64_t left_;
   std::vector<uint8_t> buffer_;
 };
 
@@ -194,16 +207,20 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
   xxh3_out = hash.hex();
 }
 
+// Non-expert tensors are copied with pread, as cp would: no page faults on the source and no
+// resident mapping, whatever the tensor size. The source must not have changed since its
+// header was validated (a truncated shard is an I/O error, not a short copy).
 void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
-  auto bytes = p.source.data();
-  for (uint64_t off = 0; off < bytes.size(); off += kCopyChunkBytes) {
+  const st::File& file = *p.source.file;
+  file.mapping().check_unchanged();
+  const uint64_t offset = file.header().data_start() + p.source.info->begin;
+  const uint64_t length = p.source.info->num_bytes();
+  ChunkReader in(file.path(), offset, length);
+  for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
     throw_if_cancelled();
-    auto chunk = bytes.subspan(off, std::min<uint64_t>(kCopyChunkBytes, bytes.size() - off));
     writer.write(chunk);
-    // Give back the pages just copied, so a multi-gigabyte embedding does not stay resident
-    // (chunks below a page are not worth a system call).
-    if (chunk.size() == kCopyChunkBytes) p.source.file->drop_resident_pages(chunk);
   }
+  if (in.left() != 0) throw Error(ErrorKind::io, file.path() + ": tensor `" + p.source.info->name + "` ends early: the file changed while it was being read");
 }
 
 }  // namespace
@@ -219,6 +236,19 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   tbb::task_arena arena(std::min<int>(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   Progress progress(options.show_progress);
   Layout layout = lay_out(plan, options.max_shard_bytes);
+
+  // Hashing every source shard is a second sequential read of the checkpoint; it runs beside
+  // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
+  // The future's destructor joins the thread on every exit path, exceptions included.
+  std::future<std::vector<artifact::FileEntry>> source_hashes = std::async(std::launch::async, [&plan] {
+    std::vector<artifact::FileEntry> files;
+    for (const auto& path : plan.source_files) {
+      std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
+      if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
+      files.push_back(hash_file(path, rel));
+    }
+    return files;
+  });
 
   artifact::Manifest m;
   m.moepack_version = MOEPACK_VERSION_STRING;
@@ -307,15 +337,12 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   }
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
 
-  // Source identity: every shard read, hashed whole.
+  // Source identity: every shard read, hashed whole (started at the beginning, see above).
+  m.source_files = source_hashes.get();
   Xxh3Stream fingerprint;
-  for (const auto& path : plan.source_files) {
-    std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
-    if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
-    artifact::FileEntry f = hash_file(path, rel);
+  for (const auto& f : m.source_files) {
     std::string line = f.name + "\n" + std::to_string(f.bytes) + "\n" + f.xxh3 + "\n";
     fingerprint.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(line.data()), line.size()));
-    m.source_files.push_back(std::move(f));
   }
   m.source_fingerprint = "xxh3-128:" + fingerprint.hex();
 
