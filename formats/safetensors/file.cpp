@@ -1,6 +1,8 @@
 #include "formats/safetensors/file.h"
 
 #include <algorithm>
+#include <unordered_set>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -44,27 +46,140 @@ std::string unusable_shard_name(const std::string& name) {
 
 }  // namespace
 
-ShardIndex parse_shard_index(const std::string& path) {
-  nlohmann::json j = read_strict_json_file(path);
-  if (!j.is_object()) throw_bad_input(path, "", "index: the document is not a JSON object");
-  auto wm = j.find("weight_map");
-  if (wm == j.end() || !wm->is_object()) throw_bad_input(path, "", "index: `weight_map` is missing or not an object");
-  ShardIndex idx;
-  std::set<std::string> shards;
-  for (auto it = wm->begin(); it != wm->end(); ++it) {
-    if (!it.value().is_string()) throw_bad_input(path, it.key(), "index: the shard name is not a string");
-    std::string shard = it.value().get<std::string>();
-    if (std::string why = unusable_shard_name(shard); !why.empty()) throw_bad_input(path, it.key(), "index: " + why);
-    idx.weight_map.emplace(it.key(), shard);
-    shards.insert(shard);
-  }
-  idx.shard_names.assign(shards.begin(), shards.end());
-  if (auto md = j.find("metadata"); md != j.end() && md->is_object()) {
-    if (auto ts = md->find("total_size"); ts != md->end() && ts->is_number_unsigned()) {
-      idx.has_total_size = true;
-      idx.total_size = ts->get<uint64_t>();
+namespace {
+
+// model.safetensors.index.json straight from SAX events into the weight map: a real index has
+// one entry per tensor (about 90,000 for DeepSeek-V3), so no DOM and no second copy. Duplicate
+// keys are errors at every level; unknown keys are skipped, their nesting bounded.
+class IndexSax {
+ public:
+  IndexSax(ShardIndex& out, const std::string& path) : out_(out), path_(path) {}
+  std::string error, error_tensor;
+
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (skip_ > 0) return true;
+    if (depth_ == 1) {
+      if (!root_keys_.insert(k).second) return fail("index: duplicate key `" + k + "`");
+      section_ = k == "weight_map" ? Section::weight_map : k == "metadata" ? Section::metadata : Section::other;
+      return true;
     }
+    if (depth_ == 2 && section_ == Section::weight_map) {
+      key_ = std::move(k);
+      if (out_.weight_map.count(key_)) return fail("index: duplicate tensor name", key_);
+      return true;
+    }
+    if (depth_ == 2 && section_ == Section::metadata) {
+      metadata_key_ = k;
+      return true;
+    }
+    return true;
   }
+  bool string(std::string& v) {
+    if (skip_ > 0) return true;
+    if (depth_ == 1) return value_at_root();
+    if (depth_ == 2 && section_ == Section::weight_map) {
+      if (std::string why = unusable_shard_name(v); !why.empty()) return fail("index: " + why, key_);
+      shards_.insert(v);
+      out_.weight_map.emplace(std::move(key_), std::move(v));
+    }
+    return true;
+  }
+  bool number_unsigned(nlohmann::json::number_unsigned_t v) {
+    if (skip_ > 0) return true;
+    if (depth_ == 1) return value_at_root();
+    if (depth_ == 2 && section_ == Section::metadata && metadata_key_ == "total_size") {
+      out_.has_total_size = true;
+      out_.total_size = v;
+    }
+    return scalar_in_map();
+  }
+  bool number_integer(nlohmann::json::number_integer_t) { return other_scalar(); }
+  bool number_float(nlohmann::json::number_float_t, const std::string&) { return other_scalar(); }
+  bool boolean(bool) { return other_scalar(); }
+  bool null() { return other_scalar(); }
+  bool binary(nlohmann::json::binary_t&) { return fail("index: unexpected binary value"); }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
+    if (error.empty()) error = "invalid JSON: " + std::string(ex.what()) + " (byte " + std::to_string(pos) + ")";
+    return false;
+  }
+  void finish() { out_.shard_names.assign(shards_.begin(), shards_.end()); }
+  bool saw_weight_map() const { return saw_weight_map_; }
+
+ private:
+  enum class Section { weight_map, metadata, other };
+
+  bool open(bool is_object) {
+    if (++depth_ > kMaxConfigJsonDepth) return fail("invalid JSON: nesting deeper than " + std::to_string(kMaxConfigJsonDepth));
+    if (skip_ > 0) { ++skip_; return true; }
+    if (depth_ == 1) return is_object || fail("index: the document is not a JSON object");
+    if (depth_ == 2) {
+      if (section_ == Section::weight_map) {
+        if (!is_object) return fail("index: `weight_map` is missing or not an object");
+        saw_weight_map_ = true;
+        return true;
+      }
+      if (section_ == Section::metadata && is_object) return true;
+      skip_ = 1;
+      return true;
+    }
+    if (depth_ == 3 && section_ == Section::weight_map) return fail("index: the shard name is not a string", key_);
+    skip_ = 1;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    if (skip_ > 0) --skip_;
+    return true;
+  }
+  bool value_at_root() {
+    if (section_ == Section::weight_map) return fail("index: `weight_map` is missing or not an object");
+    return true;
+  }
+  bool scalar_in_map() {
+    if (depth_ == 2 && section_ == Section::weight_map) return fail("index: the shard name is not a string", key_);
+    return true;
+  }
+  bool other_scalar() {
+    if (skip_ > 0) return true;
+    if (depth_ == 0) return fail("index: the document is not a JSON object");
+    if (depth_ == 1) return value_at_root();
+    return scalar_in_map();
+  }
+  bool fail(const std::string& why, const std::string& tensor = "") {
+    if (error.empty()) {
+      error = why;
+      error_tensor = tensor;
+    }
+    return false;
+  }
+
+  ShardIndex& out_;
+  const std::string& path_;
+  int depth_ = 0;
+  int skip_ = 0;
+  Section section_ = Section::other;
+  bool saw_weight_map_ = false;
+  std::string key_, metadata_key_;
+  std::unordered_set<std::string> root_keys_;
+  std::set<std::string> shards_;
+};
+
+}  // namespace
+
+ShardIndex parse_shard_index(const std::string& path) {
+  std::vector<uint8_t> bytes = read_config_file_bytes(path);
+  check_json_bytes(bytes, path);
+  ShardIndex idx;
+  IndexSax sax(idx, path);
+  const char* first = reinterpret_cast<const char*>(bytes.data());
+  if (!nlohmann::json::sax_parse(first, first + bytes.size(), &sax, nlohmann::json::input_format_t::json, true, false))
+    throw_bad_input(path, sax.error_tensor, sax.error.empty() ? "invalid JSON" : sax.error);
+  if (!sax.saw_weight_map()) throw_bad_input(path, "", "index: `weight_map` is missing or not an object");
+  sax.finish();
   return idx;
 }
 
@@ -119,6 +234,9 @@ ShardSet::ShardSet(const std::string& path) {
     files_.push_back(std::make_unique<File>(p));
     index_names.push_back(name);
   }
+  size_t total = 0;
+  for (const auto& f : files_) total += f->header().tensors.size();
+  by_name_.reserve(total);
   for (size_t i = 0; i < files_.size(); ++i) {
     const File& f = *files_[i];
     for (const auto& t : f.header().tensors) {
@@ -135,14 +253,14 @@ ShardSet::ShardSet(const std::string& path) {
   }
   if (has_index_) {
     for (const auto& [name, shard] : index.weight_map)
-      if (!by_name_.count(name))
+      if (!by_name_.count(std::string_view(name)))
         throw_bad_input((fs::path(path) / shard).string(), name, "named in model.safetensors.index.json but not present in that shard");
   }
   std::sort(unindexed_.begin(), unindexed_.end());
 }
 
 std::optional<TensorRef> ShardSet::find(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
+  auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;
   return it->second;
 }
@@ -150,7 +268,7 @@ std::optional<TensorRef> ShardSet::find(std::string_view name) const {
 std::vector<std::string> ShardSet::names() const {
   std::vector<std::string> out;
   out.reserve(by_name_.size());
-  for (const auto& [n, _] : by_name_) out.push_back(n);
+  for (const auto& [n, _] : by_name_) out.emplace_back(n);
   std::sort(out.begin(), out.end());
   return out;
 }

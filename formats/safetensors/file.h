@@ -69,7 +69,8 @@ class ShardSet {
   bool is_directory_ = false;
   bool has_index_ = false;
   std::vector<std::unique_ptr<File>> files_;
-  std::unordered_map<std::string, TensorRef> by_name_;
+  // Keys view the names inside each File's header, which live as long as the set.
+  std::unordered_map<std::string_view, TensorRef> by_name_;
   std::vector<std::string> unindexed_;
 };
 

@@ -60,7 +60,7 @@ class StrictSax : public nlohmann::detail::json_sax_dom_parser<json> {
 
 }  // namespace
 
-json parse_strict_json(std::span<const uint8_t> bytes, const std::string& path) {
+void check_json_bytes(std::span<const uint8_t> bytes, const std::string& path) {
   if (bytes.size() > kMaxConfigJsonBytes)
     throw_bad_input(path, "", "invalid JSON: larger than " + std::to_string(kMaxConfigJsonBytes) + " bytes");
   // memchr on an empty span would get a null pointer (undefined even for length 0).
@@ -70,6 +70,10 @@ json parse_strict_json(std::span<const uint8_t> bytes, const std::string& path) 
   // configs with) refuses one in decoded text, so the file would not load there either.
   if (bytes.size() >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF)
     throw_bad_input(path, "", "invalid JSON: the document starts with a UTF-8 byte-order mark");
+}
+
+json parse_strict_json(std::span<const uint8_t> bytes, const std::string& path) {
+  check_json_bytes(bytes, path);
   json root;
   StrictSax sax(root);
   const char* first = reinterpret_cast<const char*>(bytes.data());
@@ -82,7 +86,7 @@ json parse_strict_json(const std::string& text, const std::string& path) {
   return parse_strict_json(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()), path);
 }
 
-json read_strict_json_file(const std::string& path) {
+std::vector<uint8_t> read_config_file_bytes(const std::string& path) {
   // POSIX calls rather than an ifstream: a directory or a FIFO under a config's name must be
   // refused (an ifstream opens a directory, and opening a FIFO blocks until a writer comes), and
   // the size check must come before the buffer is allocated.
@@ -107,7 +111,9 @@ json read_strict_json_file(const std::string& path) {
     got += static_cast<size_t>(n);
   }
   bytes.resize(got);
-  return parse_strict_json(bytes, path);
+  return bytes;
 }
+
+json read_strict_json_file(const std::string& path) { return parse_strict_json(read_config_file_bytes(path), path); }
 
 }  // namespace moepack

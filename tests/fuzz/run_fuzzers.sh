@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Bounded fuzzing for CI: configures and builds the clang libFuzzer build (ASan + UBSan) in
+# BUILD_DIR, generates the seed corpora, and runs every fuzz target for a fixed number of
+# executions (not wall time, so a run is reproducible in cost). Exit status is non-zero when a
+# target crashes, hangs, leaks or reports undefined behaviour; the input is left under
+# BUILD_DIR/fuzz-artifacts/<target>/.
+#
+#   tests/fuzz/run_fuzzers.sh [--runs N] [--build-dir DIR] [--jobs J] [TARGET...]
+#
+# Defaults: 30000 runs per target, build dir build-fuzz next to the source tree, every target.
+set -euo pipefail
+
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+runs=30000
+build="$src/build-fuzz"
+jobs=2
+targets=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    --build-dir) build="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+
+mkdir -p "$build"
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DMOEPACK_FUZZ=ON -DMOEPACK_TESTS=ON \
+  -DMOEPACK_BENCH=OFF -DMOEPACK_WERROR=ON > "$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; exit 1; }
+if [[ ${#targets[@]} -eq 0 ]]; then
+  for f in "$src"/tests/fuzz/fuzz_*.cpp; do t="$(basename "$f" .cpp)"; targets+=("${t#fuzz_}"); done
+fi
+ninja -C "$build" -j "$jobs" fuzz_make_seeds $(printf 'fuzz_%s ' "${targets[@]}")
+
+seeds="$build/fuzz-seeds"
+rm -rf "$seeds"
+"$build/tests/fuzz/fuzz_make_seeds" "$seeds"
+
+status=0
+for t in "${targets[@]}"; do
+  corpus="$build/fuzz-corpus/$t"      # grows across runs; the seeds are read-only input
+  artifacts="$build/fuzz-artifacts/$t"
+  mkdir -p "$corpus" "$artifacts" "$seeds/$t"
+  extra=()
+  [[ -d "$src/tests/fuzz/regressions/$t" ]] && extra+=("$src/tests/fuzz/regressions/$t")
+  start=$(date +%s.%N)
+  # -max_len bounds the mutated inputs (large seeds are still run once); -timeout turns a hang
+  # into a failure; -rss_limit_mb catches an allocation sized by an unchecked field.
+  if "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+       -dict="$src/tests/fuzz/safetensors.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+       "$corpus" "$seeds/$t" "${extra[@]}" > "$build/fuzz-$t.log" 2>&1; then
+    verdict=ok
+  else
+    verdict=FAILED; status=1
+  fi
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz-$t.log" | grep -o '[0-9]*$' || echo "?")
+  printf '%-22s %-6s %10s execs %8.1f s  (log: %s)\n' "$t" "$verdict" "$execs" "$secs" "$build/fuzz-$t.log"
+  [[ $verdict == ok ]] || tail -n 30 "$build/fuzz-$t.log"
+done
+exit $status
