@@ -54,19 +54,6 @@ uint64_t parse_size(const std::string& text) {
   throw Error(ErrorKind::usage, "--max-shard-size: unknown unit `" + unit + "` (B, KB, MB, GB, KiB, MiB, GiB)");
 }
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
 nlohmann::ordered_json dry_run_json(const convert::ConversionPlan& plan, const std::vector<convert::ShardAssignment>& shards) {
   using ojson = nlohmann::ordered_json;
   ojson files = ojson::array();

@@ -11,6 +11,7 @@
 #include "apps/moepack/command.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
+#include "lib/core/tensor.h"
 
 namespace moepack::cli {
 namespace {
@@ -20,20 +21,6 @@ struct InspectOptions {
   bool json = false;
   bool check_values = false;
 };
-
-std::string human_bytes(uint64_t n) {
-  static const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1000.0 && u < 5) {
-    v /= 1000.0;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
 std::string with_commas(uint64_t n) {
   std::string s = std::to_string(n);

@@ -31,5 +31,7 @@ struct OwnedTensor {
 // Bytes for `shape` of `dtype` (sub-byte types must end on a byte boundary; throws internal otherwise).
 uint64_t byte_size(DType dtype, std::span<const uint64_t> shape);
 std::string shape_string(std::span<const uint64_t> shape);  // "[32, 5760, 1440]"
+// A byte count for people, in powers of 1000 as checkpoint hubs show them: "423 MB", "1.69 GB".
+std::string human_bytes(uint64_t n);
 
 }  // namespace moepack
