@@ -158,6 +158,18 @@ MoeLayerQuery normalize(MoeLayerQuery q) {
       q.weight_key_value = k;
     }
   }
+  // The online FP8 methods quantize 16-bit checkpoints themselves and pick their own keys
+  // (_Fp8OnlineMoEBase, quantization/online/fp8.py): 128x128 blocks with per-128 dynamic
+  // activations, or one scale per tensor with dynamic per-tensor activations.
+  if (q.family == Family::fp8 && q.weight_key.empty() && q.activation_key.empty()) {
+    if (q.method_class == "Fp8PerBlockOnlineMoEMethod") {
+      q.weight_key = "kFp8Static128BlockSym";
+      q.activation_key = "kFp8Dynamic128Sym";
+    } else if (q.method_class == "Fp8PerTensorOnlineMoEMethod") {
+      q.weight_key = "kFp8StaticTensorSym";
+      q.activation_key = "kFp8DynamicTensorSym";
+    }
+  }
   if (q.family == Family::fp8 && !q.allow_vllm_cutlass) q.allow_vllm_cutlass = q.quant_method == "compressed-tensors";
   return q;
 }
@@ -351,17 +363,8 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
     d.weight_key = s.weight_key ? std::optional<std::string>(quant_key_display(s.weight_key)) : std::nullopt;
     d.activation_key = s.activation_key ? std::optional<std::string>(quant_key_display(s.activation_key)) : std::nullopt;
 
-    // maybe_roundup_sizes: the all2all hidden round-up every method inherits, then the MXFP4
-    // methods' backend round-up.
-    int hidden = all2all_rounded_hidden(q.hidden_size, dep.model_dtype, parallel);
-    int inter = moe.intermediate_size_per_partition;
-    if (s.round_up != Selection::RoundUp::none) {
-      std::optional<MoEActivation> act;
-      if (s.round_up == Selection::RoundUp::mxfp4_with_activation) act = activation;
-      std::tie(hidden, inter) = mxfp4_round_up(s.backend, hidden, inter, dep.device, act);
-    }
-    d.padded_hidden_size = hidden;
-    d.padded_intermediate_size = inter;
+    // Allocation round-up, then the padding the weight conversion adds (sizes_layouts.h).
+    std::tie(d.padded_hidden_size, d.padded_intermediate_size) = padded_sizes(q.family, s, ctx);
     d.tensor_layouts = tensor_layouts(q.family, s, ctx);
   } catch (const OracleRaise& e) {
     d.error = DecisionError{e.type(), e.message()};

@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <functional>
+#include <numeric>
+#include <optional>
+#include <tuple>
 
 namespace moepack::oracle {
 
@@ -45,6 +48,105 @@ std::pair<int, int> mxfp4_round_up(const std::string& b, int hidden, int inter, 
   }
   if (b == "CPU") return {round_up(hidden, 32), round_up(inter, 32)};  // AMX BLOCK_N = 32
   return {hidden, round_up(inter, 64)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Padded sizes (see sizes_layouts.h for which vLLM steps count and why)
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+// marlin_moe_padded_intermediate (quantization/utils/marlin_utils.py): the Marlin MoE thread
+// tiles need intermediate % 64 == 0; the pad keeps a whole number of groups.
+int marlin_moe_padded_intermediate(int intermediate, int group_size) {
+  return round_up(intermediate, std::lcm(64, group_size > 0 ? group_size : 1));
+}
+
+// vLLM's FP8 conversion treats a layer as block-quantized when it has a weight_block_size, which
+// the FP8 methods set exactly for 2-D scale blocks (128x128 FP8, 1x32 MXFP8); the block's column
+// extent is Marlin's group size.
+std::optional<int> weight_block_cols(const OptKey& w) {
+  if (!w || w->scale.group.row <= 0 || w->scale.group.col <= 1) return std::nullopt;
+  return w->scale.group.col;
+}
+
+// The text Python prints for NotImplementedError(fmt, arg): the repr of its argument tuple
+// (the upstream call passes a %-format and its argument separately, so nothing is formatted).
+std::string nvfp4_gated_padding_refusal(const std::string& backend) {
+  return "('Intermediate size padding for w1 and w3, for %s NvFp4 backend, but this is not currently supported', '" + backend + "')";
+}
+
+std::pair<int, int> nvfp4_conversion_padding(const std::string& b, int hidden, int inter, bool gated, std::vector<std::string>& notes) {
+  if (b == "FLASHINFER_TRTLLM") return {round_up(hidden, 256), round_up(inter, gated ? 64 : 128)};
+  if (b == "B12X") {
+    // Gated weights are padded per gate/up half before the swizzle, so the swizzle adds nothing.
+    if (gated) return {hidden, round_up(inter, 64)};
+    return {hidden, round_up(inter, 128)};
+  }
+  if (b == "FLASHINFER_CUTLASS" || b == "VLLM_CUTLASS" || b == "FLASHINFER_CUTEDSL_BATCHED" || b == "FLASHINFER_B12X") {
+    // swizzle_blockscale pads the w13 scale rows (2*I gated, I otherwise) to 128; the weights
+    // follow only for a single projection.
+    const int w13_rows = gated ? 2 * inter : inter;
+    if (w13_rows % 128 == 0) return {hidden, inter};
+    if (gated) {
+      // Selection accepted the backend; vLLM fails later, while preparing the weights.
+      notes.push_back(b + " was selected, but its weight preparation cannot pad gated w1/w3 (2 * " + std::to_string(inter) +
+                      " rows are not a multiple of 128), so vLLM fails while loading the layer");
+      throw OracleRaise("NotImplementedError", nvfp4_gated_padding_refusal(b));
+    }
+    return {hidden, round_up(inter, 128)};
+  }
+  if (b == "MARLIN") {
+    if (hidden % 128 == 0) return {hidden, round_up(inter, 64)};
+    if (hidden % 64 != 0) throw OracleRaise("AssertionError", "hidden_size = " + std::to_string(hidden) + " unsupported by Marlin tiles");
+    return {hidden, round_up(inter, 128)};
+  }
+  return {hidden, inter};  // FLASHINFER_CUTEDSL, HUMMING, EMULATION keep the loaded extents
+}
+
+std::pair<int, int> fp8_conversion_padding(const std::string& b, const OptKey& w, int hidden, int inter, bool gated) {
+  const std::optional<int> block_cols = weight_block_cols(w);
+  if (b == "MARLIN") return {hidden, marlin_moe_padded_intermediate(inter, block_cols.value_or(-1))};
+  // Block-scaled layers (FP8 128x128, MXFP8) go through FlashInfer unpadded.
+  if ((b == "FLASHINFER_CUTLASS" || b == "FLASHINFER_TRTLLM") && !block_cols) return {hidden, round_up(inter, gated ? 16 : 128)};
+  return {hidden, inter};
+}
+
+}  // namespace
+
+std::pair<int, int> padded_sizes(Family family, const Selection& s, const SelectionContext& ctx) {
+  const Deployment& dep = ctx.deployment;
+  // 1. Allocation: maybe_roundup_sizes.
+  int hidden = all2all_rounded_hidden(ctx.moe.hidden_dim, dep.model_dtype, ctx.moe.parallel);
+  int inter = ctx.moe.intermediate_size_per_partition;
+  if (s.round_up != Selection::RoundUp::none) {
+    std::optional<MoEActivation> act;
+    if (s.round_up == Selection::RoundUp::mxfp4_with_activation) act = ctx.moe.activation;
+    std::tie(hidden, inter) = mxfp4_round_up(s.backend, hidden, inter, dep.device, act);
+  }
+  if (ctx.query.method_class == "Fp8PerBlockOnlineMoEMethod") {
+    // Online block quantization allocates whole 128x128 blocks.
+    hidden = round_up(hidden, 128);
+    inter = round_up(inter, 128);
+  }
+
+  // 2. Weight conversion.
+  const bool gated = is_gated(ctx.moe.activation);
+  switch (family) {
+    case Family::nvfp4: return nvfp4_conversion_padding(s.backend, hidden, inter, gated, ctx.notes);
+    case Family::fp8:
+    case Family::mxfp8: return fp8_conversion_padding(s.backend, s.weight_key, hidden, inter, gated);
+    case Family::wna16:
+      if (s.backend == "MARLIN" || s.backend == "BATCHED_MARLIN") return {hidden, marlin_moe_padded_intermediate(inter, ctx.query.group_size)};
+      return {hidden, inter};
+    case Family::unquantized:
+      if (s.backend == "FLASHINFER_TRTLLM" && !gated) return {hidden, round_up(inter, 128)};
+      return {hidden, inter};
+    case Family::mxfp4:
+    case Family::int8:
+    case Family::w4a8:
+    case Family::w4a8_int8: return {hidden, inter};
+  }
+  return {hidden, inter};
 }
 
 // ---------------------------------------------------------------------------------------------

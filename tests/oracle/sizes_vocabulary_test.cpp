@@ -53,7 +53,9 @@ TEST(PaddedSizes, GptOss120bAcrossBackendsAndTensorParallelism) {
   }
 }
 
-TEST(PaddedSizes, MethodsWithoutRoundUpKeepQwenAndDeepSeekShapes) {
+// Shapes already aligned for their backend's conversion padding keep their sizes (the padding
+// rules themselves are tabled in padded_sizes_test.cpp).
+TEST(PaddedSizes, AlignedQwenAndDeepSeekShapesKeepTheirSizes) {
   MoeLayerQuery nvfp4 = qwen3(Family::nvfp4, "modelopt_fp4");
   nvfp4.weight_key = "kNvfp4Static";
   nvfp4.activation_key = "kNvfp4Dynamic";
