@@ -1,6 +1,7 @@
 // See aiter_shuffle_scale.h for the drawn layout and the upstream definition.
 #include "packers/aiter_shuffle_scale.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "packers/aiter_common.h"
@@ -137,7 +138,8 @@ void E8m0ViewLayout::pack(const TensorView& canonical, std::span<uint8_t> packed
   packed_shape(canonical.shape);
   detail::expect_bytes(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
   detail::expect_bytes(name(), "packed", packed.size(), canonical.bytes.size());
-  std::memcpy(packed.data(), canonical.bytes.data(), canonical.bytes.size());
+  // std::copy, not memcpy: an empty tensor has null data pointers, which memcpy may not take.
+  std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
 }
 
 void E8m0ViewLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
@@ -146,7 +148,7 @@ void E8m0ViewLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canoni
                                                 std::string(dtype_name(canonical.dtype)));
   detail::expect_bytes(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
   detail::expect_bytes(name(), "packed", packed.size(), canonical.bytes.size());
-  std::memcpy(canonical.bytes.data(), packed.data(), packed.size());
+  std::copy(packed.begin(), packed.end(), canonical.bytes.begin());
 }
 
 }  // namespace moepack::packers

@@ -134,6 +134,18 @@ inline void store_float(DType t, std::span<uint8_t> bytes, uint64_t i, float v) 
   std::memcpy(bytes.data() + 2 * i, &h, 2);
 }
 
+// Element i of `src` (dtype `from`) to element j of `dst` (dtype `to`). The same dtype is a
+// copy of the bits, as torch leaves a tensor already in the target dtype: a round trip through
+// float would quiet signalling NaNs and change their bits in the artifact.
+inline void cast_element(DType from, std::span<const uint8_t> src, uint64_t i, DType to, std::span<uint8_t> dst, uint64_t j) {
+  if (from == to) {
+    const size_t width = static_cast<size_t>(dtype_bits(to) / 8);
+    std::memcpy(dst.data() + width * j, src.data() + width * i, width);
+    return;
+  }
+  store_float(to, dst, j, load_float(from, src, i));
+}
+
 // A 1-D per-expert bias [rows] of BF16, F16 or F32.
 inline uint64_t expect_bias_vector(std::string_view layout, DType dtype, std::span<const uint64_t> shape) {
   if (!is_bias_dtype(dtype))

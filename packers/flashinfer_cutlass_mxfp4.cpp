@@ -116,7 +116,7 @@ void FlashinferCutlassMxfp4Layout::pack(const TensorView& canonical, std::span<u
   const std::vector<uint64_t> sources = row_sources(rows);
   if (tensor_ == FiCutlassTensor::bias_bf16) {
     for (uint64_t r = 0; r < rows; ++r)
-      fi_detail::store_float(DType::BF16, packed, r, fi_detail::load_float(canonical.dtype, canonical.bytes, sources[r]));
+      fi_detail::cast_element(canonical.dtype, canonical.bytes, sources[r], DType::BF16, packed, r);
     return;
   }
   const uint64_t cols = canonical.shape[1];
@@ -147,7 +147,7 @@ void FlashinferCutlassMxfp4Layout::unpack(std::span<const uint8_t> packed, Owned
   if (tensor_ == FiCutlassTensor::bias_bf16) {
     // Exact only for a BF16 canonical bias; wider biases were rounded by the cast.
     for (uint64_t r = 0; r < rows; ++r)
-      fi_detail::store_float(canonical.dtype, canonical.bytes, sources[r], fi_detail::load_float(DType::BF16, packed, r));
+      fi_detail::cast_element(DType::BF16, packed, r, canonical.dtype, canonical.bytes, sources[r]);
     return;
   }
   const uint64_t cols = canonical.shape[1];

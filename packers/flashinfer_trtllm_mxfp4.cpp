@@ -81,7 +81,7 @@ void FlashinferTrtllmMxfp4Layout::pack(const TensorView& canonical, std::span<ui
       break;
     case TrtllmTensor::bias:
       for (uint64_t r = 0; r < rows; ++r)
-        fi_detail::store_float(DType::F32, packed, r, fi_detail::load_float(canonical.dtype, canonical.bytes, sources[r]));
+        fi_detail::cast_element(canonical.dtype, canonical.bytes, sources[r], DType::F32, packed, r);
       break;
   }
 }
@@ -101,7 +101,7 @@ void FlashinferTrtllmMxfp4Layout::unpack(std::span<const uint8_t> packed, OwnedT
     case TrtllmTensor::bias:
       // Exact for BF16/F16/F32 canonical biases: every such value is an F32.
       for (uint64_t r = 0; r < rows; ++r)
-        fi_detail::store_float(canonical.dtype, canonical.bytes, sources[r], fi_detail::load_float(DType::F32, packed, r));
+        fi_detail::cast_element(DType::F32, packed, r, canonical.dtype, canonical.bytes, sources[r]);
       break;
   }
 }

@@ -182,6 +182,12 @@ void MarlinMxfp4ScaleLayout::unpack(std::span<const uint8_t> packed, OwnedTensor
   for (uint64_t g = 0; g < groups; ++g)
     for (uint64_t x = 0; x < rows; ++x) {
       const uint8_t stored = packed[g * rows + x];
+      // pack adds 6 on the fp8-activation path, so a stored byte below 6 comes from no scale
+      // (a damaged or foreign artifact); subtracting would wrap it to a huge exponent.
+      if (act_ == MarlinActivation::fp8 && stored < kFp8ExponentBias)
+        fi_detail::refuse(name(), canonical.shape,
+                          "packed E8M0 byte " + std::to_string(stored) + " at column " + std::to_string(x) + " group " + std::to_string(g) +
+                              " is below 6, which no scale packs to (the fp8-activation path adds 6)");
       canonical.bytes[source_column(x, groups) * groups + g] =
           act_ == MarlinActivation::fp8 ? static_cast<uint8_t>(stored - kFp8ExponentBias) : stored;
     }
@@ -205,7 +211,7 @@ void MarlinBiasLayout::pack(const TensorView& canonical, std::span<uint8_t> pack
   fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
   fi_detail::expect_buffer(name(), "packed", packed.size(), 2 * rows);
   for (uint64_t x = 0; x < rows; ++x)
-    fi_detail::store_float(DType::BF16, packed, x, fi_detail::load_float(canonical.dtype, canonical.bytes, source_index(x)));
+    fi_detail::cast_element(canonical.dtype, canonical.bytes, source_index(x), DType::BF16, packed, x);
 }
 
 void MarlinBiasLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
@@ -215,7 +221,7 @@ void MarlinBiasLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& cano
   fi_detail::expect_buffer(name(), "packed", packed.size(), 2 * rows);
   // Exact only for a BF16 canonical bias; wider biases were rounded by the cast.
   for (uint64_t x = 0; x < rows; ++x)
-    fi_detail::store_float(canonical.dtype, canonical.bytes, source_index(x), fi_detail::load_float(DType::BF16, packed, x));
+    fi_detail::cast_element(DType::BF16, packed, x, canonical.dtype, canonical.bytes, source_index(x));
 }
 
 }  // namespace moepack::packers

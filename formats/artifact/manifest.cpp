@@ -1,6 +1,7 @@
 #include "formats/artifact/manifest.h"
 
 #include <filesystem>
+#include <limits>
 
 #include "formats/safetensors/strict_json.h"
 #include "lib/core/error.h"
@@ -149,7 +150,10 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
     for (size_t k = 0; k < ranks.size(); ++k) {
       std::string rw = w + ".ranks[" + std::to_string(k) + "]";
       RankTensors rt;
-      rt.rank = static_cast<int>(r.unsigned_number(ranks[k], "rank", rw));
+      // Ranks are ints everywhere else; a larger number would wrap, not be refused.
+      const uint64_t rank = r.unsigned_number(ranks[k], "rank", rw);
+      if (rank > static_cast<uint64_t>(std::numeric_limits<int>::max())) r.fail(rw + ".rank", "is out of range");
+      rt.rank = static_cast<int>(rank);
       const json& tensors = r.member(ranks[k], "tensors", rw);
       if (!tensors.is_object()) r.fail(rw + ".tensors", "is not an object");
       for (auto it = tensors.begin(); it != tensors.end(); ++it) {

@@ -80,7 +80,7 @@ std::unique_ptr<FamilyRules> make_awq_rules(const DetectInput& in) {
   if (const auto* m = find_key(qc, "modules_to_not_convert"); m && m->is_array())
     for (const auto& x : *m)
       if (x.is_string()) skip.push_back(x.get<std::string>());
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "float16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "float16"));
   return std::make_unique<AwqRules>(bits, group, zero_point, version, std::move(skip), dtype);
 }
 

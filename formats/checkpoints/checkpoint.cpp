@@ -477,6 +477,7 @@ namespace {
 
 struct Source {
   std::string name;
+  std::string file;  // the shard holding it, for messages
   DType dtype;
   std::vector<uint64_t> shape;
   std::span<const uint8_t> bytes;
@@ -485,14 +486,14 @@ struct Source {
 Source load_source(const st::ShardSet& shards, const std::string& name) {
   auto ref = shards.find(name);
   if (!ref) throw_bad_input(shards.root(), name, "missing tensor");
-  Source s{name, ref->info->dtype, ref->info->shape, ref->data()};
+  Source s{name, ref->file->path(), ref->info->dtype, ref->info->shape, ref->data()};
   if (is_scalar_shape(s.shape)) s.shape.clear();
   return s;
 }
 
 uint64_t element_bytes(const Source& s) {
   int bits = dtype_bits(s.dtype);
-  if (bits % 8) throw_bad_input("", s.name, "sub-byte dtype cannot be transposed");
+  if (bits % 8) throw_bad_input(s.file, s.name, "sub-byte dtype cannot be transposed");
   return static_cast<uint64_t>(bits / 8);
 }
 
@@ -511,7 +512,7 @@ OwnedTensor as_owned(const Source& s, bool transpose) {
   return t;
 }
 
-double scalar_value(const OwnedTensor& t, const std::string& name) {
+double scalar_value(const OwnedTensor& t, const std::string& file, const std::string& name) {
   switch (t.dtype) {
     case DType::F32: {
       float f;
@@ -520,16 +521,17 @@ double scalar_value(const OwnedTensor& t, const std::string& name) {
     }
     case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[0] | (t.bytes[1] << 8)));
     case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[0] | (t.bytes[1] << 8)));
-    default: throw_bad_input("", name, "per-tensor scale has a non-float dtype");
+    default: throw_bad_input(file, name, "per-tensor scale has a non-float dtype");
   }
 }
 
-OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTensor up, const std::string& gate_name) {
-  if (gate.dtype != up.dtype) throw_bad_input("", gate_name, "gate and up `" + r.suffix + "` have different dtypes");
+// `gate_file` holds `gate_name`; every refusal names both (CLI.md: messages name the file).
+OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTensor up, const std::string& gate_file, const std::string& gate_name) {
+  if (gate.dtype != up.dtype) throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` have different dtypes");
   switch (r.w13) {
     case Assemble::rows: {
       if (gate.shape.empty() || gate.shape.size() != up.shape.size() || !std::equal(gate.shape.begin() + 1, gate.shape.end(), up.shape.begin() + 1))
-        throw_bad_input("", gate_name, "gate and up `" + r.suffix + "` cannot be stacked: shapes " + shape_string(gate.shape) + " and " + shape_string(up.shape));
+        throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` cannot be stacked: shapes " + shape_string(gate.shape) + " and " + shape_string(up.shape));
       OwnedTensor out;
       out.dtype = gate.dtype;
       out.shape = gate.shape;
@@ -543,10 +545,10 @@ OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTenso
       if (gate.shape.size() == 1) {
         SourceTensorRule rows_rule = r;
         rows_rule.w13 = Assemble::rows;
-        return assemble_w13(rows_rule, std::move(gate), std::move(up), gate_name);
+        return assemble_w13(rows_rule, std::move(gate), std::move(up), gate_file, gate_name);
       }
       if (gate.shape.size() != 2 || up.shape.size() != 2 || gate.shape[0] != up.shape[0])
-        throw_bad_input("", gate_name, "gate and up `" + r.suffix + "` cannot be joined column-wise: shapes " + shape_string(gate.shape) + " and " + shape_string(up.shape));
+        throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` cannot be joined column-wise: shapes " + shape_string(gate.shape) + " and " + shape_string(up.shape));
       const uint64_t rows = gate.shape[0];
       const size_t gb = rows ? gate.bytes.size() / rows : 0, ub = rows ? up.bytes.size() / rows : 0;
       OwnedTensor out;
@@ -569,11 +571,11 @@ OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTenso
     }
     case Assemble::same:
       if (gate.bytes != up.bytes || gate.shape != up.shape)
-        throw_bad_input("", gate_name, "gate and up `" + r.suffix + "` differ, but vLLM keeps one value for both projections");
+        throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` differ, but vLLM keeps one value for both projections");
       return gate;
     case Assemble::max: {
-      double g = scalar_value(gate, gate_name), u = scalar_value(up, gate_name);
-      if (std::isnan(g) || std::isnan(u)) throw_bad_input("", gate_name, "`" + r.suffix + "` of gate or up is NaN");
+      double g = scalar_value(gate, gate_file, gate_name), u = scalar_value(up, gate_file, gate_name);
+      if (std::isnan(g) || std::isnan(u)) throw_bad_input(gate_file, gate_name, "`" + r.suffix + "` of gate or up is NaN");
       return u > g ? up : gate;
     }
   }
@@ -598,7 +600,8 @@ ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, u
     std::string gate_name = base + pn.gate + "." + r.suffix, up_name = base + pn.up + "." + r.suffix, down_name = base + pn.down + "." + r.suffix;
     if (!r.required && !shards.find(gate_name)) continue;  // validated all-or-nothing at open
     if (want_w13) {
-      OwnedTensor w13 = assemble_w13(r, as_owned(load_source(shards, gate_name), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_name);
+      const Source gate = load_source(shards, gate_name);
+      OwnedTensor w13 = assemble_w13(r, as_owned(gate, r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate.file, gate_name);
       if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
       out.tensors.emplace("w13_" + r.param, std::move(w13));
     }

@@ -233,6 +233,9 @@ struct DetectInput {
   const nlohmann::json& quant_config;     // the quantization block (or null)
   const std::string& quant_source;        // file it came from, for messages
   const st::ShardSet& shards;
+  // The path of config.json, for messages (they name the file, CLI.md; a bare "config.json"
+  // would not say which checkpoint).
+  std::string config_file() const { return shards.root() + "/config.json"; }
 };
 
 std::unique_ptr<FamilyRules> make_gpt_oss_rules(const DetectInput& in);

@@ -361,7 +361,7 @@ std::unique_ptr<FamilyRules> make_compressed_tensors_rules(const DetectInput& in
   if (const auto* ig = find_key(qc, "ignore"); ig && ig->is_array())
     for (const auto& x : *ig)
       if (x.is_string()) ignore.push_back(x.get<std::string>());
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "bfloat16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "bfloat16"));
   return std::make_unique<CompressedTensorsRules>(std::move(groups), std::move(ignore), json_string(qc, "format", file), file, dtype);
 }
 

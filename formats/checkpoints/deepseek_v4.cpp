@@ -59,9 +59,9 @@ class DeepseekV4Rules final : public FamilyRules {
 }  // namespace
 
 std::unique_ptr<FamilyRules> make_deepseek_v4_rules(const DetectInput& in) {
-  std::string expert_dtype = lower(json_string(in.config, "expert_dtype", "config.json", "fp4"));
+  std::string expert_dtype = lower(json_string(in.config, "expert_dtype", in.config_file(), "fp4"));
   if (expert_dtype != "fp4" && expert_dtype != "fp8")
-    throw_bad_input("config.json", "", "Unsupported DeepSeek V4 expert_dtype `" + expert_dtype + "` (expected fp4 or fp8)");
+    throw_bad_input(in.config_file(), "", "Unsupported DeepSeek V4 expert_dtype `" + expert_dtype + "` (expected fp4 or fp8)");
   return std::make_unique<DeepseekV4Rules>(expert_dtype);
 }
 

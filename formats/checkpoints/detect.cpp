@@ -120,7 +120,7 @@ ExpertRecipe unquantized_recipe() {
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in) {
   if (in.quant_config.is_null()) return make_unquantized_rules(in);
   std::string method = lower(json_string(in.quant_config, "quant_method", in.quant_source));
-  std::string model_type = json_string(in.config, "model_type", "config.json");
+  std::string model_type = json_string(in.config, "model_type", in.config_file());
   // Legacy side files name no method: quantize_config.json is AutoGPTQ's, hf_quant_config.json ModelOpt's.
   if (method.empty()) {
     if (ends_with(in.quant_source, "quantize_config.json")) method = "gptq";

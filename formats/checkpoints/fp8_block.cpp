@@ -78,7 +78,7 @@ std::unique_ptr<FamilyRules> make_fp8_rules(const DetectInput& in) {
     if (const auto* ig = find_key(qc, key); ig && ig->is_array())
       for (const auto& x : *ig)
         if (x.is_string()) ignored.push_back(x.get<std::string>());
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "bfloat16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "bfloat16"));
   return std::make_unique<Fp8Rules>(std::move(block), act, std::move(ignored), dtype);
 }
 

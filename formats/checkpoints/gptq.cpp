@@ -119,7 +119,7 @@ std::unique_ptr<FamilyRules> make_gptq_rules(const DetectInput& in) {
   if (const auto* d = find_key(in.quant_config, "dynamic")) dynamic = *d;
   std::string format = lower(json_string(in.quant_config, "checkpoint_format", file, "gptq"));
   if (format != "gptq" && format != "gptq_v2") throw_bad_input(file, "", "gptq: checkpoint_format `" + format + "` is not supported (expected gptq or gptq_v2)");
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "float16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "float16"));
   return std::make_unique<GptqRules>(base, std::move(dynamic), format, file, dtype);
 }
 

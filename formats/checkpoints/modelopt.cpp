@@ -132,7 +132,7 @@ std::unique_ptr<FamilyRules> make_modelopt_rules(const DetectInput& in) {
   }
   for (char& c : algo) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (algo.empty()) throw_bad_input(file, "", "ModelOpt config has no `quant_algo`");
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "bfloat16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "bfloat16"));
   return std::make_unique<ModelOptRules>(algo, std::move(exclude), std::move(quantized_layers), file, dtype);
 }
 

@@ -137,7 +137,7 @@ class QuarkRules final : public FamilyRules {
 
 std::unique_ptr<FamilyRules> make_quark_rules(const DetectInput& in) {
   if (!find_key(in.quant_config, "export")) throw_bad_input(in.quant_source, "", "quark: the quantization config has no `export` block (vLLM requires it)");
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "bfloat16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "bfloat16"));
   return std::make_unique<QuarkRules>(in.quant_config, in.quant_source, dtype);
 }
 

@@ -21,7 +21,7 @@ class UnquantizedRules final : public FamilyRules {
 }  // namespace
 
 std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in) {
-  std::string dtype = json_string(in.config, "torch_dtype", "config.json", json_string(in.config, "dtype", "config.json", "bfloat16"));
+  std::string dtype = json_string(in.config, "torch_dtype", in.config_file(), json_string(in.config, "dtype", in.config_file(), "bfloat16"));
   return std::make_unique<UnquantizedRules>(dtype);
 }
 

@@ -53,7 +53,7 @@ namespace {
 // keys are errors at every level; unknown keys are skipped, their nesting bounded.
 class IndexSax {
  public:
-  IndexSax(ShardIndex& out, const std::string& path) : out_(out), path_(path) {}
+  explicit IndexSax(ShardIndex& out) : out_(out) {}
   std::string error, error_tensor;
 
   bool start_object(std::size_t) { return open(true); }
@@ -158,7 +158,6 @@ class IndexSax {
   }
 
   ShardIndex& out_;
-  const std::string& path_;
   int depth_ = 0;
   int skip_ = 0;
   Section section_ = Section::other;
@@ -174,7 +173,7 @@ ShardIndex parse_shard_index(const std::string& path) {
   std::vector<uint8_t> bytes = read_config_file_bytes(path);
   check_json_bytes(bytes, path);
   ShardIndex idx;
-  IndexSax sax(idx, path);
+  IndexSax sax(idx);
   const char* first = reinterpret_cast<const char*>(bytes.data());
   if (!nlohmann::json::sax_parse(first, first + bytes.size(), &sax, nlohmann::json::input_format_t::json, true, false))
     throw_bad_input(path, sax.error_tensor, sax.error.empty() ? "invalid JSON" : sax.error);

@@ -1,6 +1,7 @@
 #include "lib/convert/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <cerrno>
 #include <fcntl.h>
@@ -149,12 +150,15 @@ class ChunkReader {
   std::vector<uint8_t> buffer_;
 };
 
-artifact::FileEntry hash_file(const std::string& path, const std::string& name) {
+// `stop`, when given and set, ends the read early; the (partial) entry is then meaningless and
+// the caller discards it.
+artifact::FileEntry hash_file(const std::string& path, const std::string& name, const std::atomic<bool>* stop = nullptr) {
   ChunkReader in(path);
   Xxh3Stream h;
   uint64_t total = 0;
   for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
     throw_if_cancelled();
+    if (stop && stop->load(std::memory_order_relaxed)) break;
     h.update(chunk);
     total += chunk.size();
   }
@@ -218,6 +222,10 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
   ChunkReader in(file.path(), offset, length);
   for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
     throw_if_cancelled();
+    // Per chunk, not once: a tensor of a GB (an embedding) copied from a shard truncated under
+    // us would otherwise go on for seconds before reaching the new end of file. One fstat per
+    // chunk costs nothing beside the read.
+    file.mapping().check_unchanged();
     writer.write(chunk);
   }
   if (in.left() != 0) throw Error(ErrorKind::io, file.path() + ": tensor `" + p.source.info->name + "` ends early: the file changed while it was being read");
@@ -240,15 +248,26 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   // Hashing every source shard is a second sequential read of the checkpoint; it runs beside
   // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
   // The future's destructor joins the thread on every exit path, exceptions included.
-  std::future<std::vector<artifact::FileEntry>> source_hashes = std::async(std::launch::async, [&plan] {
+  std::atomic<bool> abandon_source_hashes{false};
+  std::future<std::vector<artifact::FileEntry>> source_hashes = std::async(std::launch::async, [&plan, &abandon_source_hashes] {
     std::vector<artifact::FileEntry> files;
     for (const auto& path : plan.source_files) {
+      if (abandon_source_hashes.load(std::memory_order_relaxed)) break;
       std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
       if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
-      files.push_back(hash_file(path, rel));
+      files.push_back(hash_file(path, rel, &abandon_source_hashes));
     }
     return files;
   });
+  // On an error (disk full, a truncated shard, a refused tensor) the hashes are not needed, and
+  // without this the future's destructor would wait until the whole checkpoint has been read
+  // (seconds per GB) before the error is reported and the staging directory removed. Declared
+  // after the future so that it runs first while unwinding; on success `get()` has returned
+  // before it runs.
+  struct AbandonOnExit {
+    std::atomic<bool>& flag;
+    ~AbandonOnExit() { flag.store(true, std::memory_order_relaxed); }
+  } abandon_on_exit{abandon_source_hashes};
 
   artifact::Manifest m;
   m.moepack_version = MOEPACK_VERSION_STRING;
@@ -339,6 +358,9 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
 
   // Source identity: every shard read, hashed whole (started at the beginning, see above).
   m.source_files = source_hashes.get();
+  // The hashes were read beside the conversion; a shard truncated or rewritten after its last
+  // tensor was packed would otherwise be recorded with the hash of whatever the reader saw.
+  for (const st::File* f : plan.source_mappings) f->mapping().check_unchanged();
   Xxh3Stream fingerprint;
   for (const auto& f : m.source_files) {
     std::string line = f.name + "\n" + std::to_string(f.bytes) + "\n" + f.xxh3 + "\n";

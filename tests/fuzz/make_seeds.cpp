@@ -1,7 +1,11 @@
 // Writes the seed corpus of every fuzz target under OUT/<target>/ (usage: fuzz_make_seeds OUT):
 // the upstream safetensors test vectors and probes, every case of the malformed corpus, index
-// documents, config-like JSON, and codec edge values. Seeds are generated, never checked in, so
-// they follow the corpus when it grows.
+// documents, config-like JSON, codec edge values, every sample checkpoint (samples/, reduced to
+// one MoE layer, for ckpt_detect), layout descriptions for packer_unpack, and the manifests of
+// artifacts converted from samples/gpt-oss-mxfp4 by the moepack binary of this build (for
+// manifest). Seeds are generated, never checked in, so they follow the corpus and the samples
+// when they change.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -9,8 +13,13 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "packers/registry.h"
 #include "safetensors/malformed_corpus.h"
 
 namespace fs = std::filesystem;
@@ -81,6 +90,110 @@ void writer_seeds(SeedWriter& w) {
   }
 }
 
+std::vector<uint8_t> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The layer number after "layers." in a tensor name, or -1.
+long layer_of(const std::string& name) {
+  size_t at = name.find("layers.");
+  if (at == std::string::npos) return -1;
+  return std::strtol(name.c_str() + at + 7, nullptr, 10);
+}
+
+// One sample checkpoint as a ckpt_detect input (the format is described in fuzz_ckpt_detect.cpp):
+// config.json, NUL, side-file selector + side file, NUL, one safetensors header. The header
+// keeps only the first MoE layer's expert and router tensors of every shard, with data offsets
+// renumbered contiguously, so a seed stays within the fuzzer's -max_len while still opening as
+// the sample's family.
+std::string ckpt_detect_seed(const fs::path& sample) {
+  std::string config;
+  if (fs::exists(sample / "config.json")) {
+    auto b = file_bytes(sample / "config.json");
+    config = nlohmann::json::parse(b.begin(), b.end()).dump();  // compact: the seed budget is small
+  }
+  std::string side;
+  for (const auto& [selector, name] : {std::pair{'h', "hf_quant_config.json"}, {'q', "quantize_config.json"}, {'c', "quant_config.json"}})
+    if (fs::exists(sample / name)) {
+      auto b = file_bytes(sample / name);
+      side = std::string(1, selector) + nlohmann::json::parse(b.begin(), b.end()).dump();
+      break;
+    }
+  std::vector<std::pair<std::string, nlohmann::json>> tensors;
+  std::vector<fs::path> shards;
+  for (const auto& e : fs::directory_iterator(sample))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  std::sort(shards.begin(), shards.end());
+  for (const auto& shard : shards) {
+    const nlohmann::json header = nlohmann::json::parse(header_text(file_bytes(shard)));  // named: items() of a temporary dangles
+    for (const auto& [name, info] : header.items())
+      if (name != "__metadata__") tensors.emplace_back(name, info);
+  }
+  long moe_layer = -1;
+  for (const auto& [name, info] : tensors)
+    if (name.find("experts") != std::string::npos && layer_of(name) >= 0 && (moe_layer < 0 || layer_of(name) < moe_layer)) moe_layer = layer_of(name);
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  for (auto& [name, info] : tensors) {
+    if (layer_of(name) != moe_layer || (name.find("experts") == std::string::npos && name.find("gate.") == std::string::npos)) continue;
+    const uint64_t bytes = info["data_offsets"][1].get<uint64_t>() - info["data_offsets"][0].get<uint64_t>();
+    header[name] = {{"dtype", info["dtype"]}, {"shape", info["shape"]}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  return config + std::string(1, '\0') + side + std::string(1, '\0') + header.dump();
+}
+
+void ckpt_detect_seeds(SeedWriter& w) {
+  const fs::path samples = fs::path(MOEPACK_SOURCE_DIR) / "samples";
+  for (const auto& e : fs::directory_iterator(samples))
+    if (e.is_directory()) w.add("ckpt_detect", e.path().filename().string(), ckpt_detect_seed(e.path()));
+  // No config.json at all, and a shard with no tensors: both open paths that end early.
+  w.add("ckpt_detect", "no_config_no_tensors", std::string("\0\0{}", 4));
+}
+
+// packer_unpack reads: layout index, dtype index, rank-1, dims (two bytes each for a range up to
+// 512), an expert count, then payload. One seed per layout with the shape its tests use most
+// (a 2-D [64, 32] U8 tensor: FP4 pairs or E8M0 scales), then a 1-D BF16 bias for every layout.
+void packer_seeds(SeedWriter& w, size_t layout_count) {
+  for (size_t i = 0; i < layout_count; ++i) {
+    for (const auto& [dtype_index, rank, dims, tag] : {std::tuple{0, 2, std::vector<int>{64, 32}, "u8_64x32"},
+                                                       std::tuple{2, 1, std::vector<int>{128}, "bf16_128"},
+                                                       std::tuple{0, 2, std::vector<int>{256, 8}, "u8_256x8"}}) {
+      std::vector<uint8_t> bytes = {static_cast<uint8_t>(i), static_cast<uint8_t>(dtype_index), static_cast<uint8_t>(rank - 1)};
+      for (int d : dims) {
+        bytes.push_back(static_cast<uint8_t>(d >> 8));
+        bytes.push_back(static_cast<uint8_t>(d));
+      }
+      bytes.push_back(2);  // experts - 1 (parameter_shape with 3 experts)
+      for (int k = 0; k < 256; ++k) bytes.push_back(static_cast<uint8_t>(k * 73 + static_cast<int>(i)));
+      w.add("packer_unpack", "layout" + std::to_string(i) + "_" + tag, bytes);
+    }
+  }
+}
+
+// Manifests of real artifacts: the sample gpt-oss checkpoint converted for a few deployments by
+// this build's moepack, written compact so the fuzzer's length budget holds most of them.
+void manifest_seeds(SeedWriter& w, const fs::path& scratch) {
+  const std::string sample = std::string(MOEPACK_SOURCE_DIR) + "/samples/gpt-oss-mxfp4";
+  const std::vector<std::pair<std::string, std::string>> deployments = {
+      {"sm90", "--target sm90"}, {"sm100", "--target sm100"}, {"sm90_tp2", "--target sm90 --tp 2"}, {"cpu_amx", "--target cpu-amx"}};
+  for (const auto& [tag, flags] : deployments) {
+    const fs::path out = scratch / ("artifact_" + tag);
+    fs::remove_all(out);
+    const std::string command = std::string(MOEPACK_BINARY) + " convert '" + sample + "' " + flags + " -o '" + out.string() + "' --quiet > /dev/null 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      std::cerr << "fuzz_make_seeds: `" << command << "` failed; no manifest seed for " << tag << "\n";
+      continue;
+    }
+    const auto bytes = file_bytes(out / "moepack.json");
+    w.add("manifest", tag + "_pretty", bytes);
+    w.add("manifest", tag + "_compact", nlohmann::json::parse(bytes.begin(), bytes.end()).dump());
+    fs::remove_all(out);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +229,10 @@ int main(int argc, char** argv) {
         R"("quantization_config":{"quant_method":"mxfp4","modules_to_not_convert":["model.layers.*.self_attn"]},"tie_word_embeddings":false,"x":null,"y":-1.5e-3})");
   codec_seeds(w);
   writer_seeds(w);
+  ckpt_detect_seeds(w);
+  packer_seeds(w, moepack::packers::layout_table().size());
+  manifest_seeds(w, fs::path(argv[1]) / ".scratch");
+  fs::remove_all(fs::path(argv[1]) / ".scratch");
   std::cout << "wrote " << w.count() << " seeds under " << argv[1] << "\n";
   return 0;
 }

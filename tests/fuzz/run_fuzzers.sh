@@ -44,10 +44,14 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts" "$seeds/$t"
   extra=()
   [[ -d "$src/tests/fuzz/regressions/$t" ]] && extra+=("$src/tests/fuzz/regressions/$t")
+  # A target whose inputs are whole documents (a config plus a header) may raise the default
+  # with a `// fuzz-max-len: N` line in its source.
+  max_len=$(sed -n 's|^// fuzz-max-len: *\([0-9]*\).*|\1|p' "$src/tests/fuzz/fuzz_$t.cpp" | head -n 1)
+  max_len=${max_len:-4096}
   start=$(date +%s.%N)
-  # -max_len bounds the mutated inputs (large seeds are still run once); -timeout turns a hang
-  # into a failure; -rss_limit_mb catches an allocation sized by an unchecked field.
-  if "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  # -max_len bounds the mutated inputs (longer seeds are cut to it); -timeout turns a hang into a
+  # failure; -rss_limit_mb catches an allocation sized by an unchecked field.
+  if "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
        -dict="$src/tests/fuzz/safetensors.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
        "$corpus" "$seeds/$t" "${extra[@]}" > "$build/fuzz-$t.log" 2>&1; then
     verdict=ok
