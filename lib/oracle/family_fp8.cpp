@@ -222,12 +222,7 @@ Selection select_mxfp8_family(SelectionContext& ctx) {
 std::vector<BackendListing> fp8_backend_listing() {
   std::vector<BackendListing> out;
   for (const auto& b : fp8_backends()) {
-    BackendListing l;
-    l.family = "fp8";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [k, v] : kFp8MoeBackendMap)
-      if (v == b.name) l.moe_backend_names.push_back(k);
+    BackendListing l = listing_of("fp8", b, kFp8MoeBackendMap);
     out.push_back(std::move(l));
   }
   return out;
@@ -236,12 +231,7 @@ std::vector<BackendListing> fp8_backend_listing() {
 std::vector<BackendListing> mxfp8_backend_listing() {
   std::vector<BackendListing> out;
   for (const auto& b : mxfp8_backends()) {
-    BackendListing l;
-    l.family = "mxfp8";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [k, v] : kMxfp8MoeBackendMap)
-      if (v == b.name) l.moe_backend_names.push_back(k);
+    BackendListing l = listing_of("mxfp8", b, kMxfp8MoeBackendMap);
     out.push_back(std::move(l));
   }
   return out;

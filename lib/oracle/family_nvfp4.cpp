@@ -108,12 +108,7 @@ Selection select_nvfp4_family(SelectionContext& ctx) {
 std::vector<BackendListing> nvfp4_backend_listing() {
   std::vector<BackendListing> out;
   for (const auto& b : nvfp4_backends()) {
-    BackendListing l;
-    l.family = "nvfp4";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [k, v] : kMoeBackendMap)
-      if (v == b.name) l.moe_backend_names.push_back(k);
+    BackendListing l = listing_of("nvfp4", b, kMoeBackendMap);
     if (b.name == "FLASHINFER_CUTEDSL_BATCHED") l.moe_backend_names.push_back("flashinfer_cutedsl (batched format)");
     l.auto_selectable = std::find(kAutoPriority.begin(), kAutoPriority.end(), b.name) != kAutoPriority.end();
     out.push_back(std::move(l));

@@ -138,12 +138,7 @@ Selection select_unquantized_family(SelectionContext& ctx) {
 std::vector<BackendListing> unquantized_backend_listing() {
   std::vector<BackendListing> out;
   for (const auto& b : unquantized_backends()) {
-    BackendListing l;
-    l.family = "unquantized";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [k, v] : kMoeBackendMap)
-      if (v == b.name) l.moe_backend_names.push_back(k);
+    BackendListing l = listing_of("unquantized", b, kMoeBackendMap);
     out.push_back(std::move(l));
   }
   out.push_back({"unquantized", "FLASHINFER_TRTLLM (LoRA)", {"TrtLlmBf16LoRAExperts"}, {}, true});

@@ -151,12 +151,7 @@ Selection select_wna16_family(SelectionContext& ctx) {
 std::vector<BackendListing> wna16_backend_listing() {
   std::vector<BackendListing> out;
   for (const auto& b : wna16_backends()) {
-    BackendListing l;
-    l.family = "wna16";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [k, v] : kMoeBackendMap)
-      if (v == b.name) l.moe_backend_names.push_back(k);
+    BackendListing l = listing_of("wna16", b, kMoeBackendMap);
     out.push_back(std::move(l));
   }
   return out;

@@ -37,4 +37,15 @@ std::string unsupported_message(const std::string& prefix, const std::string& va
   return prefix + " MoE backend '" + value + "' does not support the deployment configuration.";
 }
 
+BackendListing listing_of(const std::string& family, const BackendRow& row,
+                          const std::vector<std::pair<std::string, std::string>>& moe_backend_map) {
+  BackendListing l;
+  l.family = family;
+  l.backend = row.name;
+  for (const auto& c : row.classes) l.classes.push_back(experts_class_display_name(c));
+  for (const auto& [name, member] : moe_backend_map)
+    if (member == row.name) l.moe_backend_names.push_back(name);
+  return l;
+}
+
 }  // namespace moepack::oracle

@@ -22,6 +22,11 @@ struct BackendRow {
   std::vector<std::string> classes;
 };
 
+// How `moepack targets` lists one backend row: its classes by display name and every
+// --moe-backend string that `moe_backend_map` (string -> backend member) sends to it.
+BackendListing listing_of(const std::string& family, const BackendRow& row,
+                          const std::vector<std::pair<std::string, std::string>>& moe_backend_map);
+
 // A raised vLLM exception (ValueError / NotImplementedError), carried to decide().
 class OracleRaise : public std::exception {
  public:
