@@ -480,13 +480,15 @@ struct Source {
   std::string file;  // the shard holding it, for messages
   DType dtype;
   std::vector<uint64_t> shape;
-  std::span<const uint8_t> bytes;
+  std::vector<uint8_t> bytes;
 };
 
+// A checked read, not a view into the mapping: the shard may be truncated while we run, and
+// that must be an I/O error naming it, never SIGBUS.
 Source load_source(const st::ShardSet& shards, const std::string& name) {
   auto ref = shards.find(name);
   if (!ref) throw_bad_input(shards.root(), name, "missing tensor");
-  Source s{name, ref->file->path(), ref->info->dtype, ref->info->shape, ref->data()};
+  Source s{name, ref->file->path(), ref->info->dtype, ref->info->shape, ref->read_all()};
   if (is_scalar_shape(s.shape)) s.shape.clear();
   return s;
 }
@@ -497,12 +499,12 @@ uint64_t element_bytes(const Source& s) {
   return static_cast<uint64_t>(bits / 8);
 }
 
-OwnedTensor as_owned(const Source& s, bool transpose) {
+OwnedTensor as_owned(Source s, bool transpose) {
   if (!transpose || s.shape.size() != 2) {
     OwnedTensor t;
     t.dtype = s.dtype;
-    t.shape = s.shape;
-    t.bytes.assign(s.bytes.begin(), s.bytes.end());
+    t.shape = std::move(s.shape);
+    t.bytes = std::move(s.bytes);
     return t;
   }
   const uint64_t rows = s.shape[0], cols = s.shape[1], eb = element_bytes(s);
@@ -600,8 +602,9 @@ ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, u
     std::string gate_name = base + pn.gate + "." + r.suffix, up_name = base + pn.up + "." + r.suffix, down_name = base + pn.down + "." + r.suffix;
     if (!r.required && !shards.find(gate_name)) continue;  // validated all-or-nothing at open
     if (want_w13) {
-      const Source gate = load_source(shards, gate_name);
-      OwnedTensor w13 = assemble_w13(r, as_owned(gate, r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate.file, gate_name);
+      Source gate = load_source(shards, gate_name);
+      const std::string gate_file = gate.file;
+      OwnedTensor w13 = assemble_w13(r, as_owned(std::move(gate), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_file, gate_name);
       if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
       out.tensors.emplace("w13_" + r.param, std::move(w13));
     }

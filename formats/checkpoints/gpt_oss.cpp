@@ -113,13 +113,12 @@ ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& lay
   for (const auto& t : kFused) {
     if (!only_param.empty() && only_param != t.param) continue;
     auto ref = shards.find(layer.prefix + t.suffix);
-    const auto data = ref->data();
-    const uint64_t per_expert = data.size() / layer.num_experts;
+    const uint64_t per_expert = ref->info->num_bytes() / layer.num_experts;
     OwnedTensor o;
     o.dtype = ref->info->dtype;
     o.shape = canonical_shape(t, t.w13 ? 2 * I : H, t.w13 ? H : I);
-    auto first = data.begin() + static_cast<std::ptrdiff_t>(expert * per_expert);
-    o.bytes.assign(first, first + static_cast<std::ptrdiff_t>(per_expert));
+    o.bytes.resize(static_cast<size_t>(per_expert));
+    ref->read(expert * per_expert, o.bytes);  // checked read: the shard may shrink under us
     out.tensors.emplace(t.param, std::move(o));
   }
   return out;

@@ -1,8 +1,10 @@
 // `inspect --check-values`: one pass over tensor data looking for values that poison a kernel's
 // output (NaN, Inf) or encode NaN scales (E8M0 0xFF, E4M3 0x7F/0xFF). Which U8 tensors are MX
 // scales is known only from the layer recipes, so the scan runs on an opened Checkpoint.
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "formats/checkpoints/checkpoint.h"
 
@@ -79,26 +81,37 @@ std::set<std::string> mx_scale_tensors(const Checkpoint& ckpt) {
 
 }  // namespace
 
+constexpr uint64_t kScanChunkBytes = uint64_t{1} << 20;
+
 ValueScan scan_values(const Checkpoint& ckpt, size_t max_listed) {
   ValueScan scan;
   const auto mx = mx_scale_tensors(ckpt);
+  std::vector<uint8_t> chunk;
   for (const auto& file : ckpt.shards->files()) {
     for (const auto& t : file->header().tensors) {
       auto ref = ckpt.shards->find(t.name);
       if (!ref || ref->file != file.get()) continue;  // a copy the index does not point to
       Classifier classify = classifier_for(t.dtype, mx.count(t.name) > 0);
       if (!classify) continue;
-      const int bytes_per_element = dtype_bits(t.dtype) / 8;
-      auto data = file->data(t);
+      const uint64_t bytes_per_element = static_cast<uint64_t>(dtype_bits(t.dtype) / 8);
+      const uint64_t total = t.num_bytes();
       ++scan.tensors_scanned;
-      scan.bytes_scanned += data.size();
-      const uint64_t n = data.size() / static_cast<uint64_t>(bytes_per_element);
+      scan.bytes_scanned += total;
+      // Chunked checked reads (a whole number of elements each): bounded memory, and a shard
+      // truncated under us is an I/O error naming it rather than SIGBUS through the mapping.
+      const uint64_t chunk_bytes = (kScanChunkBytes / bytes_per_element) * bytes_per_element;
+      chunk.resize(static_cast<size_t>(std::min(chunk_bytes, total)));
       uint64_t bad = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        const char* what = classify(data.data() + i * static_cast<uint64_t>(bytes_per_element));
-        if (!what) continue;
-        ++bad;
-        if (scan.listed.size() < max_listed) scan.listed.push_back({t.name, file->path(), i, what});
+      for (uint64_t at = 0; at < total; at += chunk_bytes) {
+        const uint64_t len = std::min(chunk_bytes, total - at);
+        std::span<uint8_t> data(chunk.data(), static_cast<size_t>(len));
+        file->read(t, at, data);
+        for (uint64_t k = 0; k < len; k += bytes_per_element) {
+          const char* what = classify(data.data() + k);
+          if (!what) continue;
+          ++bad;
+          if (scan.listed.size() < max_listed) scan.listed.push_back({t.name, file->path(), (at + k) / bytes_per_element, what});
+        }
       }
       if (bad) {
         scan.per_tensor[t.name] += bad;

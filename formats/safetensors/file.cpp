@@ -29,6 +29,18 @@ std::span<const uint8_t> File::data(const TensorInfo& t) const {
   return map_.bytes().subspan(static_cast<size_t>(header_.data_start() + t.begin), static_cast<size_t>(t.num_bytes()));
 }
 
+void File::read(const TensorInfo& t, uint64_t offset, std::span<uint8_t> dst) const {
+  if (offset > t.num_bytes() || dst.size() > t.num_bytes() - offset)
+    throw Error(ErrorKind::internal, map_.path() + ": " + t.name + ": read past the end of the tensor");
+  map_.read_at(header_.data_start() + t.begin + offset, dst);
+}
+
+std::vector<uint8_t> File::read_all(const TensorInfo& t) const {
+  std::vector<uint8_t> out(static_cast<size_t>(t.num_bytes()));  // size checked against the file at open
+  read(t, 0, out);
+  return out;
+}
+
 namespace {
 
 // Why a shard name from an index cannot be opened as named, or "" when it can. A shard must

@@ -22,7 +22,12 @@ class File {
   const TensorInfo* find(std::string_view name) const;
   // The tensor's bytes. Before handing out a view of a region it may touch for the first time,
   // the mapping is checked against the file on disk (a shrunk file would fault).
+  // Zero-copy view into the mapping: only for files that cannot change under this process (its
+  // own output, fixtures). A source checkpoint is read with `read`, which never faults.
   std::span<const uint8_t> data(const TensorInfo& t) const;
+  // Checked copy of dst.size() bytes starting `offset` bytes into tensor `t` (see MappedFile::read_at).
+  void read(const TensorInfo& t, uint64_t offset, std::span<uint8_t> dst) const;
+  std::vector<uint8_t> read_all(const TensorInfo& t) const;
   const MappedFile& mapping() const { return map_; }
   void drop_resident_pages() const { map_.drop_resident_pages(); }
   void drop_resident_pages(std::span<const uint8_t> region) const { map_.drop_resident_pages(region); }
@@ -37,6 +42,8 @@ struct TensorRef {
   const File* file = nullptr;
   const TensorInfo* info = nullptr;
   std::span<const uint8_t> data() const { return file->data(*info); }
+  void read(uint64_t offset, std::span<uint8_t> dst) const { file->read(*info, offset, dst); }
+  std::vector<uint8_t> read_all() const { return file->read_all(*info); }
 };
 
 // model.safetensors.index.json, validated.

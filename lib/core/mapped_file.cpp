@@ -83,6 +83,26 @@ void MappedFile::check_unchanged() const {
                                    std::to_string(size_) + " at open, " + std::to_string(st.st_size) + " now)");
 }
 
+void MappedFile::read_at(uint64_t offset, std::span<uint8_t> dst) const {
+  if (offset > size_ || dst.size() > size_ - offset)
+    throw Error(ErrorKind::internal, path_ + ": read of " + std::to_string(dst.size()) + " bytes at offset " + std::to_string(offset) +
+                                         " is outside the file (" + std::to_string(size_) + " bytes)");
+  size_t got = 0;
+  while (got < dst.size()) {
+    ssize_t n = ::pread(fd_, dst.data() + got, dst.size() - got, static_cast<off_t>(offset + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(path_, "cannot read", errno);
+    }
+    if (n == 0) {
+      check_unchanged();  // names the new size when the file shrank
+      throw Error(ErrorKind::io, path_ + ": the file ended early: " + std::to_string(dst.size()) + " bytes wanted at offset " +
+                                     std::to_string(offset) + ", only " + std::to_string(got) + " there");
+    }
+    got += static_cast<size_t>(n);
+  }
+}
+
 void MappedFile::drop_resident_pages() const {
   // MADV_DONTNEED on a private read-only file mapping only unmaps the pages: the next access
   // faults them back in from the page cache, with the same bytes.

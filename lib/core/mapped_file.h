@@ -1,7 +1,9 @@
 // A read-only memory map of a whole file. Tensor views point into it, zero-copy.
-// A file that shrinks after it was mapped would turn a read past its new end into SIGBUS, so
-// readers that stream large regions call `check_unchanged()` before touching them (the size and
-// mtime seen at open must still hold).
+// A file that shrinks after it was mapped turns a read past its new end into SIGBUS, and no
+// check before the access closes that race (the file can shrink between the check and the
+// load). So the mapping is only for files this process trusts not to change (its own output,
+// test fixtures); data of a source that a stranger may truncate is read with `read_at`, a
+// checked pread that reports a short file as Error(io) naming it.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +28,10 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
   // Throws Error(io) naming the file when its size or modification time changed since open.
   void check_unchanged() const;
+  // Copies dst.size() bytes from `offset` with pread. A range past the size seen at open is a
+  // logic error (Error(internal)); a file that has shrunk since open, or a failing read, is
+  // Error(io) naming the file. Safe to call from several threads at once.
+  void read_at(uint64_t offset, std::span<uint8_t> dst) const;
   // Drops this process's references to the pages read so far (they stay in the page cache).
   // Streaming readers call it after each tensor so that resident memory stays bounded by what
   // is in flight, not by how much of the file was read.

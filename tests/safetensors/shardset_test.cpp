@@ -157,5 +157,34 @@ TEST(File, ChangedAfterOpenIsAnIoErrorNotSigbus) {
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
 }
 
+// The checked read that convert uses for source data: a pread that finds the file shorter than
+// at open reports an I/O error naming it (no window between a check and a load, as a mapping
+// has). Bytes read before the truncation are the file's bytes.
+TEST(File, CheckedReadOfATruncatedShardIsAnIoError) {
+  test::TempDir dir;
+  const std::string path = dir.file("shard.safetensors");
+  std::vector<uint8_t> bytes = st_bytes(R"({"w":{"dtype":"U8","shape":[65536],"data_offsets":[0,65536]}})", 65536);
+  const size_t data_start = bytes.size() - 65536;
+  for (size_t i = 0; i < 65536; ++i) bytes[data_start + i] = static_cast<uint8_t>(i * 7);
+  test::write_file(path, bytes);
+  ShardSet set(dir.path());
+  auto ref = set.find("w");
+  ASSERT_TRUE(ref);
+  std::vector<uint8_t> part(16);
+  ref->read(1000, part);
+  for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], static_cast<uint8_t>((1000 + i) * 7));
+  EXPECT_EQ(ref->read_all().size(), 65536u);
+  // Reading past the tensor is a logic error, whatever the file holds.
+  std::vector<uint8_t> too_long(17);
+  (void)error_of([&] { ref->read(65520, too_long); }, ErrorKind::internal);
+
+  ASSERT_EQ(::truncate(path.c_str(), 30000), 0);  // cut in the middle of the data region
+  std::string msg = error_of([&] { (void)ref->read_all(); }, ErrorKind::io);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("changed while it was being read"), std::string::npos) << msg;
+  ref->read(1000, part);  // still inside the file: fine
+  EXPECT_EQ(part[0], static_cast<uint8_t>(1000 * 7));
+}
+
 }  // namespace
 }  // namespace moepack::st
