@@ -16,6 +16,12 @@ uint64_t checked_length(const std::string& layout, DType dtype, std::span<const 
   return shape[0];
 }
 
+void check_scalar(const std::string& layout, DType dtype, std::span<const uint64_t> shape) {
+  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
+    detail::refuse(layout, shape, "scalar must be BF16, F16 or F32, got " + std::string(dtype_name(dtype)));
+  if (!shape.empty()) detail::refuse(layout, shape, "expects one expert's scalar (shape [])");
+}
+
 float load_as_float(DType dtype, const uint8_t* p) {
   if (dtype == DType::F32) {
     float v;
@@ -58,6 +64,25 @@ void BiasToF32Layout::unpack(std::span<const uint8_t> packed, OwnedTensor& canon
   detail::expect_bytes(name(), "packed", packed.size(), n * 4);
   for (uint64_t i = 0; i < n; ++i)
     store_from_float(canonical.dtype, load_as_float(DType::F32, packed.data() + 4 * i), canonical.bytes.data() + i * out_size);
+}
+
+std::vector<uint64_t> ScalarToF32Layout::packed_shape(std::span<const uint64_t> canonical_shape) const {
+  check_scalar(name(), DType::F32, canonical_shape);
+  return {};
+}
+
+void ScalarToF32Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  check_scalar(name(), canonical.dtype, canonical.shape);
+  detail::expect_bytes(name(), "canonical", canonical.bytes.size(), static_cast<uint64_t>(dtype_bits(canonical.dtype) / 8));
+  detail::expect_bytes(name(), "packed", packed.size(), 4);
+  store_from_float(DType::F32, load_as_float(canonical.dtype, canonical.bytes.data()), packed.data());
+}
+
+void ScalarToF32Layout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
+  check_scalar(name(), canonical.dtype, canonical.shape);
+  detail::expect_bytes(name(), "canonical", canonical.bytes.size(), static_cast<uint64_t>(dtype_bits(canonical.dtype) / 8));
+  detail::expect_bytes(name(), "packed", packed.size(), 4);
+  store_from_float(canonical.dtype, load_as_float(DType::F32, packed.data()), canonical.bytes.data());
 }
 
 }  // namespace moepack::packers

@@ -15,6 +15,11 @@
 //     packed bytes     00 00 80 3F | 00 00 20 C0 | 00 00 00 00
 //
 // Canonical input: one expert's bias [N] (1-D) of BF16, F16 or F32, N as padded by the backend.
+//
+// vllm.scalar_f32 is the same cast for a per-expert scalar parameter (shape []), the static
+// input scales that a layer keeps as [E] fp32 (Quark w_mxfp4_a_fp8 on AITER_MXFP4_FP8: the
+// parameter is created fp32 and the checkpoint value copied into it, widened if narrower).
+//   BF16 scalar 0.5 = 00 3F  ->  00 00 00 3F
 #pragma once
 
 #include "packers/layout.h"
@@ -28,6 +33,15 @@ class BiasToF32Layout final : public Layout {
   std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   // Narrows with round-to-nearest-even (exact for values pack produced).
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+};
+
+class ScalarToF32Layout final : public Layout {
+ public:
+  std::string name() const override { return "vllm.scalar_f32"; }
+  DType packed_dtype(DType) const override { return DType::F32; }
+  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 };
 

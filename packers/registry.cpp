@@ -58,6 +58,7 @@ const std::vector<LayoutRow>& rows() {
       {"cpu.sgl_convert_scale_packed(e8m0)", &make<CpuSglScalePackedLayout>,
        "CPU AMX E8M0 scales: per 32-row block, [32, G] -> [G, 32]"},
       {"vllm.bias_f32", &make<BiasToF32Layout>, "MoE bias widened to fp32 (CPU, Triton, AITER MXFP4 paths)"},
+      {"vllm.scalar_f32", &make<ScalarToF32Layout>, "per-expert scalar widened to fp32 (static input scales kept as [E] fp32)"},
       {"vllm.unchanged", &make<UnchangedLayout>, "kept as loaded: DeepGEMM/CUTLASS W4A4 weights, XPU, EMULATION, b12x"},
       // ---- FlashInfer / Marlin / other layouts (append rows below) ----
       {"flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)",

@@ -252,7 +252,7 @@ std::vector<uint64_t> assembled_shape(const SourceTensorRule& r, std::vector<uin
       break;
     case Assemble::pair: gate_or_down = {2}; break;
     case Assemble::same:
-    case Assemble::max: break;
+    case Assemble::last_loaded: break;
   }
   return gate_or_down;
 }
@@ -514,19 +514,6 @@ OwnedTensor as_owned(Source s, bool transpose) {
   return t;
 }
 
-double scalar_value(const OwnedTensor& t, const std::string& file, const std::string& name) {
-  switch (t.dtype) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, t.bytes.data(), 4);
-      return f;
-    }
-    case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[0] | (t.bytes[1] << 8)));
-    case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[0] | (t.bytes[1] << 8)));
-    default: throw_bad_input(file, name, "per-tensor scale has a non-float dtype");
-  }
-}
-
 // `gate_file` holds `gate_name`; every refusal names both (CLI.md: messages name the file).
 OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTensor up, const std::string& gate_file, const std::string& gate_name) {
   if (gate.dtype != up.dtype) throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` have different dtypes");
@@ -575,13 +562,46 @@ OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTenso
       if (gate.bytes != up.bytes || gate.shape != up.shape)
         throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` differ, but vLLM keeps one value for both projections");
       return gate;
-    case Assemble::max: {
-      double g = scalar_value(gate, gate_file, gate_name), u = scalar_value(up, gate_file, gate_name);
-      if (std::isnan(g) || std::isnan(u)) throw_bad_input(gate_file, gate_name, "`" + r.suffix + "` of gate or up is NaN");
-      return u > g ? up : gate;
-    }
+    case Assemble::last_loaded: throw_internal("last_loaded params are chosen before assembly");
   }
   return gate;
+}
+
+// Python's natural sort key as vLLM's loader uses it for shard order: digit runs compare as
+// numbers ("shard-2" before "shard-10"), other runs as text.
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i])) != 0, db = std::isdigit(static_cast<unsigned char>(b[j])) != 0;
+    if (da && db) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string_view na = a.substr(i, ie - i), nb = b.substr(j, je - j);
+      while (na.size() > 1 && na.front() == '0') na.remove_prefix(1);
+      while (nb.size() > 1 && nb.front() == '0') nb.remove_prefix(1);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (da != db) return da;  // int < str in a Python key tuple is an error; digits first is the common case
+    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// Of two tensors loaded into the same slot, the one vLLM's loader meets last.
+const std::string& loaded_last(const st::ShardSet& shards, const std::string& gate_name, const std::string& up_name) {
+  auto g = shards.find(gate_name), u = shards.find(up_name);
+  if (!g || !u) throw_bad_input(shards.root(), g ? up_name : gate_name, "missing tensor");
+  const std::string gate_file = std::filesystem::path(g->file->path()).filename().string();
+  const std::string up_file = std::filesystem::path(u->file->path()).filename().string();
+  if (gate_file != up_file) return natural_less(gate_file, up_file) ? up_name : gate_name;
+  return gate_name < up_name ? up_name : gate_name;
 }
 
 }  // namespace
@@ -601,7 +621,11 @@ ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, u
     if (!want_w13 && !want_w2) continue;
     std::string gate_name = base + pn.gate + "." + r.suffix, up_name = base + pn.up + "." + r.suffix, down_name = base + pn.down + "." + r.suffix;
     if (!r.required && !shards.find(gate_name)) continue;  // validated all-or-nothing at open
-    if (want_w13) {
+    if (want_w13 && r.w13 == Assemble::last_loaded) {
+      OwnedTensor w13 = as_owned(load_source(shards, loaded_last(shards, gate_name, up_name)), r.transpose);
+      if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
+      out.tensors.emplace("w13_" + r.param, std::move(w13));
+    } else if (want_w13) {
       Source gate = load_source(shards, gate_name);
       const std::string gate_file = gate.file;
       OwnedTensor w13 = assemble_w13(r, as_owned(std::move(gate), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_file, gate_name);

@@ -89,7 +89,11 @@ enum class Assemble {
   cols,     // concatenate along dim 1 (GPTQ/AWQ "is_transposed" params)
   pair,     // two scalars -> [2] (per-tensor scales vLLM keeps per shard)
   same,     // one value for both: gate and up must be equal (g_idx, weight_shape, CT input scale)
-  max,      // one value for both: the larger (FP8 static input scales; vLLM reduces with max anyway)
+  // One slot for both, written by each projection as vLLM's loader meets it: the value loaded
+  // last survives (static FP8 input scales of Quark, ModelOpt FP8, DeepSeek FP8). The loader
+  // reads shards in natural-sort order of their file names and each shard's tensors in sorted
+  // name order, so that is the tensor that comes later in (file, name) order.
+  last_loaded,
 };
 
 // One on-disk tensor per projection per expert, and the vLLM parameter it becomes.

@@ -127,6 +127,9 @@ class CompressedTensorsRules final : public FamilyRules {
     auto float_scales = std::vector<DType>{DType::F32, DType::BF16, DType::F16};
     if (fam == "mxfp4") {
       r.tensors = fp4_weight_rules("weight_packed", DType::U8, 32);
+      // CompressedTensorsW4A4Mxfp4MoEMethod loads w13_weight_packed and renames it w13_weight
+      // after loading: the role every MXFP4 layout knows it by.
+      r.tensors[0].param = "weight";
     } else if (fam == "nvfp4") {
       r.tensors = fp4_weight_rules("weight_packed", DType::F8_E4M3, 16);
       r.tensors.push_back(scalar_rule("weight_global_scale", Assemble::pair));

@@ -47,7 +47,7 @@ class Fp8Rules final : public FamilyRules {
     } else {
       r.tensors.push_back(scalar_rule("weight_scale", Assemble::pair));
       // vLLM keeps one static input scale per expert (both shards write it) and reduces with max.
-      if (q.input_scales == "static") r.tensors.push_back(scalar_rule("input_scale", Assemble::max));
+      if (q.input_scales == "static") r.tensors.push_back(scalar_rule("input_scale", Assemble::last_loaded));
     }
     return r;
   }

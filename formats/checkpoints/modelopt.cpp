@@ -73,7 +73,7 @@ class ModelOptRules final : public FamilyRules {
       r.tensors.push_back(scalar_rule("weight_scale_2", Assemble::pair));
       r.tensors.push_back(scalar_rule("input_scale", Assemble::pair, !q.method.activation_key.empty()));
     } else if (fam == "fp8") {
-      r.tensors = {fp8_weight_rule("weight"), scalar_rule("weight_scale", Assemble::pair), scalar_rule("input_scale", Assemble::max)};
+      r.tensors = {fp8_weight_rule("weight"), scalar_rule("weight_scale", Assemble::pair), scalar_rule("input_scale", Assemble::last_loaded)};
     } else {  // mxfp8
       r.tensors = {fp8_weight_rule("weight")};
       SourceTensorRule s{"weight_scale", {DType::U8, DType::F8_E8M0}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, (i + 31) / 32}; }};

@@ -62,8 +62,8 @@ class QuarkRules final : public FamilyRules {
     s.canonical_dtype = DType::U8;
     r.tensors = {w, s};
     // One static FP8 input scale per expert in vLLM (w13_input_scale [E]); gate and up write the
-    // same slot, and the post-load step reduces with max, so max is what survives.
-    if (q.input_scales == "static") r.tensors.push_back(scalar_rule("input_scale", Assemble::max));
+    // same slot, so the one loaded last survives (see Assemble::last_loaded).
+    if (q.input_scales == "static") r.tensors.push_back(scalar_rule("input_scale", Assemble::last_loaded));
     SourceTensorRule b{"bias", {DType::F32, DType::BF16, DType::F16}, [](uint64_t o, uint64_t) { return std::vector<uint64_t>{o}; }, false};
     b.param = "bias";
     r.tensors.push_back(b);

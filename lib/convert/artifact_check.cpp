@@ -9,6 +9,8 @@
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
 #include "lib/convert/param_loader.h"
+#include "lib/convert/plan.h"
+#include "lib/convert/reductions.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
@@ -54,11 +56,8 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
         ++out.tensors_checked;
         auto bytes = f.data(*info);
         if (xxh3_128_hex(bytes) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
-        auto layout = packers::make_layout(t.layout);
         // Expert parallelism is recorded as ranks that each hold a share of the experts.
-        const bool expert_parallel = ranks > 1 && layer.num_experts % static_cast<uint64_t>(ranks) == 0 &&
-                                     t.shape.size() > 0 && t.shape[0] == layer.num_experts / static_cast<uint64_t>(ranks) &&
-                                     layer.intermediate_size == source_layer->intermediate_size;
+        const bool expert_parallel = ranks > 1 && m.target.value("ep", false);
         const uint64_t local = expert_parallel ? layer.num_experts / static_cast<uint64_t>(ranks) : layer.num_experts;
         RankGeometry g;
         g.hidden = source_layer->hidden_size;
@@ -68,6 +67,16 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
         g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(ranks);
         g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank.rank);
         g.gpt_oss_interleaved = ck.layers.size() > 0 && source_layer->quant.method.quant_method == "gpt_oss_mxfp4";
+        if (const LayerReduction* reduction = find_reduction(t.layout)) {
+          const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
+          std::vector<uint8_t> expected(static_cast<size_t>(byte_size(reduction->dtype(), reduction->shape())));
+          reduction->reduce(gather_expert_params(ck, *source_layer, role, g, first, local), expected);
+          ++out.expert_slabs_checked;
+          if (!std::equal(bytes.begin(), bytes.end(), expected.begin(), expected.end()))
+            out.problems.push_back(where + ": differs from " + reduction->name() + " of the source's experts");
+          continue;
+        }
+        auto layout = packers::make_layout(t.layout);
         if (local == 0 || bytes.size() % local != 0) {
           out.problems.push_back(where + ": " + std::to_string(bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
           continue;

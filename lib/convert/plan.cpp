@@ -101,12 +101,47 @@ std::vector<std::string> files_to_copy(const ckpt::Checkpoint& c) {
   return out;
 }
 
+// A role is packed expert by expert (layout) or reduced over the rank's experts (reduction).
 struct RoleSpec {
   std::string role;
   std::shared_ptr<const packers::Layout> layout;
+  const LayerReduction* reduction = nullptr;
 };
 
+// One output tensor computed from all of the rank's experts: planned as a single "slab".
+PackedTensorPlan reduction_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
+                                  const LayerReduction& reduction, const RankGeometry& g, uint64_t first_expert, uint64_t local_experts) {
+  PackedTensorPlan t;
+  t.role = role;
+  t.name = layer.prefix + "." + role;
+  t.dtype = reduction.dtype();
+  t.shape = reduction.shape();
+  t.layout = reduction.name();
+  t.num_experts = 1;
+  t.slab_bytes = byte_size(t.dtype, t.shape);
+  const ckpt::Checkpoint* ck = &checkpoint;
+  const ckpt::MoeLayer* lay = &layer;
+  const LayerReduction* r = &reduction;
+  t.produce = [ck, lay, r, role, g, first_expert, local_experts](uint64_t, std::span<uint8_t> out) {
+    r->reduce(gather_expert_params(*ck, *lay, role, g, first_expert, local_experts), out);
+  };
+  return t;
+}
+
 }  // namespace
+
+std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
+                                              const RankGeometry& g, uint64_t first_expert, uint64_t count) {
+  std::vector<OwnedTensor> out;
+  out.reserve(static_cast<size_t>(count));
+  for (uint64_t e = first_expert; e < first_expert + count; ++e) {
+    ckpt::ExpertParams params = ckpt::read_expert_params(checkpoint, layer, e, role);
+    auto it = params.tensors.find(role);
+    if (it == params.tensors.end()) throw_internal("expert " + std::to_string(e) + " of " + layer.prefix + " has no " + role);
+    out.push_back(load_expert_param(role, it->second, g));
+  }
+  return out;
+}
 
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request) {
@@ -137,11 +172,21 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     std::vector<RoleSpec> roles;
     for (const auto& [role, layout_id] : d.tensor_layouts) {
       if (!available.count(role)) continue;  // e.g. biases of a model without them
+      if (const LayerReduction* reduction = find_reduction(layout_id)) {
+        roles.push_back({role, nullptr, reduction});
+        continue;
+      }
       if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
         refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
                                  " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
-      roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id))});
+      roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr});
     }
+    // A loaded parameter the backend's layout table does not name would be dropped silently
+    // (its source tensors are not passed through either): refuse instead.
+    for (const auto& p : layer.params)
+      if (std::none_of(d.tensor_layouts.begin(), d.tensor_layouts.end(), [&](const auto& tl) { return tl.first == p.name; }))
+        refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": no layout is known for the loaded parameter " + p.name +
+                                 " on this backend; refusing rather than dropping it");
 
     LayerPlan lp;
     artifact::Layer& m = lp.manifest;
@@ -180,6 +225,10 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
       RankPlan rp;
       rp.rank = rank;
       for (const RoleSpec& rs : roles) {
+        if (rs.reduction) {
+          rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, local_experts));
+          continue;
+        }
         // The loaded parameter's per-expert shape, from the summary of one expert's canonical param.
         const ckpt::ParamSummary* summary = nullptr;
         for (const auto& p : layer.params)

@@ -15,6 +15,8 @@
 
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/executor.h"
+#include "lib/convert/param_loader.h"
+#include "lib/convert/reductions.h"
 #include "lib/oracle/oracle.h"
 
 namespace moepack::convert {
@@ -40,5 +42,10 @@ struct ConvertRequest {
 // The executor's plan. Throws Error(refused) for refusals (see above).
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request);
+
+// The canonical `role` param of experts [first_expert, first_expert + count), each loaded into its
+// padded per-rank parameter: the inputs of a LayerReduction (planning and verification share it).
+std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
+                                              const RankGeometry& g, uint64_t first_expert, uint64_t count);
 
 }  // namespace moepack::convert

@@ -173,6 +173,8 @@ bool gpt_oss_layout(const SelectionContext& c) {
 // ---- MXFP4 layout ids (packers/registry.cpp) and the conditions that pick them ----
 const char* const kUnchanged = "vllm.unchanged";
 const char* const kBiasF32 = "vllm.bias_f32";
+const char* const kScalarF32 = "vllm.scalar_f32";
+const char* const kMaxOverExperts = "vllm.max_over_experts(f32)";  // a per-layer reduction (lib/convert/reductions)
 const char* const kCutlassW4A4Scales = "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)";
 const char* const kDeepGemmScales = "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)";
 const char* const kHopperValue = "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)";
@@ -330,16 +332,15 @@ const std::vector<LayoutRow>& layout_rows() {
       {F::mxfp4, "AITER_MXFP4_BF16", "generic converter", always,
        {{"w13_weight", aiter_weight(1)}, {"w2_weight", aiter_weight(0)}, {"w13_weight_scale", aiter_scale(1)},
         {"w2_weight_scale", aiter_scale(0)}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
-      // W4A8: the triton_kernels swizzle on ROCm; the static input scales are reduced to their
-      // maximum over the experts, a whole-tensor step this build does not produce (refused).
+      // W4A8: the triton_kernels swizzle on ROCm. The kernel's activation scale is the maximum
+      // of the static input scales over the experts, held in its precision config; the layer
+      // itself keeps the per-expert fp32 [E] parameters, which is what is written.
       {F::mxfp4, "AITER_MXFP4_FP8", "gfx950 with TP <= 2", cdna4,
        {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kCdna4Scale}, {"w2_weight_scale", kCdna4Scale},
-        {"w13_input_scale", "max_over_experts(f32)"}, {"w2_input_scale", "max_over_experts(f32)"},
-        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+        {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "AITER_MXFP4_FP8", "other ROCm", always,
        {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kStrided}, {"w2_weight_scale", kStrided},
-        {"w13_input_scale", "max_over_experts(f32)"}, {"w2_input_scale", "max_over_experts(f32)"},
-        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+        {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "AITER_MXFP4_MXFP4", "", always,
        {{"w13_weight", kAiterShuffleWeights}, {"w2_weight", kAiterShuffleWeights},
         {"w13_weight_scale", kAiterE8m0Shuffle3d}, {"w2_weight_scale", kAiterE8m0Shuffle3d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
@@ -352,7 +353,11 @@ const std::vector<LayoutRow>& layout_rows() {
         {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "HUMMING", "", always,
        {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
-      {F::mxfp4, "*", "XPU, EMULATION, B12X: kept as loaded", always,
+      // EMULATION replaces static input scales by their maximum over the experts (0-dim fp32).
+      {F::mxfp4, "EMULATION", "kept as loaded; static input scales reduced to their maximum", always,
+       {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
+        {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}, {"w13_input_scale", kMaxOverExperts}, {"w2_input_scale", kMaxOverExperts}}},
+      {F::mxfp4, "*", "XPU, B12X: kept as loaded", always,
        {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
         {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}}},
 

@@ -206,7 +206,9 @@ TEST(Params, GptOssSlicesOneExpertAndKeepsInterleavedRows) {
   EXPECT_EQ(param(params, "w2_weight_scale").shape, (std::vector<uint64_t>{H, I / 32}));
 }
 
-TEST(Params, Fp8PerTensorScalesAndStaticInputScaleMax) {
+// gate (w1) and up (w3) input scales write the same slot of w13_input_scale; vLLM's loader meets
+// them in sorted name order within a shard, so up's value survives even when gate's is larger.
+TEST(Params, Fp8PerTensorScalesAndTheInputScaleLoadedLast) {
   constexpr uint64_t H = 32, I = 16;
   TempDir tmp;
   CheckpointBuilder b(tmp.path());
@@ -219,8 +221,8 @@ TEST(Params, Fp8PerTensorScalesAndStaticInputScaleMax) {
   tensor(b, p + ".0.w1.weight_scale").bytes = f32_bytes({0.125f});
   tensor(b, p + ".0.w3.weight_scale").bytes = f32_bytes({0.25f});
   tensor(b, p + ".0.w2.weight_scale").bytes = f32_bytes({0.5f});
-  tensor(b, p + ".0.w1.input_scale").bytes = f32_bytes({0.5f});
-  tensor(b, p + ".0.w3.input_scale").bytes = f32_bytes({0.75f});
+  tensor(b, p + ".0.w1.input_scale").bytes = f32_bytes({0.75f});
+  tensor(b, p + ".0.w3.input_scale").bytes = f32_bytes({0.5f});
   tensor(b, p + ".0.w2.input_scale").bytes = f32_bytes({1.5f});
   json config = moe_config("mixtral", H, I, 1);
   config["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "static"}};
@@ -230,9 +232,45 @@ TEST(Params, Fp8PerTensorScalesAndStaticInputScaleMax) {
   auto params = ckpt::read_expert_params(ck, ck.layers.at(0), 0);
   EXPECT_EQ(param(params, "w13_weight").bytes, concat(tensor(b, p + ".0.w1.weight").bytes, tensor(b, p + ".0.w3.weight").bytes));
   EXPECT_EQ(as_f32(param(params, "w13_weight_scale")), (std::vector<float>{0.125f, 0.25f}));
-  EXPECT_EQ(as_f32(param(params, "w13_input_scale")), (std::vector<float>{0.75f}));
+  EXPECT_EQ(as_f32(param(params, "w13_input_scale")), (std::vector<float>{0.5f}));
   EXPECT_TRUE(param(params, "w13_input_scale").shape.empty());
   EXPECT_EQ(as_f32(param(params, "w2_input_scale")), (std::vector<float>{1.5f}));
+}
+
+// Across shards the loader's file order decides: natural sort, so model-2 comes before model-10
+// (plain text order would put model-10 first). Gate lives in model-10 here, so gate survives.
+TEST(Params, QuarkInputScaleLoadedLastAcrossShardsInNaturalOrder) {
+  constexpr uint64_t H = 64, I = 64;
+  TempDir tmp;
+  CheckpointBuilder all(tmp.path());
+  const std::string p = "model.layers.0.mlp.experts";
+  add_per_expert_layer(all, p, 1, H, I,
+                       {{"weight", DType::U8, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, i / 2}; }},
+                        {"weight_scale", DType::U8, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, i / 32}; }},
+                        {"input_scale", DType::F32, scalar_shape}});
+  for (auto& t : all.tensors())
+    if (t.name.find("weight_scale") != std::string::npos) t.bytes.assign(byte_size(t.dtype, t.shape), 127);
+  tensor(all, p + ".0.gate_proj.input_scale").bytes = f32_bytes({0.25f});
+  tensor(all, p + ".0.up_proj.input_scale").bytes = f32_bytes({0.75f});
+  CheckpointBuilder first(tmp.path()), second(tmp.path());
+  json weight_map = json::object();
+  for (const auto& t : all.tensors()) {
+    const bool gate = t.name.find("gate_proj") != std::string::npos;
+    (gate ? second : first).add(t.name, t.dtype, t.shape, t.bytes);
+    weight_map[t.name] = gate ? "model-10.safetensors" : "model-2.safetensors";
+  }
+  first.write("model-2.safetensors");
+  second.write("model-10.safetensors");
+  all.side_file("model.safetensors.index.json", {{"weight_map", weight_map}});
+  json config = moe_config("qwen3_moe", H, I, 1);
+  // The quantization_config of the shipped w_mxfp4_a_fp8 sample (as Quark exports it).
+  config["quantization_config"] = json::parse(read_file(source_dir() + "/samples/quark-w-mxfp4-a-fp8/config.json"))["quantization_config"];
+  all.config(config);
+
+  auto ck = ckpt::open_checkpoint(tmp.path());
+  ASSERT_EQ(ck.layers.at(0).quant.input_scales, "static");
+  auto params = ckpt::read_expert_params(ck, ck.layers.at(0), 0);
+  EXPECT_EQ(as_f32(param(params, "w13_input_scale")), (std::vector<float>{0.25f}));
 }
 
 TEST(Params, DeepSeekV4RelabelsFp4BytesAsU8) {

@@ -33,6 +33,7 @@ oracle::Deployment deployment_for(const Case& c) {
     else if (k == "moe-backend") d.moe_backend = oracle::normalize_moe_backend(v);
     else if (k == "activation") d.moe_activation = v;
     else if (k == "env") d.env.set(v.substr(0, v.find(':')), v.substr(v.find(':') + 1));
+    else if (k == "model-activation") continue;  // applied to the checkpoint's facts (convert_and_check)
     else throw std::runtime_error("unknown test flag " + k);
   }
   return d;
@@ -44,6 +45,10 @@ void convert_and_check(const Case& c) {
   SCOPED_TRACE(c.sample + " on " + c.target);
   oracle::Deployment dep = deployment_for(c);
   ckpt::Checkpoint ck = ckpt::open_checkpoint(sample(c.sample));
+  // The samples are small Qwen3/gpt-oss models; a backend that needs another model activation
+  // (AITER W4A8 takes swigluoai only) is reached by overriding the reader's fact.
+  for (const auto& f : c.flags)
+    if (f.rfind("model-activation=", 0) == 0) ck.facts.activation = f.substr(f.find('=') + 1);
   auto decisions = decide_layers(ck, dep);
   ASSERT_FALSE(decisions.empty());
   ConvertRequest req;
@@ -62,6 +67,15 @@ void convert_and_check(const Case& c) {
   test::TempDir out;
   artifact::Manifest m = execute_plan(plan, out.path(), ExecutorOptions{});
   ASSERT_EQ(m.layers.size(), ck.layers.size());
+  // Nothing the loader holds is dropped: every canonical param of every layer is written on
+  // every rank (the source's expert tensors themselves are not passed through).
+  for (const auto& layer : m.layers) {
+    const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
+    ASSERT_NE(source_layer, nullptr);
+    for (const auto& rank : layer.ranks)
+      for (const auto& p : source_layer->params)
+        EXPECT_TRUE(rank.tensors.count(p.name)) << layer.prefix << " rank " << rank.rank << " lacks " << p.name;
+  }
   ArtifactCheck check = check_artifact(out.path(), sample(c.sample));
   for (const auto& p : check.problems) ADD_FAILURE() << p;
   EXPECT_GT(check.expert_slabs_checked, 0u);
@@ -98,6 +112,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},
         Case{"quark-w-mxfp4-a-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_MXFP4"},
         Case{"quark-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},  // OAI Triton takes swigluoai only, this is silu
+        Case{"quark-w-mxfp4-a-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "model-activation=swigluoai"}, "AITER_MXFP4_FP8"},
+        Case{"quark-w-mxfp4-a-fp8", "gfx1250", {"env=VLLM_ROCM_USE_AITER:1", "model-activation=swigluoai"}, "AITER_MXFP4_FP8"},
         // compressed-tensors MXFP4 (its own path: Marlin, CUTLASS W4A4 on SM100)
         Case{"ct-mxfp4", "sm90", {}, "MARLIN"},
         Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
