@@ -3,6 +3,7 @@
 // and printing only.
 #include <chrono>
 #include <cstdio>
+#include <iomanip>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -144,7 +145,7 @@ void run_convert(const ConvertOptions& o) {
     std::cout << j.dump(2) << std::endl;
   } else if (!global_flags().quiet) {
     std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
-              << " files, " << human_bytes(bytes) << " in " << seconds << " s\n";
+              << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s\n";
   }
 }
 

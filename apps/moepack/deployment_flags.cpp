@@ -13,6 +13,7 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& o, bool with_tp_rank
   if (with_tp_rank) app.add_option("--tp-rank", o.tp_rank, "Only this tensor-parallel rank (default: all ranks)");
   app.add_option("--dp", o.dp, "Data-parallel size")->capture_default_str();
   app.add_flag("--ep", o.ep, "Enable expert parallelism (--enable-expert-parallel)");
+  app.add_flag("--enable-eplb", o.eplb, "Expert-parallel load balancing (vLLM --enable-eplb; needs --ep and TP or DP > 1)");
   app.add_option("--all2all", o.all2all,
                  "All2all backend: allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, nixl_ep, "
                  "flashinfer_nvlink_one_sided, flashinfer_nvlink_two_sided, ...")
@@ -36,6 +37,7 @@ oracle::Deployment build_deployment(const DeploymentOptions& o) {
   d.parallel.tp = o.tp;
   d.parallel.dp = o.dp;
   d.parallel.enable_expert_parallel = o.ep;
+  d.parallel.enable_eplb = o.eplb;
   d.parallel.all2all_backend = o.all2all;
   d.moe_backend = oracle::normalize_moe_backend(o.moe_backend);
   if (!o.activation.empty()) {
@@ -74,6 +76,7 @@ nlohmann::ordered_json deployment_json(const oracle::Deployment& d) {
       {"tp_size", d.parallel.tp},
       {"dp_size", d.parallel.dp},
       {"ep", d.parallel.enable_expert_parallel},
+      {"enable_eplb", d.parallel.enable_eplb},
       {"all2all", d.parallel.all2all_backend},
       {"moe_tp_size", moe_parallel.tp_size},
       {"moe_ep_size", moe_parallel.ep_size},

@@ -19,6 +19,7 @@ struct DeploymentOptions {
   int tp_rank = -1;  // convert only: -1 = every rank
   int dp = 1;
   bool ep = false;
+  bool eplb = false;  // --enable-eplb
   std::string all2all = "allgather_reducescatter";
   std::string moe_backend = "auto";
   std::string activation;    // --activation (quantization_config.moe.activation), "" = none
@@ -30,7 +31,7 @@ struct DeploymentOptions {
   std::vector<std::string> without_packages;
 };
 
-// Declares --target (required), --tp, --dp, --ep, --all2all, --moe-backend, --activation,
+// Declares --target (required), --tp, --dp, --ep, --enable-eplb, --all2all, --moe-backend, --activation,
 // --lora, --quantization, --dtype, --env, --with, --without; and --tp-rank when asked.
 void add_deployment_flags(CLI::App& app, DeploymentOptions& options, bool with_tp_rank);
 

@@ -161,6 +161,9 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     const orc::Decision& d = ld.decision;
     if (!layer.quant.unsupported.empty()) refuse(layer.prefix, "vLLM refuses to load this layer: " + layer.quant.unsupported);
     if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
+    if (d.method_class.ends_with("OnlineMoEMethod"))
+      refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
+                           "that are already quantized and does not quantize (drop --quantization to prepack the 16-bit experts)");
     if (!family_convertible(d.family))
       refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
                                "): moepack cannot produce this family's layouts yet, and writes no approximation");

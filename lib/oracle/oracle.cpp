@@ -51,6 +51,7 @@ const std::vector<MethodRequirements>& method_requirements() {
       {"moe_wna16", 70, {"torch.bfloat16", "torch.float16"}},
       {"inc", 60, {"torch.float16", "torch.bfloat16"}},
       {"experts_int8", 80, {"torch.bfloat16", "torch.float16"}},
+      {"online", 75, {"torch.bfloat16", "torch.float16"}},  // OnlineQuantizationConfig
   };
   return rows;
 }
@@ -81,10 +82,67 @@ std::string torch_dtype_list(const std::vector<const char*>& dtypes) {
 // The checkpoint's method after `--quantization`: vLLM accepts the method itself, the
 // aliases that resolve to the same config, and moe_wna16 for compatible GPTQ/AWQ checkpoints;
 // anything else is a mismatch.
+// `--quantization NAME` on a checkpoint without a quantization_config quantizes the 16-bit
+// experts while loading (config/quantization.py _ONLINE_SHORTHANDS -> OnlineQuantizationConfig;
+// plain `fp8` -> Fp8Config, not serialized -> Fp8PerTensorOnlineMoEMethod). Each name gives the
+// MoE method and the keys that method passes to its selector.
+struct OnlineMethod {
+  const char* name;
+  Family family;
+  const char* quant_method;  // the QuantizationConfig get_name()
+  const char* method_class;
+  const char* weight_key;
+  const char* activation_key;
+};
+const std::vector<OnlineMethod>& online_methods() {
+  static const std::vector<OnlineMethod> rows = {
+      {"fp8", Family::fp8, "fp8", "Fp8PerTensorOnlineMoEMethod", "kFp8StaticTensorSym", "kFp8DynamicTensorSym"},
+      {"fp8_per_tensor", Family::fp8, "online", "Fp8PerTensorOnlineMoEMethod", "kFp8StaticTensorSym", "kFp8DynamicTensorSym"},
+      {"fp8_per_block", Family::fp8, "online", "Fp8PerBlockOnlineMoEMethod", "kFp8Static128BlockSym", "kFp8Dynamic128Sym"},
+      {"fp8_per_channel", Family::fp8, "online", "Fp8PtpcOnlineMoEMethod", "kFp8StaticChannelSym", "kFp8DynamicTokenSym"},
+      {"mxfp8", Family::mxfp8, "online", "Mxfp8OnlineMoEMethod", "kMxfp8Static", "kMxfp8Dynamic"},
+      {"mxfp4", Family::mxfp4, "online", "Mxfp4OnlineMoEMethod", "kMxfp4Static", "kMxfp4Dynamic"},
+      {"int8_per_channel_weight_only", Family::int8, "online", "Int8OnlineMoEMethod", "kInt8StaticChannelSym", "kInt8DynamicTokenSym"},
+      {"nvfp4_per_token", Family::nvfp4, "online", "Nvfp4OnlineMoEMethod", "kNvfp4Static", "kNvfp4Dynamic"},
+      // ExpertsInt8Config has no config file to find, so vLLM builds its default: online int8.
+      {"experts_int8", Family::int8, "experts_int8", "Int8OnlineMoEMethod", "kInt8StaticChannelSym", "kInt8DynamicTokenSym"},
+  };
+  return rows;
+}
+
+// QUANTIZATION_METHODS at the reference (quantization/__init__.py), in order.
+const std::vector<std::string>& quantization_method_names() {
+  static const std::vector<std::string> v = {
+      "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "auto_gptq",
+      "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+      "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel",
+      "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8"};
+  return v;
+}
+
 MoeLayerQuery apply_quantization_override(const MoeLayerQuery& query, const Deployment& dep) {
   MoeLayerQuery q = query;
   if (!dep.quantization || *dep.quantization == q.quant_method) return q;
   const std::string& user = *dep.quantization;
+  if (q.quant_method.empty() && q.family == Family::unquantized) {
+    for (const OnlineMethod& m : online_methods()) {
+      if (user != m.name) continue;
+      q.family = m.family;
+      q.quant_method = m.quant_method;
+      q.method_class = m.method_class;
+      q.weight_key = m.weight_key;
+      q.activation_key = m.activation_key;
+      q.weight_key_value.reset();
+      q.online_name = user;
+      if (q.method_class == "Fp8PtpcOnlineMoEMethod") q.allow_vllm_cutlass = true;
+      return q;
+    }
+    // No quantization_config to check against: vLLM validates the name, then looks for the
+    // method's own config file (ModelConfig._verify_quantization, weight_utils.get_quant_config).
+    if (!contains(quantization_method_names(), user))
+      throw OracleRaise("ValueError", "Unknown quantization method: " + user + ". Must be one of " + py_list(quantization_method_names()) + ".");
+    throw OracleRaise("ValueError", "Cannot find the config file for " + user);
+  }
   auto same_config = [](const std::string& a, const std::string& b) {
     static const std::vector<std::vector<std::string>> groups = {
         {"gptq", "auto_gptq", "gptq_marlin"}, {"awq", "auto_awq", "awq_marlin"}, {"mxfp4", "gpt_oss_mxfp4"}};
@@ -117,17 +175,20 @@ MoeLayerQuery apply_quantization_override(const MoeLayerQuery& query, const Depl
 void check_method_gates(const MoeLayerQuery& q, const Deployment& dep) {
   if (q.quant_method.empty()) return;
   const Device& d = dep.device;
-  if ((d.is_rocm() && !contains(rocm_methods(), q.quant_method)) || (d.is_xpu() && !contains(xpu_methods(), q.quant_method)))
-    throw OracleRaise("ValueError", q.quant_method + " quantization is currently not supported in " + d.device_name() + ".");
+  // Online quantization is checked under the name the user gave, against OnlineQuantizationConfig
+  // (or Fp8Config for plain `fp8`).
+  const std::string& name = q.online_name.empty() ? q.quant_method : q.online_name;
+  if ((d.is_rocm() && !contains(rocm_methods(), name)) || (d.is_xpu() && !contains(xpu_methods(), name)))
+    throw OracleRaise("ValueError", name + " quantization is currently not supported in " + d.device_name() + ".");
   for (const auto& m : method_requirements()) {
     if (q.quant_method != m.name) continue;
     if (auto cap = d.capability(); cap && cap->to_int() < m.min_capability)
-      throw OracleRaise("ValueError", "The quantization method " + q.quant_method + " is not supported for the current GPU. Minimum capability: " +
+      throw OracleRaise("ValueError", "The quantization method " + name + " is not supported for the current GPU. Minimum capability: " +
                                           std::to_string(m.min_capability) + ". Current capability: " + std::to_string(cap->to_int()) + ".");
     const std::string dtype = float_type_torch_name(dep.model_dtype);
     const bool dtype_ok = std::any_of(m.act_dtypes.begin(), m.act_dtypes.end(), [&](const char* t) { return dtype == t; });
     if (!dtype_ok)
-      throw OracleRaise("ValueError", dtype + " is not supported for quantization method " + q.quant_method + ". Supported dtypes: " +
+      throw OracleRaise("ValueError", dtype + " is not supported for quantization method " + name + ". Supported dtypes: " +
                                           torch_dtype_list(m.act_dtypes));
   }
 }
@@ -307,6 +368,15 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
       throw OracleRaise("ValueError", "1 validation error for KernelConfig\nmoe_backend\n  Input should be " + allowed +
                                           " [type=literal_error, input_value='" + dep.moe_backend + "', input_type=str]");
     }
+    // ParallelConfig's EPLB checks (config/parallel.py), before any layer is built.
+    if (dep.parallel.enable_eplb) {
+      if (!dep.device.is_cuda_alike())
+        throw OracleRaise("ValueError", "Expert parallelism load balancing is only supported on CUDA devices or ROCm devices now.");
+      if (!dep.parallel.enable_expert_parallel) throw OracleRaise("ValueError", "enable_expert_parallel must be True to use EPLB.");
+      if (dep.parallel.tp * dep.parallel.dp <= 1)
+        throw OracleRaise("ValueError", "EPLB requires tensor, prefill-context, or data parallelism, but got TP=" + std::to_string(dep.parallel.tp) +
+                                            ", PCP=1, DP=" + std::to_string(dep.parallel.dp) + ".");
+    }
     if (dep.moe_activation && !quant_key_by_user_name(*dep.moe_activation))
       throw OracleRaise("ValueError", "unknown quantization name '" + *dep.moe_activation + "'; expected one of " + py_list(user_quant_key_names()));
 
@@ -326,6 +396,11 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
     d.family = q.family;
     d.quant_method = q.quant_method;
     d.method_class = q.method_class;
+    if (q.method_class == "Nvfp4OnlineMoEMethod" && !dep.device.is_device_capability_family(100))
+      throw OracleRaise("ValueError", "nvfp4_per_token online quantization requires a Blackwell (SM100) GPU.");
+    if (!q.online_name.empty())
+      notes.push_back("online quantization (--quantization " + q.online_name + "): vLLM quantizes the 16-bit experts while loading, with " +
+                      q.method_class);
 
     const MoEActivation activation = *parse_activation(q.activation);
     if (parallel.tp_size > 0 && q.moe_intermediate_size % parallel.tp_size != 0)
@@ -363,8 +438,23 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
     d.weight_key = s.weight_key ? std::optional<std::string>(quant_key_display(s.weight_key)) : std::nullopt;
     d.activation_key = s.activation_key ? std::optional<std::string>(quant_key_display(s.activation_key)) : std::nullopt;
 
+    // Fp8PtpcOnlineMoEMethod refuses the backends whose quant config drops per-channel scales.
+    if (q.method_class == "Fp8PtpcOnlineMoEMethod" &&
+        (s.backend == "MARLIN" || s.backend == "CPU" || s.backend == "FLASHINFER_CUTLASS" || s.backend == "FLASHINFER_TRTLLM"))
+      throw OracleRaise("ValueError", "FP8 PTPC online MoE quant is not supported with the " + s.backend +
+                                          " backend, which does not implement per-output-channel weight scales.");
+
     // Allocation round-up, then the padding the weight conversion adds (sizes_layouts.h).
     std::tie(d.padded_hidden_size, d.padded_intermediate_size) = padded_sizes(q.family, s, ctx);
+    // The online MX methods quantize in 32-wide blocks (create_weights, after the round-up).
+    if (q.method_class == "Mxfp4OnlineMoEMethod" || q.method_class == "Mxfp8OnlineMoEMethod") {
+      const bool fp4 = q.method_class == "Mxfp4OnlineMoEMethod";
+      const int hidden = fp4 ? d.padded_hidden_size : d.hidden_size;
+      const int inter = fp4 ? d.padded_intermediate_size : d.intermediate_size;
+      if (hidden % 32 != 0 || inter % 32 != 0)
+        throw OracleRaise("ValueError", std::string("Online ") + (fp4 ? "MXFP4" : "MXFP8") +
+                                            " MoE requires hidden/intermediate sizes divisible by 32.");
+    }
     d.tensor_layouts = tensor_layouts(q.family, s, ctx);
   } catch (const OracleRaise& e) {
     d.error = DecisionError{e.type(), e.message()};

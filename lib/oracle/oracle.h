@@ -74,6 +74,8 @@ struct MoeLayerQuery {
   // ---- FP8 ----
   // Only compressed-tensors W8A8 passes allow_vllm_cutlass=True. Unset: derived from the method.
   std::optional<bool> allow_vllm_cutlass;
+  // Set when `--quantization` asked for online quantization of a 16-bit checkpoint: the name given.
+  std::string online_name;
 
   // ---- Model ----
   std::string model_type;         // config.json model_type ("gpt_oss", "deepseek_v4", ...)

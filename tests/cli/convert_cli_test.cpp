@@ -78,6 +78,16 @@ TEST(ConvertCli, RefusalsWriteNothing) {
   EXPECT_NE(r.err.find("cannot produce"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".tmp"));
+  // Online quantization (vLLM quantizes the 16-bit experts while loading): plan answers it,
+  // convert does not quantize and says so. Even on MXFP4, whose layouts exist.
+  r = run_moepack({"plan", source_dir() + "/samples/qwen3-moe-bf16", "--target", "gfx942", "--quantization", "mxfp4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Mxfp4OnlineMoEMethod"), std::string::npos) << r.out;
+  r = run_moepack({"convert", source_dir() + "/samples/qwen3-moe-bf16", "--target", "gfx942", "--quantization", "mxfp4", "-o", out});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("Mxfp4OnlineMoEMethod quantizes the 16-bit experts"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
 TEST(ConvertCli, DryRunWritesNothingAndDescribesEveryTensor) {

@@ -136,6 +136,60 @@ std::vector<Case> unquantized_cases() {
   };
 }
 
+// `--quantization NAME` on a 16-bit checkpoint: online quantization while loading
+// (config/quantization.py _ONLINE_SHORTHANDS, quantization/online/*.py, Fp8Config unserialized,
+// ExpertsInt8Config), each shorthand's MoE method passing its own keys to its family's selector.
+Tweak quantization(const std::string& name) {
+  return [name](Deployment& d) { d.quantization = name; };
+}
+
+std::vector<Case> online_cases() {
+  return {
+      {"online_fp8_plain_is_fp8config_per_tensor", unquantized(), target("sm90", quantization("fp8")), "TRITON", "TritonExperts", "", ""},
+      {"online_fp8_per_block_sm100_trtllm", unquantized(), target("sm100", quantization("fp8_per_block")), "FLASHINFER_TRTLLM",
+       "TrtLlmFp8ExpertsMonolithic", "", ""},
+      {"online_fp8_per_channel_allows_vllm_cutlass", unquantized(), target("sm90", quantization("fp8_per_channel")), "VLLM_CUTLASS",
+       "TritonOrCutlassExperts", "", ""},
+      {"online_fp8_per_channel_marlin_refused_per_channel_scales", unquantized(), target("sm90", all({quantization("fp8_per_channel"), backend("marlin")})),
+       "", "", "ValueError",
+       "FP8 PTPC online MoE quant is not supported with the MARLIN backend, which does not implement per-output-channel weight scales."},
+      {"online_mxfp8_sm100_trtllm", unquantized(), target("sm100", quantization("mxfp8")), "FLASHINFER_TRTLLM", "TrtLlmFp8ExpertsMonolithic", "", ""},
+      {"online_mxfp4_rocm_emulation", unquantized(), target("gfx942", quantization("mxfp4")), "EMULATION", "OCP_MXQuantizationEmulationTritonExperts", "", ""},
+      {"online_nvfp4_per_token_sm100_trtllm", unquantized(), target("sm100", quantization("nvfp4_per_token")), "FLASHINFER_TRTLLM",
+       "TrtLlmNvFp4ExpertsMonolithic", "", ""},
+      {"online_nvfp4_per_token_needs_blackwell", unquantized(), target("sm90", quantization("nvfp4_per_token")), "", "", "ValueError",
+       "nvfp4_per_token online quantization requires a Blackwell (SM100) GPU."},
+      {"online_int8_weight_only_sm90_triton", unquantized(), target("sm90", quantization("int8_per_channel_weight_only")), "TRITON", "TritonExperts", "", ""},
+      {"online_int8_weight_only_not_a_rocm_method", unquantized(), target("gfx942", quantization("int8_per_channel_weight_only")), "", "", "ValueError",
+       "int8_per_channel_weight_only quantization is currently not supported in rocm."},
+      {"online_experts_int8_needs_ampere", unquantized(), target("sm75", quantization("experts_int8")), "", "", "ValueError",
+       "The quantization method experts_int8 is not supported for the current GPU. Minimum capability: 80. Current capability: 75."},
+      {"online_shorthand_checked_against_online_config_capability", unquantized(), target("sm70", quantization("fp8_per_tensor")), "", "", "ValueError",
+       "The quantization method fp8_per_tensor is not supported for the current GPU. Minimum capability: 75. Current capability: 70."},
+      {"online_unknown_name", unquantized(), target("sm90", quantization("fp9")), "", "", "ValueError",
+       "Unknown quantization method: fp9. Must be one of ['awq', 'auto_awq', 'fp8', "},
+      {"online_checkpoint_method_without_its_config_file", unquantized(), target("sm90", quantization("gptq")), "", "", "ValueError",
+       "Cannot find the config file for gptq"},
+  };
+}
+
+class OnlineDecisions : public ::testing::TestWithParam<Case> {};
+TEST_P(OnlineDecisions, MatchesVllm) { check_case(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Table, OnlineDecisions, ::testing::ValuesIn(online_cases()), case_name);
+
+TEST(OnlineDecisions, TheMethodAndKeysAreTheShorthands) {
+  const Decision d = decide(unquantized(), target("sm90", quantization("fp8_per_channel")));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.family, Family::fp8);
+  EXPECT_EQ(d.quant_method, "online");
+  EXPECT_EQ(d.method_class, "Fp8PtpcOnlineMoEMethod");
+  EXPECT_EQ(d.weight_key.value_or(""), "kFp8StaticChannelSym");
+  // A quantized checkpoint never turns online: the name must match its own method.
+  const Decision mismatch = decide(ct_int8(), target("sm90", quantization("fp8_per_channel")));
+  ASSERT_TRUE(mismatch.error.has_value());
+  EXPECT_NE(mismatch.error->message.find("does not match"), std::string::npos);
+}
+
 class Wna16Decisions : public ::testing::TestWithParam<Case> {};
 TEST_P(Wna16Decisions, MatchesVllm) { check_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Table, Wna16Decisions, ::testing::ValuesIn(wna16_cases()), case_name);
