@@ -223,11 +223,10 @@ std::string aiter_weight(int gate_up) {
 std::string aiter_scale(int gate_up) { return "aiter.shuffle_scale(is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)"; }
 bool situ_activation(const SelectionContext& c, const Selection&) { return !gpt_oss_layout(c) && c.query.activation == "situ"; }
 // The SiTU kernel's w13 layout: gate/up interleaved only with the A8W4 SiTU-v2 kernel enabled.
-Roles aiter_situ_roles(const SelectionContext& c) {
-  const int gate_up = c.deployment.env.is_set("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4") &&
-                              c.deployment.env.true_flag("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", false)
-                          ? 1
-                          : 0;
+bool situ_v2_enabled(const SelectionContext& c) {
+  return c.deployment.env.is_set("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4") && c.deployment.env.true_flag("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", false);
+}
+Roles aiter_situ_roles(int gate_up) {
   return {{"w13_weight", aiter_weight(gate_up)}, {"w2_weight", aiter_weight(0)},
           {"w13_weight_scale", std::string(kViewE8m0) + " | " + aiter_scale(gate_up)},
           {"w2_weight_scale", std::string(kViewE8m0) + " | " + kAiterE8m0Shuffle2d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}};
@@ -325,10 +324,9 @@ const std::vector<LayoutRow>& layout_rows() {
        {{"w13_weight", std::string(kAiterDeinterleave) + " | " + aiter_weight(1)}, {"w2_weight", aiter_weight(0)},
         {"w13_weight_scale", std::string(kAiterDeinterleave) + " | " + aiter_scale(1)}, {"w2_weight_scale", aiter_scale(0)},
         {"w13_bias", std::string(kBiasF32) + " | " + kAiterDeinterleave}, {"w2_bias", kBiasF32}}},
-      {F::mxfp4, "AITER_MXFP4_BF16", "generic converter, SiTU activation", situ_activation,
-       [] {
-         return Roles{};  // filled per deployment below (the gate_up flag depends on the environment)
-       }()},
+      {F::mxfp4, "AITER_MXFP4_BF16", "generic converter, SiTU activation, VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4 on",
+       [](const SelectionContext& c, const Selection& s) { return situ_activation(c, s) && situ_v2_enabled(c); }, aiter_situ_roles(1)},
+      {F::mxfp4, "AITER_MXFP4_BF16", "generic converter, SiTU activation", situ_activation, aiter_situ_roles(0)},
       {F::mxfp4, "AITER_MXFP4_BF16", "generic converter", always,
        {{"w13_weight", aiter_weight(1)}, {"w2_weight", aiter_weight(0)}, {"w13_weight_scale", aiter_scale(1)},
         {"w2_weight_scale", aiter_scale(0)}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
@@ -508,8 +506,7 @@ std::vector<std::pair<std::string, std::string>> tensor_layouts(Family family, c
   for (const auto& row : layout_rows()) {
     if (row.family != family || !backend_matches(row.backend, s.backend) || !row.condition(ctx, s)) continue;
     std::vector<std::pair<std::string, std::string>> out;
-    const bool situ_row = row.roles.empty() && row.backend == "AITER_MXFP4_BF16";
-    for (const auto& role : situ_row ? aiter_situ_roles(ctx) : row.roles)
+    for (const auto& role : row.roles)
       if (role_present(role.first, ctx, s)) out.push_back(role);
     return out;
   }
@@ -519,7 +516,7 @@ std::vector<std::pair<std::string, std::string>> tensor_layouts(Family family, c
 std::vector<LayoutListing> layout_catalog() {
   std::vector<LayoutListing> out;
   for (const auto& row : layout_rows()) {
-    if (row.roles.empty()) continue;
+    if (row.roles.empty()) continue;  // rows that keep nothing (none today)
     out.push_back({family_name(row.family), row.backend, row.condition_text, row.roles});
   }
   return out;

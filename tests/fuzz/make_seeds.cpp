@@ -18,7 +18,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <zstd.h>
 
+#include "formats/artifact/golden.h"
 #include "packers/registry.h"
 #include "safetensors/malformed_corpus.h"
 
@@ -196,6 +198,29 @@ void manifest_seeds(SeedWriter& w, const fs::path& scratch) {
 
 }  // namespace
 
+// Golden files: a real one as the file's bytes (first byte odd), and its content for the
+// target to wrap in a fresh frame (first byte even), plus a content with an output of each dtype.
+void golden_seeds(SeedWriter& w) {
+  using namespace moepack::artifact;
+  Golden g;
+  g.moepack_version = "0.1.0";
+  g.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
+  g.artifact = "00112233445566778899aabbccddeeff";
+  g.seed = 1234;
+  g.tokens = 4;
+  g.tensor_hashes = {{"model.layers.0.mlp.experts.w13_weight", "ffeeddccbbaa99887766554433221100"}};
+  g.outputs = {{"model.layers.0.mlp.experts.output", moepack::DType::F32, {4, 2}, std::vector<uint8_t>(32, 0x3F)},
+               {"input", moepack::DType::BF16, {4, 2}, std::vector<uint8_t>(16, 0x40)}};
+  const std::vector<uint8_t> file = encode_golden(g);
+  std::vector<uint8_t> raw = {1};
+  raw.insert(raw.end(), file.begin(), file.end());
+  w.add("golden", "sample_file", raw);
+  std::vector<uint8_t> content(static_cast<size_t>(ZSTD_getFrameContentSize(file.data(), file.size())));
+  ZSTD_decompress(content.data(), content.size(), file.data(), file.size());
+  content.insert(content.begin(), uint8_t{0});
+  w.add("golden", "sample_content", content);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: " << argv[0] << " OUT_DIR\n";
@@ -232,6 +257,7 @@ int main(int argc, char** argv) {
   ckpt_detect_seeds(w);
   packer_seeds(w, moepack::packers::layout_table().size());
   manifest_seeds(w, fs::path(argv[1]) / ".scratch");
+  golden_seeds(w);
   fs::remove_all(fs::path(argv[1]) / ".scratch");
   std::cout << "wrote " << w.count() << " seeds under " << argv[1] << "\n";
   return 0;

@@ -1,5 +1,6 @@
 // Padded sizes at real model shapes, the layout table, and the oracle's vocabulary (quant keys,
 // activations, routing derivation, devices, deployment parsing).
+#include <map>
 #include <set>
 
 #include "lib/core/error.h"
@@ -123,6 +124,32 @@ TEST(Layouts, EveryDecisionNamesTheLayoutOfEachTensorRole) {
     EXPECT_EQ(role.find("input_scale"), std::string::npos) << "W4A16 has no activation scales";
   }
   EXPECT_FALSE(layout_catalog().empty());
+}
+
+// AITER A16W4 with a SiTU model (Kimi-K3-like, generic converter): w13 is shuffled with the
+// gate/up flag only when the SiTU-v2 A8W4 kernel is enabled; both variants are catalogued.
+TEST(Layouts, AiterSituW13FollowsTheSituV2Flag) {
+  MoeLayerQuery q = qwen3(Family::mxfp4, "mxfp4");
+  q.model_type = "kimi_k3";
+  q.weight_key = "kMxfp4Static";
+  q.activation = "situ";
+  auto layouts = [&](const Tweak& t) {
+    const Decision d = decide(q, target("gfx950", t));
+    EXPECT_TRUE(d.ok()) << (d.error ? d.error->message : "");
+    EXPECT_EQ(d.backend.value_or(""), "AITER_MXFP4_BF16");
+    std::map<std::string, std::string> m(d.tensor_layouts.begin(), d.tensor_layouts.end());
+    return m;
+  };
+  const auto plain = layouts(env("VLLM_ROCM_USE_AITER", "1"));
+  const auto v2 = layouts(all({env("VLLM_ROCM_USE_AITER", "1"), env("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", "1")}));
+  ASSERT_TRUE(plain.count("w13_weight") && v2.count("w13_weight"));
+  EXPECT_EQ(plain.at("w13_weight"), plain.at("w2_weight")) << "without SiTU-v2 both projections get the same shuffle";
+  EXPECT_NE(v2.at("w13_weight"), v2.at("w2_weight")) << "SiTU-v2 interleaves gate/up in w13";
+  EXPECT_EQ(v2.at("w2_weight"), plain.at("w2_weight"));
+  int situ_rows = 0;
+  for (const auto& row : layout_catalog())
+    if (row.condition.find("SiTU") != std::string::npos) ++situ_rows;
+  EXPECT_EQ(situ_rows, 2);
 }
 
 TEST(QuantKeys, StructuralEqualityAndNames) {
