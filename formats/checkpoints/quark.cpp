@@ -88,8 +88,18 @@ class QuarkRules final : public FamilyRules {
     return s;
   }
 
+  // QuarkConfig._is_fp8_w4a8: a two-entry weight list (fp8 per-tensor, then int4 per-channel).
+  static bool is_fp8_w4a8_list(const nlohmann::json& w) {
+    if (!w.is_array() || w.size() != 2 || !w[0].is_object() || !w[1].is_object()) return false;
+    auto str = [](const nlohmann::json& o, const char* k) { return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string(); };
+    return str(w[0], "dtype") == "fp8_e4m3" && str(w[1], "dtype") == "int4";
+  }
+
   LayerQuant from_config(const nlohmann::json& cfg, const std::string& prefix) const {
     const auto* w = find_key(cfg, "weight");
+    if (w && is_fp8_w4a8_list(*w))
+      throw_bad_input(source_, "", "quark: `" + prefix + "` is FP8/INT4 W4A8 (vLLM QuarkW4A8Fp8MoEMethod, ROCm AITER fused MoE only): "
+                                   "this build does not read that scheme");
     if (!w || !w->is_object()) throw_bad_input(source_, "", "quark: the weight config of `" + prefix + "` is not a single object (only OCP-MX schemes are supported)");
     std::string wdtype = lower(json_string(*w, "dtype", source_));
     std::string qscheme = lower(json_string(*w, "qscheme", source_));

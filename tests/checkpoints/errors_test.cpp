@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "checkpoints/fixtures.h"
 #include "formats/checkpoints/checkpoint.h"
@@ -211,6 +212,22 @@ TEST(Errors, CompressedTensorsInputScalesMustAgree) {
     EXPECT_EQ(e.kind(), ErrorKind::bad_input);
     EXPECT_NE(std::string(e.what()).find("input_scale"), std::string::npos) << e.what();
   }
+}
+
+// Quark's FP8/INT4 W4A8 scheme (a two-entry weight list) is named, not called malformed.
+TEST(Errors, QuarkFp8Int4W4a8IsNamedAsUnread) {
+  TempDir tmp;
+  const std::string sample = source_dir() + "/samples/quark-w-mxfp4-a-fp8";
+  for (const auto& f : std::filesystem::directory_iterator(sample)) std::filesystem::copy(f.path(), tmp.file(f.path().filename().string()));
+  std::vector<uint8_t> bytes = read_file(tmp.file("config.json"));
+  json c = json::parse(bytes.begin(), bytes.end());
+  c["quantization_config"]["global_quant_config"]["weight"] =
+      json::array({{{"dtype", "fp8_e4m3"}, {"qscheme", "per_tensor"}, {"is_dynamic", false}},
+                   {{"dtype", "int4"}, {"qscheme", "per_channel"}, {"symmetric", true}, {"ch_axis", 0}, {"is_dynamic", false}}});
+  write_text(tmp.file("config.json"), c.dump());
+  std::string m = bad_input_message(tmp.path());
+  EXPECT_NE(m.find("QuarkW4A8Fp8MoEMethod"), std::string::npos) << m;
+  EXPECT_NE(m.find("config.json"), std::string::npos) << m;
 }
 
 TEST(Errors, MalformedShardIsRefused) {
