@@ -1,6 +1,6 @@
 // sgl-kernel CPU convert_weight_packed (MXFP4) and convert_scale_packed (E8M0): the spec's
 // worked example, the bulk pack against the nibble index map and against a line-by-line
-// transliteration of the upstream loop, round trips, refusals; vllm.bias_f32.
+// transliteration of the upstream loop, round trips, refusals; vllm.bias_f32 and vllm.scalar_f32.
 #include "packers/cpu_sgl_mxfp4.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +133,28 @@ TEST(BiasToF32, DrawnExampleAndRoundTrips) {
   testing::expect_round_trip(layout, DType::F32, {33}, 5);
   testing::expect_refused(layout, DType::BF16, {2, 2});
   testing::expect_dtype_refused(layout, DType::U8, {4});
+}
+
+TEST(ScalarToF32, DrawnExampleRoundTripsAndRefusals) {
+  ScalarToF32Layout layout;
+  EXPECT_EQ(layout.name(), "vllm.scalar_f32");
+  EXPECT_TRUE(layout.packed_shape(std::vector<uint64_t>{}).empty());
+  EXPECT_EQ(layout.parameter_shape(4, std::vector<uint64_t>{}), (std::vector<uint64_t>{4}));
+  OwnedTensor half(DType::BF16, {});
+  half.bytes = {0x00, 0x3F};  // 0.5
+  EXPECT_EQ(pack_all(layout, half), (std::vector<uint8_t>{0x00, 0x00, 0x00, 0x3F}));
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (uint32_t seed = 0; seed < 16; ++seed) {
+      OwnedTensor t = random_tensor(dtype, {}, seed);
+      t.bytes[1] &= 0xBF;  // finite
+      OwnedTensor back(dtype, {});
+      layout.unpack(pack_all(layout, t), back);
+      EXPECT_EQ(back.bytes, t.bytes);
+    }
+  }
+  testing::expect_round_trip(layout, DType::F32, {}, 3);
+  testing::expect_refused(layout, DType::F32, {1});
+  testing::expect_dtype_refused(layout, DType::U8, {});
 }
 
 }  // namespace
