@@ -105,11 +105,22 @@ Flags flags_for(const MoeLayerQuery& q, Layout layout) {
 
 }  // namespace
 
+// CompressedTensorsW4A16FlydslMoEMethod (chosen in oracle.cpp, as vLLM's get_moe_method does):
+// no oracle, its apply calls fused_flydsl_moe; its constructor asserts what the kernel supports.
+Selection compressed_tensors_flydsl(SelectionContext& ctx, const OptKey& w) {
+  const MoeLayerQuery& q = ctx.query;
+  if (q.actorder == "group") throw OracleRaise("AssertionError", "");
+  if (!q.symmetric) throw OracleRaise("AssertionError", "Only symmetric quantization is supported for MoE. Try --moe-backend emulation.");
+  ctx.candidates.push_back({"FLYDSL", "fused_flydsl_moe", true, ""});
+  return Selection{"FLYDSL", "fused_flydsl_moe", w, std::nullopt};
+}
+
 Selection select_wna16_family(SelectionContext& ctx) {
   const MoeLayerQuery& q = ctx.query;
   const Layout layout = layout_of(q.quant_method);
   const Flags flags = flags_for(q, layout);
   OptKey w = q.weight_key_value ? q.weight_key_value : quant_key_by_name(q.weight_key);
+  if (q.method_class == "CompressedTensorsW4A16FlydslMoEMethod") return compressed_tensors_flydsl(ctx, w);
   const ActivationFormat fmt = ctx.activation_format();
   auto unsupported = [](const std::string& b, const std::string& reason) { return unsupported_message("WNA16", b, reason, true); };
 

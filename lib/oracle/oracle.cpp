@@ -393,6 +393,15 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
       q.weight_key.clear();
       q.weight_key_value.reset();
     }
+    // compressed-tensors on ROCm (CompressedTensorsMoEMethod.get_moe_method): 4-bit INT group-32
+    // weights on gfx950 with --moe-backend flydsl and no LoRA get the FlyDSL W4A16 method. (The
+    // native RDNA3 method before it needs gfx1100, not a target here.)
+    if (q.family == Family::wna16 && q.quant_method == "compressed-tensors" && dep.device.is_rocm() && dep.device.on_gfx950() &&
+        dep.moe_backend == "flydsl" && q.weight_bits == 4 && q.group_size == 32 && !dep.lora) {
+      q.method_class = "CompressedTensorsW4A16FlydslMoEMethod";
+      notes.push_back("compressed-tensors W4A16 group 32 with --moe-backend flydsl on gfx950: CompressedTensorsW4A16FlydslMoEMethod, "
+                      "no oracle; its apply calls fused_flydsl_moe");
+    }
     d.family = q.family;
     d.quant_method = q.quant_method;
     d.method_class = q.method_class;

@@ -452,7 +452,7 @@ const std::vector<LayoutRow>& layout_rows() {
         {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
       {F::wna16, "XPU", "", always,
        {{"w13_weight", "transpose_1_2(int32_as_u8)"}, {"w2_weight", "transpose_1_2(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
-      {F::wna16, "*", "HUMMING, EMULATION", always,
+      {F::wna16, "*", "HUMMING, EMULATION, FLYDSL (CompressedTensorsW4A16FlydslMoEMethod)", always,
        {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}}},
 
       // ---- INT8 / W4A8 ----

@@ -83,6 +83,15 @@ std::vector<Case> wna16_cases() {
        "`quantization` argument (fp8)."},
       {"wna16_cpu_without_amx_nothing_fits", ct_int4(128), target("cpu-avx512"), "", "", "NotImplementedError",
        "No WNA16 MoE backend supports the deployment configuration."},
+      // ---- CompressedTensorsMoEMethod.get_moe_method on ROCm: the FlyDSL W4A16 method ----
+      {"wna16_ct_g32_gfx950_flydsl_method", ct_int4(32), target("gfx950", backend("flydsl")), "FLYDSL", "fused_flydsl_moe", "", ""},
+      {"wna16_ct_g32_gfx950_flydsl_group_actorder_asserts", ct_int4(32, "group"), target("gfx950", backend("flydsl")), "", "", "AssertionError", ""},
+      {"wna16_ct_g128_flydsl_not_a_wna16_backend", ct_int4(128), target("gfx950", backend("flydsl")), "", "", "ValueError",
+       "moe_backend='flydsl' is not supported for WNA16 MoE."},
+      {"wna16_ct_g32_gfx942_flydsl_not_a_wna16_backend", ct_int4(32), target("gfx942", backend("flydsl")), "", "", "ValueError",
+       "moe_backend='flydsl' is not supported for WNA16 MoE."},
+      {"wna16_ct_g32_gfx950_flydsl_with_lora_keeps_wna16_method", ct_int4(32), target("gfx950", all({backend("flydsl"), kLora})), "", "",
+       "ValueError", "moe_backend='flydsl' is not supported for WNA16 MoE."},
   };
 }
 
