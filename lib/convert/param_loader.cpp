@@ -15,14 +15,18 @@ uint64_t element_bytes(const OwnedTensor& t) {
   return static_cast<uint64_t>(bits / 8);
 }
 
-// The padded size of a dim that holds `logical / unit` storage elements: unit = logical/stored.
-uint64_t padded_units(uint64_t stored, uint64_t logical, uint64_t padded_logical, const std::string& role) {
-  if (stored == 0 || logical % stored != 0)
-    throw_internal("param loader: " + role + " has " + std::to_string(stored) + " storage units for " + std::to_string(logical) + " elements");
-  uint64_t unit = logical / stored;
-  if (padded_logical % unit != 0)
-    throw_internal("param loader: padded size " + std::to_string(padded_logical) + " is not a multiple of the " + role + " storage unit " + std::to_string(unit));
-  return padded_logical / unit;
+// Storage units holding `logical` elements of a dim whose `total_logical` elements take `stored`
+// units. The ratio need not be whole: FP4 packs 2 elements per byte, FP6 4 per 3 bytes, E8M0
+// scales 1 per 32 elements. A count that does not land on a unit boundary is a planning bug.
+uint64_t storage_units(uint64_t logical, uint64_t stored, uint64_t total_logical, const std::string& role) {
+  const bool whole_elements_per_unit = stored != 0 && total_logical % stored == 0;
+  const bool fp6_bytes = stored * 4 == total_logical * 3;
+  if (!whole_elements_per_unit && !fp6_bytes)
+    throw_internal("param loader: " + role + " has " + std::to_string(stored) + " storage units for " + std::to_string(total_logical) + " elements");
+  if (total_logical == 0 || (logical * stored) % total_logical != 0)
+    throw_internal("param loader: " + std::to_string(logical) + " of the " + std::to_string(total_logical) + " elements of " + role +
+                   " (held in " + std::to_string(stored) + " storage units) do not end on a storage unit");
+  return logical * stored / total_logical;
 }
 
 // Copies src[row0 + r, col0 + c] to dst[drow0 + r, c] for r < nrows, c < ncols (elements of `eb` bytes).
@@ -89,7 +93,7 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
   const uint64_t rows = in.shape[0], cols = in.shape[1];
   if (is_w13) {
     if (rows != 2 * I) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected 2I = " + std::to_string(2 * I));
-    uint64_t out_cols = padded_units(cols, H, Hp, role);
+    const uint64_t out_cols = storage_units(Hp, cols, H, role);
     OwnedTensor out(in.dtype, {2 * P, out_cols});
     if (g.gpt_oss_interleaved) {
       IntermediateRange r = gpt_oss_rank_range(g);
@@ -102,15 +106,12 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
   }
   // w2: [H, I in storage units], sharded along the input (intermediate) dim.
   if (rows != H) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected H = " + std::to_string(H));
-  // P counts intermediate elements of this rank; one storage unit holds I/cols of them.
-  if (cols == 0 || I % cols != 0) throw_internal("param loader: " + role + " has " + std::to_string(cols) + " columns for I = " + std::to_string(I));
-  const uint64_t unit = I / cols;
-  if (P % unit != 0) throw_internal("param loader: padded intermediate " + std::to_string(P) + " is not a multiple of the " + role + " unit " + std::to_string(unit));
-  const uint64_t out_cols = P / unit;
+  // P counts intermediate elements of this rank; `cols` storage units hold all I of them.
+  const uint64_t out_cols = storage_units(P, cols, I, role);
   OwnedTensor out(in.dtype, {Hp, out_cols});
   if (g.gpt_oss_interleaved) {
     IntermediateRange r = gpt_oss_rank_range(g);
-    copy_block(in, cols, 0, r.begin / unit, out, out_cols, 0, H, (r.end - r.begin) / unit, eb);
+    copy_block(in, cols, 0, storage_units(r.begin, cols, I, role), out, out_cols, 0, H, storage_units(r.end - r.begin, cols, I, role), eb);
   } else if (auto s = generic_slice(cols, g)) {
     copy_block(in, cols, 0, s->begin, out, out_cols, 0, H, s->size, eb);
   }

@@ -213,6 +213,13 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     const uint64_t local_experts = expert_parallel ? layer.num_experts / static_cast<uint64_t>(d.ep_size) : layer.num_experts;
     if (expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
       refuse(layer.prefix, std::to_string(layer.num_experts) + " experts do not split evenly over " + std::to_string(d.ep_size) + " expert-parallel ranks");
+    // MX formats scale blocks of 32 elements along the input dim: a per-rank size that splits a
+    // block leaves vLLM a parameter with a fractional number of scale groups (truncated to what
+    // fits, so the kernel reads the wrong scales). Refused rather than packed.
+    if (d.family == orc::Family::mxfp4 && (d.padded_intermediate_size % 32 != 0 || d.padded_hidden_size % 32 != 0))
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
+                               ", intermediate " + std::to_string(d.padded_intermediate_size) +
+                               ") split the 32-element MX scale blocks at this parallel size");
     for (int rank = 0; rank < ranks; ++rank) {
       if (request.only_rank && *request.only_rank != rank) continue;
       RankGeometry g;
@@ -242,7 +249,16 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
         t.role = rs.role;
         t.name = layer.prefix + "." + rs.role;
         t.dtype = rs.layout->packed_dtype(loaded.dtype);
-        std::vector<uint64_t> slab_shape = rs.layout->packed_shape(loaded.shape);
+        std::vector<uint64_t> slab_shape;
+        try {
+          slab_shape = rs.layout->packed_shape(loaded.shape);
+        } catch (const Error& e) {
+          // The checkpoint is fine; this backend's weight preparation cannot take the per-rank
+          // shape (vLLM fails while loading the layer), so the deployment is refused.
+          if (e.kind() != ErrorKind::bad_input) throw;
+          refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + " cannot prepare " + rs.role + " at " + (ranks > 1 ? "this parallel size" : "this size") +
+                                   " (vLLM fails while loading the layer): " + e.what());
+        }
         t.shape = rs.layout->parameter_shape(local_experts, loaded.shape);
         t.layout = rs.layout->name();
         t.num_experts = local_experts;

@@ -112,11 +112,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},
         Case{"quark-w-mxfp4-a-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_MXFP4"},
         Case{"quark-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},  // OAI Triton takes swigluoai only, this is silu
+        // Quark MXFP6 (no selector: EMULATION; FP6 packs 4 elements in 3 bytes)
+        Case{"quark-w-mxfp6-e3m2", "gfx950", {}, "EMULATION"},
+        Case{"quark-w-mxfp6-e3m2", "sm90", {"tp=2"}, "EMULATION"},
         Case{"quark-w-mxfp4-a-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "model-activation=swigluoai"}, "AITER_MXFP4_FP8"},
         Case{"quark-w-mxfp4-a-fp8", "gfx1250", {"env=VLLM_ROCM_USE_AITER:1", "model-activation=swigluoai"}, "AITER_MXFP4_FP8"},
         // compressed-tensors MXFP4 (its own path: Marlin, CUTLASS W4A4 on SM100)
         Case{"ct-mxfp4", "sm90", {}, "MARLIN"},
         Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
+        // TP 2 leaves K/32 = 2 scale groups per row of w2: the CUTLASS W4A4 swizzle cannot take it.
+        Case{"ct-mxfp4", "sm100", {"tp=2"}, ""},
+        // TP 8 leaves 16 intermediate elements per rank: half an MX scale block.
+        Case{"ct-mxfp4", "xpu", {"tp=8"}, ""},
         // DeepSeek-V4 MXFP4 (Mxfp4MoEMethod, generic converter)
         Case{"deepseek-v4-mxfp4", "sm90", {}, "MARLIN"},
         Case{"deepseek-v4-mxfp4", "sm90", {"moe-backend=triton"}, ""},

@@ -104,6 +104,27 @@ TEST(ParamLoader, StackedW2NarrowsInStorageUnits) {
   EXPECT_EQ(at(out, 64, 0), 0);  // hidden padding rows
 }
 
+TEST(ParamLoader, Fp6PacksFourElementsInThreeBytes) {
+  // Quark MXFP6: w13 U8 [2I=128, 3H/4=48], w2 U8 [H=64, 3I/4=48]; EMULATION pads H and I to 32,
+  // TP 2 gives rank 1 the second half of I: w2 bytes [24, 48) of each row, 3*32/4 = 24 per rank.
+  RankGeometry g{.hidden = 64, .intermediate = 64, .padded_hidden = 96, .padded_intermediate = 32, .tp_size = 2, .tp_rank = 1};
+  OwnedTensor w13 = numbered(128, 48);
+  OwnedTensor a = load_expert_param("w13_weight", w13, g);
+  ASSERT_EQ(a.shape, (std::vector<uint64_t>{64, 72}));  // 2P rows, 3*96/4 bytes
+  EXPECT_EQ(at(a, 0, 0), at(w13, 32, 0));    // gate rows [32, 64) of rank 1
+  EXPECT_EQ(at(a, 32, 47), at(w13, 96, 47)); // up rows start at P
+  EXPECT_EQ(at(a, 0, 48), 0);                // hidden padding bytes
+  OwnedTensor w2 = numbered(64, 48);
+  OwnedTensor b = load_expert_param("w2_weight", w2, g);
+  ASSERT_EQ(b.shape, (std::vector<uint64_t>{96, 24}));
+  EXPECT_EQ(at(b, 5, 0), at(w2, 5, 24));
+  EXPECT_EQ(at(b, 5, 23), at(w2, 5, 47));
+  // A padded size that ends inside a 3-byte group is a planning bug, not a silent truncation.
+  RankGeometry odd = g;
+  odd.padded_hidden = 66;
+  EXPECT_THROW(load_expert_param("w13_weight", w13, odd), std::exception);
+}
+
 TEST(ParamLoader, ScalarsPassThroughAndBadShapesAreInternalErrors) {
   RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 96};
   OwnedTensor scalar(DType::F32, {2});
