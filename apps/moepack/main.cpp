@@ -66,6 +66,20 @@ int main(int argc, char** argv) {
   app.add_flag("--progress", flags.progress, "Progress output even when stderr is not a terminal");
   for (auto& [order, setup] : moepack::cli::registry()) setup(app);
 
+  // CLI11 would answer "A subcommand is required" to a misspelt one: name it and list the real ones.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "moepack: error: unknown command '%s'; the commands are: %s\n", argv[1], known.c_str());
+      return static_cast<int>(moepack::ErrorKind::usage);
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -119,6 +119,14 @@ TEST(Inspect, UsageErrorWithoutCheckpoint) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(Cli, MisspeltCommandIsNamedWithTheRealOnes) {
+  auto r = run_moepack({"inpsect", "samples/gpt-oss-mxfp4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'inpsect'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("inspect, plan, convert"), std::string::npos) << r.err;
+  EXPECT_EQ(run_moepack({"--version"}).exit_code, 0);
+}
+
 TEST(Inspect, CheckValues) {
   TempDir tmp;
   write_nvfp4(tmp);
