@@ -15,6 +15,7 @@
 #include "formats/safetensors/strict_json.h"
 #include "formats/safetensors/writer.h"
 #include "lib/core/error.h"
+#include "lib/core/file_io.h"
 #include "lib/core/hash.h"
 #include "lib/core/tensor.h"
 
@@ -175,17 +176,12 @@ void write_golden(const std::string& path, const Golden& golden) {
   const std::string partial = path + ".partial";
   int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_io(partial, "cannot create", errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(partial.c_str());
-      throw_io(partial, "cannot write", e);
-    }
-    done += static_cast<size_t>(n);
+  try {
+    write_all(fd, bytes, partial);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(partial.c_str());
+    throw;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int e = errno;

@@ -11,6 +11,7 @@
 
 #include "formats/safetensors/header.h"
 #include "lib/core/error.h"
+#include "lib/core/file_io.h"
 
 namespace moepack::st {
 namespace {
@@ -98,18 +99,7 @@ Writer::~Writer() {
 
 void Writer::write_raw(std::span<const uint8_t> bytes) {
   file_hash_.update(bytes);
-  const uint8_t* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      throw_io(partial_path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "write failed"), e);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  write_all(fd_, bytes, partial_path_);
   total_bytes_ += bytes.size();
 }
 

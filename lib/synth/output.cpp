@@ -10,6 +10,7 @@
 
 #include "formats/safetensors/writer.h"
 #include "lib/core/error.h"
+#include "lib/core/file_io.h"
 #include "lib/core/tensor.h"
 #include "lib/synth/internal.h"
 
@@ -78,16 +79,11 @@ void write_sparse_file(const std::string& path, const std::vector<st::TensorSpec
   for (const auto& s : specs) data += byte_size(s.dtype, s.shape);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_io(path, "cannot create", errno);
-  size_t done = 0;
-  while (done < header.size()) {
-    ssize_t n = ::write(fd, header.data() + done, header.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw_io(path, "write failed", e);
-    }
-    done += static_cast<size_t>(n);
+  try {
+    write_all(fd, header, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   if (::ftruncate(fd, static_cast<off_t>(header.size() + data)) != 0) {
     int e = errno;
