@@ -43,11 +43,7 @@ const std::vector<BackendRow>& fp8_backends() {
   return rows;
 }
 
-const BackendRow& fp8_backend(const std::string& name) {
-  for (const auto& b : fp8_backends())
-    if (b.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown FP8 MoE backend: " + name);
-}
+const BackendRow& fp8_backend(const std::string& name) { return find_backend_row(fp8_backends(), name, "FP8"); }
 
 const std::vector<std::pair<std::string, std::string>> kFp8MoeBackendMap = {
     {"triton", "TRITON"},
@@ -186,11 +182,7 @@ const std::vector<std::pair<std::string, std::string>> kMxfp8MoeBackendMap = {
     {"aiter", "AITER_MXFP8"},                   {"triton", "TRITON_MXFP8"}, {"humming", "HUMMING"},
 };
 
-const BackendRow& mxfp8_backend(const std::string& name) {
-  for (const auto& b : mxfp8_backends())
-    if (b.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown MXFP8 MoE backend: " + name);
-}
+const BackendRow& mxfp8_backend(const std::string& name) { return find_backend_row(mxfp8_backends(), name, "MXFP8"); }
 
 }  // namespace
 

@@ -31,11 +31,7 @@ const std::vector<BackendRow>& nvfp4_backends() {
   return rows;
 }
 
-const BackendRow& backend(const std::string& name) {
-  for (const auto& b : nvfp4_backends())
-    if (b.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown NvFP4 MoE backend: " + name);
-}
+const BackendRow& backend(const std::string& name) { return find_backend_row(nvfp4_backends(), name, "NvFP4"); }
 
 const std::vector<std::string> kAutoPriority = {"FLASHINFER_TRTLLM", "FLASHINFER_CUTEDSL", "FLASHINFER_CUTEDSL_BATCHED",
                                                 "FLASHINFER_CUTLASS", "VLLM_CUTLASS",       "MARLIN",

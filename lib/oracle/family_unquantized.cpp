@@ -31,11 +31,7 @@ const std::vector<BackendRow>& unquantized_backends() {
   return rows;
 }
 
-const BackendRow& backend(const std::string& name) {
-  for (const auto& b : unquantized_backends())
-    if (b.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown unquantized MoE backend: " + name);
-}
+const BackendRow& backend(const std::string& name) { return find_backend_row(unquantized_backends(), name, "unquantized"); }
 
 const std::vector<std::pair<std::string, std::string>> kMoeBackendMap = {
     {"triton", "TRITON"},

@@ -30,11 +30,7 @@ const std::vector<BackendRow>& wna16_backends() {
   return rows;
 }
 
-const BackendRow& backend(const std::string& name) {
-  for (const auto& b : wna16_backends())
-    if (b.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown WNA16 MoE backend: " + name);
-}
+const BackendRow& backend(const std::string& name) { return find_backend_row(wna16_backends(), name, "WNA16"); }
 
 const std::vector<std::pair<std::string, std::string>> kMoeBackendMap = {
     {"triton", "TRITON"}, {"marlin", "MARLIN"}, {"humming", "HUMMING"}, {"flashinfer_trtllm", "FLASHINFER_TRTLLM"}, {"emulation", "EMULATION"},

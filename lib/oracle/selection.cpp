@@ -22,6 +22,12 @@ void record_rejection(SelectionContext& ctx, const std::string& backend, const s
   ctx.candidates.push_back({backend, "", false, reason});
 }
 
+const BackendRow& find_backend_row(const std::vector<BackendRow>& rows, const std::string& name, const std::string& family) {
+  for (const auto& b : rows)
+    if (b.name == name) return b;
+  throw OracleRaise("ValueError", "Unknown " + family + " MoE backend: " + name);
+}
+
 std::string py_list(const std::vector<std::string>& items) {
   std::string s = "[";
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", '" : "'") + items[i] + "'";

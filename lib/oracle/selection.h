@@ -22,6 +22,10 @@ struct BackendRow {
   std::vector<std::string> classes;
 };
 
+// The row of a family's backend table named `name` (an enum member). A name missing from the
+// table is a bug in the selector that asked: "Unknown <family> MoE backend: NAME" (ValueError).
+const BackendRow& find_backend_row(const std::vector<BackendRow>& rows, const std::string& name, const std::string& family);
+
 // How `moepack targets` lists one backend row: its classes by display name and every
 // --moe-backend string that `moe_backend_map` (string -> backend member) sends to it.
 BackendListing listing_of(const std::string& family, const BackendRow& row,
