@@ -203,8 +203,8 @@ Golden read_golden(const std::string& path, uint64_t max_decompressed) {
     ::close(fd);
     throw_bad_input(path, "", "golden file: not a regular file");
   }
-  // A zstd frame never shrinks data by more than its block format allows, but a compressed file
-  // larger than the decompressed bound is refused outright.
+  // Not read into memory past the bound either: a frame is at most a few bytes per block larger
+  // than its content, so a file above the bound cannot hold content within it.
   if (static_cast<uint64_t>(st.st_size) > max_decompressed) {
     ::close(fd);
     throw_bad_input(path, "", "golden file: " + std::to_string(st.st_size) + " bytes, above the " + std::to_string(max_decompressed) + "-byte limit");
