@@ -1,6 +1,7 @@
 // `moepack plan`: the oracle's decision per MoE layer. The layers come from a checkpoint
 // (headers and config only), from --layer-json, or from --family and the model flags; the
 // deployment from the shared deployment flags. Parsing and printing only: lib/oracle decides.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -336,12 +337,23 @@ int run_plan(const PlanOptions& o) {
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";
   }
-  // Refusals are reported here rather than thrown, so --json prints one document.
+  // Refusals are reported here rather than thrown, so --json prints one document. Layers refused
+  // for the same reason (48 identical layers of a real model) make one line naming the first
+  // and last of them.
   int rc = 0;
+  std::vector<std::pair<std::string, std::vector<std::string>>> refusals;  // message -> prefixes, in order
   for (const auto& d : decisions) {
     if (!d.error) continue;
-    std::cerr << "moepack: error: " << d.prefix << ": " << d.error->type << ": " << d.error->message << "\n";
     rc = static_cast<int>(ErrorKind::refused);
+    const std::string message = d.error->type + ": " + d.error->message;
+    auto it = std::find_if(refusals.begin(), refusals.end(), [&](const auto& r) { return r.first == message; });
+    if (it == refusals.end()) refusals.push_back({message, {d.prefix}});
+    else it->second.push_back(d.prefix);
+  }
+  for (const auto& [message, prefixes] : refusals) {
+    const std::string where =
+        prefixes.size() == 1 ? prefixes.front() : std::to_string(prefixes.size()) + " layers " + prefixes.front() + " .. " + prefixes.back();
+    std::cerr << "moepack: error: " << where << ": " << message << "\n";
   }
   return rc;
 }

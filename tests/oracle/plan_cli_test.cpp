@@ -1,6 +1,8 @@
 // `moepack plan` and `moepack targets` through the built binary: the --json contract of CLI.md
 // and the exit codes (0 decided, 2 usage, 3 refused).
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
@@ -55,6 +57,16 @@ TEST(PlanCli, RefusalIsExitThreeWithTheErrorInTheLayer) {
   EXPECT_EQ(layer["error"]["type"], "ValueError");
   EXPECT_NE(layer["error"]["message"].get<std::string>().find("Mxfp4 MoE backend 'CPU'"), std::string::npos);
   EXPECT_NE(r.err.find("moepack: error:"), std::string::npos);
+}
+
+// Layers refused for the same reason make one error line, not one per layer.
+TEST(PlanCli, IdenticalRefusalsAreOneLine) {
+  TempDir dir;
+  ASSERT_EQ(run_moepack({"sample", "--family", "qwen3-moe-bf16", "--layers", "3", "--experts", "2", "-o", dir.file("ckpt")}).exit_code, 0);
+  const CommandResult r = run_moepack({"plan", dir.file("ckpt"), "--target", "sm90", "--moe-backend", "marlin"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("moepack: error: 3 layers model.layers.0.mlp.experts .. model.layers.2.mlp.experts: ValueError"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(PlanCli, UnknownBackendNameIsRefusedWithValueErrorText) {
