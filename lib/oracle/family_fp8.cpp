@@ -103,14 +103,7 @@ Selection select_fp8_family(SelectionContext& ctx) {
 
   const std::string& runner = ctx.moe.moe_backend;
   if (runner != "auto") {
-    std::string requested;
-    std::vector<std::string> names;
-    for (const auto& [k, v] : kFp8MoeBackendMap) {
-      if (k == runner) requested = v;
-      names.push_back(k);
-    }
-    if (requested.empty())
-      raise_value_error("moe_backend='" + runner + "' is not supported for FP8 MoE. Expected one of " + py_list(names) + ".");
+    std::string requested = map_moe_backend(kFp8MoeBackendMap, runner, "FP8");
     if (fmt == ActivationFormat::BatchedExperts) {
       if (requested == "DEEPGEMM") requested = "BATCHED_DEEPGEMM";
       else if (requested == "TRITON") requested = "BATCHED_TRITON";
@@ -192,14 +185,7 @@ Selection select_mxfp8_family(SelectionContext& ctx) {
   const ActivationFormat fmt = ctx.activation_format();
   const std::string& runner = ctx.moe.moe_backend;
   if (runner != "auto") {
-    std::string requested;
-    std::vector<std::string> names;
-    for (const auto& [k, v] : kMxfp8MoeBackendMap) {
-      if (k == runner) requested = v;
-      names.push_back(k);
-    }
-    if (requested.empty())
-      raise_value_error("moe_backend='" + runner + "' is not supported for MXFP8 MoE. Expected one of " + py_list(names) + ".");
+    std::string requested = map_moe_backend(kMxfp8MoeBackendMap, runner, "MXFP8");
     std::string reason;
     if (auto cls = try_backend(ctx, mxfp8_backend(requested), w, a, fmt, reason)) return {requested, *cls, w, a};
     raise_value_error("No supported MXFP8 expert class for " + requested + ": " + (reason.empty() ? "None" : reason));

@@ -54,14 +54,7 @@ const std::vector<std::pair<std::string, std::string>> kMoeBackendMap = {
     {"emulation", "EMULATION"},
 };
 
-std::string map_nvfp4_backend(const std::string& name) {
-  std::vector<std::string> names;
-  for (const auto& [k, v] : kMoeBackendMap) {
-    if (k == name) return v;
-    names.push_back(k);
-  }
-  raise_value_error("moe_backend='" + name + "' is not supported for NvFP4 MoE. Expected one of " + py_list(names) + ".");
-}
+std::string map_nvfp4_backend(const std::string& name) { return map_moe_backend(kMoeBackendMap, name, "NvFP4"); }
 
 }  // namespace
 

@@ -99,14 +99,7 @@ Selection select_unquantized_family(SelectionContext& ctx) {
       (ctx.moe.parallel.use_batched_activation_format() || runner == "batched_triton") ? ActivationFormat::BatchedExperts : ActivationFormat::Standard;
 
   if (runner != "auto" && runner != "humming") {
-    std::string requested;
-    std::vector<std::string> names;
-    for (const auto& [k, v] : kMoeBackendMap) {
-      if (k == runner) requested = v;
-      names.push_back(k);
-    }
-    if (requested.empty())
-      raise_value_error("moe_backend='" + runner + "' is not supported for unquantized MoE. Expected one of " + py_list(names) + ".");
+    std::string requested = map_moe_backend(kMoeBackendMap, runner, "unquantized");
     if (fmt == ActivationFormat::BatchedExperts && requested == "TRITON") requested = "BATCHED_TRITON";
     return return_or_raise(ctx, requested, fmt);
   }

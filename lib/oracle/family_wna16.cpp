@@ -122,14 +122,7 @@ Selection select_wna16_family(SelectionContext& ctx) {
 
   const std::string& runner = ctx.moe.moe_backend;
   if (runner != "auto") {
-    std::string requested;
-    std::vector<std::string> names;
-    for (const auto& [k, v] : kMoeBackendMap) {
-      if (k == runner) requested = v;
-      names.push_back(k);
-    }
-    if (requested.empty())
-      raise_value_error("moe_backend='" + runner + "' is not supported for WNA16 MoE. Expected one of " + py_list(names) + ".");
+    std::string requested = map_moe_backend(kMoeBackendMap, runner, "WNA16");
     if (auto why = incompatibility(ctx, requested, layout, flags)) {
       record_rejection(ctx, requested, *why);
       raise_value_error(unsupported(requested, *why));

@@ -28,6 +28,15 @@ const BackendRow& find_backend_row(const std::vector<BackendRow>& rows, const st
   throw OracleRaise("ValueError", "Unknown " + family + " MoE backend: " + name);
 }
 
+std::string map_moe_backend(const std::vector<std::pair<std::string, std::string>>& map, const std::string& runner, const std::string& family) {
+  std::vector<std::string> names;
+  for (const auto& [k, v] : map) {
+    if (k == runner) return v;
+    names.push_back(k);
+  }
+  raise_value_error("moe_backend='" + runner + "' is not supported for " + family + " MoE. Expected one of " + py_list(names) + ".");
+}
+
 std::string py_list(const std::vector<std::string>& items) {
   std::string s = "[";
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", '" : "'") + items[i] + "'";

@@ -26,6 +26,11 @@ struct BackendRow {
 // table is a bug in the selector that asked: "Unknown <family> MoE backend: NAME" (ValueError).
 const BackendRow& find_backend_row(const std::vector<BackendRow>& rows, const std::string& name, const std::string& family);
 
+// The backend member a `--moe-backend` string maps to in a family's map_*_backend table; a string
+// not in it is vLLM's ValueError "moe_backend='X' is not supported for <family> MoE. Expected one
+// of [...]" (the table's keys, in order).
+std::string map_moe_backend(const std::vector<std::pair<std::string, std::string>>& map, const std::string& runner, const std::string& family);
+
 // How `moepack targets` lists one backend row: its classes by display name and every
 // --moe-backend string that `moe_backend_map` (string -> backend member) sends to it.
 BackendListing listing_of(const std::string& family, const BackendRow& row,
