@@ -47,6 +47,7 @@ nlohmann::json layer_json(const ckpt::MoeLayer& l) {
       {"hidden_size", l.hidden_size},
       {"intermediate_size", l.intermediate_size},
       {"has_bias", l.has_bias},
+      {"gated", l.gated},
       {"scheme", q.scheme},
       {"quant_method", key_or_null(q.method.quant_method)},
       {"moe_method", q.method.moe_method},
@@ -81,6 +82,7 @@ nlohmann::json facts_json(const ckpt::ModelFacts& f) {
           {"architecture", key_or_null(f.architecture)},
           {"dtype", key_or_null(f.dtype)},
           {"hidden_size", f.hidden_size},
+          {"moe_hidden_size", f.moe_hidden_size ? nlohmann::json(f.moe_hidden_size) : nlohmann::json(nullptr)},
           {"moe_intermediate_size", f.moe_intermediate_size},
           {"num_experts", f.num_experts},
           {"num_shared_experts", f.num_shared_experts},
@@ -121,11 +123,31 @@ std::string layer_range(const std::vector<const ckpt::MoeLayer*>& group) {
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return shape_string(shape); }
 
+std::string family_text(const ckpt::Checkpoint& c) { return c.has_config ? std::string(ckpt::family_name(c.family)) : "unknown"; }
+
+// Without a config.json the tensors themselves are what there is to describe (CLI.md: a single
+// valid file is described, exit 0).
+constexpr size_t kListedTensors = 40;
+
+nlohmann::json tensor_list_json(const ckpt::Checkpoint& c) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& f : c.shards->files())
+    for (const auto& t : f->header().tensors) list.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.num_bytes()}});
+  return list;
+}
+
+nlohmann::json metadata_json(const ckpt::Checkpoint& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : c.shards->files())
+    for (const auto& [k, v] : f->header().metadata) j[k] = v;
+  return j;
+}
+
 void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan) {
   const auto& f = c.facts;
   std::ostringstream out;
   out << o.checkpoint << "\n";
-  out << "  format       " << ckpt::family_name(c.family) << ": " << c.scheme << "\n";
+  out << "  format       " << family_text(c) << ": " << c.scheme << "\n";
   if (!f.model_type.empty() || !f.architecture.empty())
     out << "  model        " << (f.model_type.empty() ? "?" : f.model_type) << (f.architecture.empty() ? "" : " (" + f.architecture + ")") << (f.dtype.empty() ? "" : ", " + f.dtype) << "\n";
   if (f.hidden_size) {
@@ -142,6 +164,15 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
   }
   out << "  tensors      " << with_commas(c.tensor_count()) << " in " << c.shards->files().size() << " file" << (c.shards->files().size() == 1 ? "" : "s") << ", "
       << human_bytes(c.total_bytes) << "\n";
+  if (!c.has_config) {
+    for (const auto& f : c.shards->files())
+      for (const auto& [k, v] : f->header().metadata) out << "  metadata     " << k << " = " << v << "\n";
+    size_t listed = 0;
+    for (const auto& f : c.shards->files())
+      for (const auto& t : f->header().tensors)
+        if (listed++ < kListedTensors) out << "    " << t.name << "  " << dtype_name(t.dtype) << " " << shape_text(t.shape) << "  " << human_bytes(t.num_bytes()) << "\n";
+    if (listed > kListedTensors) out << "    ... and " << with_commas(listed - kListedTensors) << " more (--json lists all)\n";
+  }
   if (c.layers.empty()) {
     out << "  MoE layers   none\n";
   } else {
@@ -158,7 +189,11 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
     for (const auto& g : groups) {
       const auto& l = *g.front();
       const auto& q = l.quant;
-      out << "    " << layer_range(g) << ": " << l.num_experts << " experts, " << q.scheme << ", " << human_bytes(l.source_bytes) << " per layer\n";
+      out << "    " << layer_range(g) << ": " << l.num_experts << " experts, " << q.scheme << (l.gated ? "" : ", not gated") << ", " << human_bytes(l.source_bytes) << " per layer\n";
+      if (!c.has_config) {
+        out << "      names      " << l.prefix << (g.size() > 1 ? " (and the other layers)" : "") << ", " << ckpt::naming_name(l.naming) << "\n";
+        continue;
+      }
       out << "      vLLM       " << (q.method.quant_method.empty() ? "(unquantized)" : q.method.quant_method) << " / " << q.method.moe_method << "\n";
       out << "      oracle     " << q.method.oracle_family << ", weight " << (q.method.weight_key.empty() ? "none" : q.method.weight_key) << ", activation "
           << (q.method.activation_key.empty() ? "none" : q.method.activation_key) << "\n";
@@ -201,13 +236,19 @@ int run_inspect(const InspectOptions& o) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : c.layers) layers.push_back(layer_json(l));
     nlohmann::json j = {{"path", o.checkpoint},
-                        {"family", ckpt::family_name(c.family)},
+                        {"family", family_text(c)},
                         {"scheme", c.scheme},
+                        {"scheme_id", c.scheme_id},
+                        {"has_config", c.has_config},
                         {"quantization_config_source", key_or_null(c.quant_config_source)},
                         {"model", facts_json(c.facts)},
                         {"tensors", {{"count", c.tensor_count()}, {"files", c.shards->files().size()}, {"bytes", c.total_bytes}}},
                         {"moe_layers", layers},
                         {"notes", c.notes}};
+    if (!c.has_config) {
+      j["metadata"] = metadata_json(c);
+      j["tensor_list"] = tensor_list_json(c);
+    }
     if (scan) j["check_values"] = scan_json(*scan);
     if (!error.empty()) j["error"] = {{"kind", "bad_input"}, {"exit_code", 4}, {"message", error}};
     std::cout << j.dump(2) << std::endl;

@@ -106,7 +106,7 @@ ojson to_json(const Manifest& m) {
   return ojson{{"format", m.format},
                {"moepack_version", m.moepack_version},
                {"reference", m.reference},
-               {"source", {{"scheme", m.source_scheme}, {"fingerprint", m.source_fingerprint}, {"files", file_entries_json(m.source_files)}}},
+               {"source", {{"scheme", m.source_scheme}, {"scheme_description", m.source_scheme_description}, {"fingerprint", m.source_fingerprint}, {"files", file_entries_json(m.source_files)}}},
                {"target", m.target},
                {"layers", layers},
                {"files", file_entries_json(m.files)}};
@@ -123,6 +123,7 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   m.reference = r.string(j, "reference", "$");
   const json& source = r.member(j, "source", "$");
   m.source_scheme = r.string(source, "scheme", "$.source");
+  m.source_scheme_description = r.string(source, "scheme_description", "$.source");
   m.source_fingerprint = r.string(source, "fingerprint", "$.source");
   m.source_files = r.files(source, "files", "$.source");
   const json& target = r.member(j, "target", "$");

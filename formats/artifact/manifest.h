@@ -58,7 +58,8 @@ struct Manifest {
   std::string format = kManifestFormat;
   std::string moepack_version;
   std::string reference;
-  std::string source_scheme;
+  std::string source_scheme;              // stable id for scripts ("gpt-oss-mxfp4", "quark-w_mxfp4_a_fp8", ...)
+  std::string source_scheme_description;  // the same for people ("mxfp4 (gpt-oss)")
   std::string source_fingerprint;          // "xxh3-128:<hex>" over the source files' names and hashes
   std::vector<FileEntry> source_files;
   nlohmann::ordered_json target = nlohmann::ordered_json::object();  // the deployment, as CLI.md's plan --json "target"

@@ -39,7 +39,10 @@ std::string_view naming_name(ExpertNaming n) {
     case ExpertNaming::hf: return "per-expert gate_proj/up_proj/down_proj";
     case ExpertNaming::mixtral: return "per-expert w1/w3/w2 (Mixtral)";
     case ExpertNaming::deepseek_native: return "per-expert w1/w3/w2 (DeepSeek native)";
+    case ExpertNaming::hf_no_gate: return "per-expert up_proj/down_proj (non-gated)";
+    case ExpertNaming::per_expert_gate_up: return "per-expert gate_up_proj/down_proj (gate/up fused)";
     case ExpertNaming::gpt_oss_fused: return "fused gate_up_proj/down_proj (gpt-oss)";
+    case ExpertNaming::fused_3d: return "fused 3-D gate_up_proj/down_proj";
   }
   return "";
 }
@@ -142,15 +145,32 @@ SourceTensorRule block_scale_rule(const std::string& suffix, uint64_t bn, uint64
 
 namespace {
 
-// Projection names in naming order: gate (w1), up (w3), down (w2).
-struct ProjectionNames {
-  const char* gate;
-  const char* up;
-  const char* down;
+// The projections a per-expert naming stores, and which part of w13/w2 each one is.
+enum class ProjPart { gate, up, w13_whole, down };
+struct Projection {
+  const char* name;
+  ProjPart part;
 };
-ProjectionNames projection_names(ExpertNaming n) {
-  if (n == ExpertNaming::hf) return {"gate_proj", "up_proj", "down_proj"};
-  return {"w1", "w3", "w2"};
+std::vector<Projection> projections(ExpertNaming n) {
+  switch (n) {
+    case ExpertNaming::hf: return {{"gate_proj", ProjPart::gate}, {"up_proj", ProjPart::up}, {"down_proj", ProjPart::down}};
+    case ExpertNaming::hf_no_gate: return {{"up_proj", ProjPart::w13_whole}, {"down_proj", ProjPart::down}};
+    case ExpertNaming::per_expert_gate_up: return {{"gate_up_proj", ProjPart::w13_whole}, {"down_proj", ProjPart::down}};
+    default: return {{"w1", ProjPart::gate}, {"w3", ProjPart::up}, {"w2", ProjPart::down}};
+  }
+}
+
+// Logical (out, in) of a projection: w13 rows are 2I when gate and up are stored together in a
+// gated layer, I for a single half.
+std::pair<uint64_t, uint64_t> projection_dims(ProjPart part, const MoeLayer& layer) {
+  const uint64_t H = layer.hidden_size, I = layer.intermediate_size;
+  switch (part) {
+    case ProjPart::gate:
+    case ProjPart::up: return {I, H};
+    case ProjPart::w13_whole: return {layer.gated ? 2 * I : I, H};
+    case ProjPart::down: return {H, I};
+  }
+  return {0, 0};
 }
 
 bool is_scalar_shape(const std::vector<uint64_t>& s) { return s.empty() || (s.size() == 1 && s[0] == 1); }
@@ -192,7 +212,7 @@ std::optional<ParsedName> parse_expert_name(std::string_view name, const std::st
     if (dot2 == std::string_view::npos) return std::nullopt;
     out.proj = tail.substr(0, dot2);
     out.param = tail.substr(dot2 + 1);
-    static constexpr std::string_view projs[] = {"gate_proj", "up_proj", "down_proj", "w1", "w2", "w3"};
+    static constexpr std::string_view projs[] = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "w1", "w2", "w3"};
     if (std::find(std::begin(projs), std::end(projs), out.proj) == std::end(projs)) return std::nullopt;  // e.g. a per-expert router: pass-through
     return out;
   }
@@ -257,29 +277,35 @@ std::vector<uint64_t> assembled_shape(const SourceTensorRule& r, std::vector<uin
   return gate_or_down;
 }
 
+// A w13 stored whole (gate_up fused, or the single up projection of a non-gated layer) needs no
+// assembly; a per-shard scalar (Assemble::pair) becomes a one-entry vector, as vLLM allocates one
+// shard for it.
+std::vector<uint64_t> whole_w13_shape(const SourceTensorRule& r, std::vector<uint64_t> shape, bool gated) {
+  if (r.w13 == Assemble::pair) return {gated ? uint64_t{2} : uint64_t{1}};
+  return assembled_shape(r, std::move(shape), false);
+}
+
 // Checks every expert's tensors against the recipe and the config sizes; fills the summary.
 // Tensors are placed in an (expert, projection, rule) table first, so the check is one pass
 // without building names (DeepSeek-V3 has ~90k expert tensors).
 void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, const ExpertRecipe& recipe, const std::vector<ScannedTensor>& tensors) {
-  const ProjectionNames pn = projection_names(layer.naming);
+  const std::vector<Projection> projs = projections(layer.naming);
+  const size_t P = projs.size();
   const uint64_t H = layer.hidden_size, I = layer.intermediate_size;
-  struct Proj {
-    const char* name;
-    uint64_t out, in;
-  };
-  const Proj projs[3] = {{pn.gate, I, H}, {pn.up, I, H}, {pn.down, H, I}};
   const size_t R = recipe.tensors.size();
   std::map<std::string_view, size_t> rule_of;
   for (size_t ri = 0; ri < R; ++ri) rule_of.emplace(recipe.tensors[ri].suffix, ri);
   // Every tensor of the layer must be one the recipe knows: anything else means the scheme was
   // mis-detected or the checkpoint is inconsistent, and a converter would silently drop it.
-  std::vector<const ScannedTensor*> slots(static_cast<size_t>(layer.num_experts) * 3 * R, nullptr);
+  std::vector<const ScannedTensor*> slots(static_cast<size_t>(layer.num_experts) * P * R, nullptr);
   for (const auto& t : tensors) {
     const std::string& name = t.info->name;
     const std::string& file = t.file->path();
     if (t.parsed.fused) throw_bad_input(file, name, "fused expert tensor in a per-expert layer `" + layer.prefix + "`");
-    int proj = t.parsed.proj == pn.gate ? 0 : t.parsed.proj == pn.up ? 1 : t.parsed.proj == pn.down ? 2 : -1;
-    if (proj < 0) throw_bad_input(file, name, "projection `" + std::string(t.parsed.proj) + "` does not belong to the " + std::string(naming_name(layer.naming)) + " naming of this layer");
+    size_t proj = P;
+    for (size_t p = 0; p < P; ++p)
+      if (t.parsed.proj == projs[p].name) proj = p;
+    if (proj == P) throw_bad_input(file, name, "projection `" + std::string(t.parsed.proj) + "` does not belong to the " + std::string(naming_name(layer.naming)) + " naming of this layer");
     auto rule = rule_of.find(t.parsed.param);
     if (rule == rule_of.end()) {
       std::string expected;
@@ -288,19 +314,21 @@ void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, cons
     }
     if (t.parsed.expert >= layer.num_experts)
       throw_bad_input(file, name, "expert index " + std::to_string(t.parsed.expert) + " is out of range: the config declares " + std::to_string(layer.num_experts) + " experts");
-    slots[(t.parsed.expert * 3 + static_cast<uint64_t>(proj)) * R + rule->second] = &t;
+    slots[(t.parsed.expert * P + proj) * R + rule->second] = &t;
   }
   // Expected shapes depend only on (projection, rule).
-  std::vector<std::vector<uint64_t>> want(3 * R);
-  for (size_t p = 0; p < 3; ++p)
+  std::vector<std::vector<uint64_t>> want(P * R);
+  for (size_t p = 0; p < P; ++p) {
+    auto [out, in] = projection_dims(projs[p].part, layer);
     for (size_t ri = 0; ri < R; ++ri)
-      if (recipe.tensors[ri].shape) want[p * R + ri] = recipe.tensors[ri].shape(projs[p].out, projs[p].in);
+      if (recipe.tensors[ri].shape) want[p * R + ri] = recipe.tensors[ri].shape(out, in);
+  }
   const std::string root = shards.root();
   for (uint64_t e = 0; e < layer.num_experts; ++e) {
-    for (size_t p = 0; p < 3; ++p) {
+    for (size_t p = 0; p < P; ++p) {
       for (size_t ri = 0; ri < R; ++ri) {
         const auto& r = recipe.tensors[ri];
-        const ScannedTensor* t = slots[(e * 3 + p) * R + ri];
+        const ScannedTensor* t = slots[(e * P + p) * R + ri];
         if (!t) {
           std::string name = layer.prefix + "." + std::to_string(e) + "." + projs[p].name + "." + r.suffix;
           if (!r.required) {
@@ -319,24 +347,82 @@ void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, cons
         if (!r.shape) {
           if (!is_scalar_shape(info.shape)) throw_bad_input(t->file->path(), info.name, "shape " + shape_string(info.shape) + ": expected a per-tensor scalar ([] or [1])");
         } else if (info.shape != want[p * R + ri]) {
-          std::string dims = projs[p].out == H && p == 2 ? "hidden_size " + std::to_string(H) + " x intermediate " + std::to_string(I)
-                                                         : "intermediate " + std::to_string(I) + " x hidden_size " + std::to_string(H);
+          const ProjPart part = projs[p].part;
+          std::string dims = part == ProjPart::down ? "hidden_size " + std::to_string(H) + " x intermediate " + std::to_string(I)
+                             : part == ProjPart::w13_whole && layer.gated ? "2 x intermediate " + std::to_string(I) + " (gate and up) x hidden_size " + std::to_string(H)
+                                                                          : "intermediate " + std::to_string(I) + " x hidden_size " + std::to_string(H);
           throw_bad_input(t->file->path(), info.name, "shape " + shape_string(info.shape) + " does not match config.json: expected " + shape_string(want[p * R + ri]) + " for " + dims);
         }
         if (r.param == "bias") layer.has_bias = true;
       }
     }
   }
-  // The summary of one expert, listed as w13_X, w2_X in recipe order.
+  // The summary of one expert, listed as w13_X, w2_X in recipe order: w13 from the first
+  // projection (gate, or the whole w13), w2 from the down projection (the last).
   for (size_t ri = 0; ri < R; ++ri) {
     const auto& r = recipe.tensors[ri];
-    for (size_t p : {size_t{0}, size_t{2}}) {
+    for (size_t p : {size_t{0}, P - 1}) {
       const ScannedTensor* t = slots[p * R + ri];
       if (!t) continue;
-      bool is_w13 = p == 0;
-      layer.params.push_back({std::string(is_w13 ? "w13_" : "w2_") + r.param, r.canonical_dtype.value_or(t->info->dtype), assembled_shape(r, t->info->shape, is_w13)});
+      const bool is_w13 = p == 0;
+      std::vector<uint64_t> shape = projs[p].part == ProjPart::w13_whole ? whole_w13_shape(r, t->info->shape, layer.gated) : assembled_shape(r, t->info->shape, is_w13);
+      layer.params.push_back({std::string(is_w13 ? "w13_" : "w2_") + r.param, r.canonical_dtype.value_or(t->info->dtype), std::move(shape)});
     }
   }
+}
+
+// The stable scheme id of one layer (see Checkpoint::scheme_id).
+std::string layer_scheme_id(const LayerQuant& q) {
+  if (!q.quantized()) return q.scheme;
+  if (!q.quark_ocp_mx_scheme.empty()) return q.quark_ocp_mx_scheme;
+  const MethodChoice& m = q.method;
+  const std::string& f = m.oracle_family;
+  if (f == "nvfp4") return m.activation_key.empty() ? "nvfp4a16" : "nvfp4";
+  if (f == "fp8") {
+    if (m.weight_key.find("Block") != std::string::npos) return "fp8-block";
+    if (m.weight_key.find("Channel") != std::string::npos) return "fp8-channel";
+    return "fp8-tensor";
+  }
+  if (f == "wna16") return "w" + std::to_string(q.weight_bits) + "a16";
+  if (f == "int8") return "w8a8-int8";
+  if (f == "w4a8_int8") return "w4a8-int8";
+  if (f == "w4a8") return "w4a8-fp8";
+  return f;  // mxfp4, mxfp8
+}
+
+std::string scheme_id_of(const Checkpoint& ck) {
+  if (ck.layers.empty()) return "none";
+  const MoeLayer* chosen = &ck.layers.front();
+  for (const auto& l : ck.layers)
+    if (l.quant.quantized()) {
+      chosen = &l;
+      break;
+    }
+  return std::string(family_name(ck.family)) + "-" + layer_scheme_id(chosen->quant);
+}
+
+// Which naming a discovered layer uses, from its tensor names alone.
+ExpertNaming naming_of(const LayerScan& scan, const std::string& prefix) {
+  const ScannedTensor& first = scan.tensors.front();
+  if (scan.fused && scan.per_expert) throw_bad_input(first.file->path(), first.info->name, "layer `" + prefix + "` mixes fused and per-expert tensors");
+  if (scan.fused) {
+    // gpt-oss MXFP4 stores FP4 blocks and E8M0 scales; every other fused producer stores the
+    // weight itself as a 3-D [E, in, out] tensor.
+    for (const auto& t : scan.tensors)
+      if (t.parsed.param == "_blocks" || t.parsed.param == "_scales") return ExpertNaming::gpt_oss_fused;
+    return ExpertNaming::fused_3d;
+  }
+  const bool gate = scan.projs.count("gate_proj") > 0, up = scan.projs.count("up_proj") > 0, down = scan.projs.count("down_proj") > 0;
+  const bool gate_up = scan.projs.count("gate_up_proj") > 0;
+  const bool numbered = scan.projs.count("w1") || scan.projs.count("w2") || scan.projs.count("w3");
+  if ((gate || up || down || gate_up) && numbered) throw_bad_input(first.file->path(), first.info->name, "layer `" + prefix + "` mixes gate_proj/up_proj/down_proj and w1/w2/w3 names");
+  if (gate_up) {
+    if (gate || up) throw_bad_input(first.file->path(), first.info->name, "layer `" + prefix + "` has both a fused gate_up_proj and separate gate_proj/up_proj");
+    return ExpertNaming::per_expert_gate_up;
+  }
+  if (up && !gate) return ExpertNaming::hf_no_gate;
+  if (gate || up || down) return ExpertNaming::hf;
+  return prefix.find("block_sparse_moe") != std::string::npos ? ExpertNaming::mixtral : ExpertNaming::deepseek_native;
 }
 
 }  // namespace
@@ -383,12 +469,39 @@ Checkpoint open_checkpoint(const std::string& path) {
   if (scans.empty()) {
     // Still describe the model (a dense model, a non-MoE shard): facts are best-effort.
     if (ck.config.is_object()) ck.facts = detail::read_model_facts(ck.config, shards, ck.config_path);
+    ck.has_config = ck.config.is_object();
     ck.scheme = "no MoE layers";
+    ck.scheme_id = ck.has_config ? "none" : "unknown";
     return ck;
   }
-  if (!ck.config.is_object())
-    throw_bad_input((fs::path(shards.root()) / "config.json").string(), "",
-                    "config.json is missing: it is needed to detect the quantization scheme and check the expert shapes of " + std::to_string(scans.size()) + " MoE layer(s)");
+  if (!ck.config.is_object()) {
+    // A lone file (or a directory without config.json): what the names say, nothing more. The
+    // quantization scheme, the expert sizes and the family live in config.json.
+    ck.has_config = false;
+    ck.scheme = "unknown (no config.json)";
+    ck.scheme_id = "unknown";
+    for (auto& [prefix_view, scan] : scans) {
+      MoeLayer layer;
+      layer.prefix = std::string(prefix_view);
+      layer.layer_index = layer_index_of(layer.prefix);
+      for (const auto& t : scan.tensors) {
+        layer.tensors.push_back(t.info->name);
+        layer.source_bytes += t.info->num_bytes();
+      }
+      std::sort(layer.tensors.begin(), layer.tensors.end());
+      layer.naming = naming_of(scan, layer.prefix);
+      layer.gated = layer.naming != ExpertNaming::hf_no_gate;
+      layer.num_experts = scan.fused ? 0 : scan.max_expert + 1;
+      if (scan.fused)
+        for (const auto& t : scan.tensors)
+          if (!t.info->shape.empty()) layer.num_experts = std::max(layer.num_experts, t.info->shape[0]);
+      layer.quant.scheme = "unknown";
+      ck.layers.push_back(std::move(layer));
+    }
+    std::sort(ck.layers.begin(), ck.layers.end(), [](const MoeLayer& a, const MoeLayer& b) { return std::tie(a.layer_index, a.prefix) < std::tie(b.layer_index, b.prefix); });
+    ck.notes.push_back("no config.json beside " + shards.root() + ": family, scheme and expert shapes are unknown (plan and convert need it)");
+    return ck;
+  }
 
   // The quantization config: config.json's block, else the legacy side files.
   nlohmann::json quant = nullptr;
@@ -430,17 +543,14 @@ Checkpoint open_checkpoint(const std::string& path) {
     }
     std::sort(layer.tensors.begin(), layer.tensors.end());
     const std::string& first_file = scan.tensors.front().file->path();
-    const std::string& first_name = scan.tensors.front().info->name;
-    if (scan.fused && scan.per_expert) throw_bad_input(first_file, first_name, "layer `" + prefix + "` mixes fused and per-expert tensors");
-    if (scan.fused) {
-      layer.naming = ExpertNaming::gpt_oss_fused;
-    } else {
-      bool hf = scan.projs.count("gate_proj") || scan.projs.count("up_proj") || scan.projs.count("down_proj");
-      bool numbered = scan.projs.count("w1") || scan.projs.count("w2") || scan.projs.count("w3");
-      if (hf && numbered) throw_bad_input(first_file, first_name, "layer `" + prefix + "` mixes gate_proj/up_proj/down_proj and w1/w2/w3 names");
-      layer.naming = hf ? ExpertNaming::hf : (prefix.find("block_sparse_moe") != std::string::npos ? ExpertNaming::mixtral : ExpertNaming::deepseek_native);
-    }
-    layer.hidden_size = ck.facts.hidden_size;
+    layer.naming = naming_of(scan, prefix);
+    // Non-gated experts are named so (no gate projection) and need an activation without a
+    // multiply; a gated model missing its gate tensors is a broken checkpoint, not a new layout.
+    layer.gated = layer.naming != ExpertNaming::hf_no_gate;
+    if (!layer.gated && !ck.facts.activation.ends_with("_no_mul"))
+      throw_bad_input(first_file, prefix + ".0.gate_proj", "missing gate_proj: the experts have only up_proj/down_proj, but the model's activation `" + ck.facts.activation +
+                                                              "` multiplies gate and up (non-gated experts need e.g. Nemotron-H's `mlp_hidden_act: relu2`)");
+    layer.hidden_size = ck.facts.moe_hidden_size ? ck.facts.moe_hidden_size : ck.facts.hidden_size;
     layer.intermediate_size = ck.facts.moe_intermediate_size;
     if (layer.hidden_size == 0) throw_bad_input(ck.config_path, "", "`hidden_size` is missing: needed to check the expert shapes");
     if (layer.intermediate_size == 0)
@@ -449,6 +559,8 @@ Checkpoint open_checkpoint(const std::string& path) {
     layer.recipe = rules->recipe(layer.quant, layer.naming);
     if (layer.naming == ExpertNaming::gpt_oss_fused) {
       detail::validate_gpt_oss_layer(shards, layer, ck.facts);
+    } else if (layer.naming == ExpertNaming::fused_3d) {
+      detail::validate_fused_3d_layer(shards, layer, ck.facts);
     } else {
       uint64_t found = scan.max_expert + 1;
       layer.num_experts = ck.facts.num_experts ? ck.facts.num_experts : found;
@@ -457,6 +569,9 @@ Checkpoint open_checkpoint(const std::string& path) {
                                                                                        std::to_string(layer.num_experts) + " experts");
       validate_per_expert_layer(shards, layer, layer.recipe, scan.tensors);
     }
+    // gpt-oss' experts have biases by architecture: vLLM allocates them (zeros where a
+    // producer dropped the tensors), so the oracle must see them either way.
+    if (ck.facts.has_bias) layer.has_bias = true;
     if (layer.has_bias) ck.facts.has_bias = true;
     ck.layers.push_back(std::move(layer));
   }
@@ -468,6 +583,7 @@ Checkpoint open_checkpoint(const std::string& path) {
       ck.notes.push_back("vLLM refuses `" + l.prefix + "` (and maybe more layers): " + l.quant.unsupported);
       break;
     }
+  ck.scheme_id = scheme_id_of(ck);
   return ck;
 }
 
@@ -607,30 +723,47 @@ const std::string& loaded_last(const st::ShardSet& shards, const std::string& ga
 }  // namespace
 
 ExpertParams read_expert_params(const Checkpoint& ckpt, const MoeLayer& layer, uint64_t expert, std::string_view only_param) {
+  if (!ckpt.has_config) throw Error(ErrorKind::bad_input, ckpt.path + ": no config.json, so the experts of `" + layer.prefix + "` cannot be read as canonical params");
   if (expert >= layer.num_experts)
     throw Error(ErrorKind::usage, "expert " + std::to_string(expert) + " is out of range for `" + layer.prefix + "` (" + std::to_string(layer.num_experts) + " experts)");
   const st::ShardSet& shards = *ckpt.shards;
   if (layer.naming == ExpertNaming::gpt_oss_fused) return detail::read_gpt_oss_expert(shards, layer, expert, only_param);
+  if (layer.naming == ExpertNaming::fused_3d) return detail::read_fused_3d_expert(shards, layer, expert, only_param);
   ExpertParams out;
   out.w13_order = layer.recipe.w13_order;
-  const ProjectionNames pn = projection_names(layer.naming);
+  const std::vector<Projection> projs = projections(layer.naming);
+  const bool w13_whole = projs.front().part == ProjPart::w13_whole;
   const std::string base = layer.prefix + "." + std::to_string(expert) + ".";
   for (const auto& r : layer.recipe.tensors) {
     const bool want_w13 = only_param.empty() || only_param == "w13_" + r.param;
     const bool want_w2 = only_param.empty() || only_param == "w2_" + r.param;
     if (!want_w13 && !want_w2) continue;
-    std::string gate_name = base + pn.gate + "." + r.suffix, up_name = base + pn.up + "." + r.suffix, down_name = base + pn.down + "." + r.suffix;
+    const std::string gate_name = base + projs[0].name + "." + r.suffix;
+    const std::string down_name = base + projs.back().name + "." + r.suffix;
     if (!r.required && !shards.find(gate_name)) continue;  // validated all-or-nothing at open
-    if (want_w13 && r.w13 == Assemble::last_loaded) {
-      OwnedTensor w13 = as_owned(load_source(shards, loaded_last(shards, gate_name, up_name)), r.transpose);
+    if (want_w13 && w13_whole) {
+      OwnedTensor w13 = as_owned(load_source(shards, gate_name), r.transpose);
+      if (r.w13 == Assemble::pair) {
+        // One scalar for a w13 stored whole: vLLM's per-shard vector has one entry per shard.
+        OwnedTensor v(w13.dtype, {layer.gated ? uint64_t{2} : uint64_t{1}});
+        for (size_t i = 0; i < v.shape[0]; ++i) std::memcpy(v.bytes.data() + i * w13.bytes.size(), w13.bytes.data(), w13.bytes.size());
+        w13 = std::move(v);
+      }
       if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
       out.tensors.emplace("w13_" + r.param, std::move(w13));
     } else if (want_w13) {
-      Source gate = load_source(shards, gate_name);
-      const std::string gate_file = gate.file;
-      OwnedTensor w13 = assemble_w13(r, as_owned(std::move(gate), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_file, gate_name);
-      if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
-      out.tensors.emplace("w13_" + r.param, std::move(w13));
+      const std::string up_name = base + projs[1].name + "." + r.suffix;
+      if (r.w13 == Assemble::last_loaded) {
+        OwnedTensor w13 = as_owned(load_source(shards, loaded_last(shards, gate_name, up_name)), r.transpose);
+        if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
+        out.tensors.emplace("w13_" + r.param, std::move(w13));
+      } else {
+        Source gate = load_source(shards, gate_name);
+        const std::string gate_file = gate.file;
+        OwnedTensor w13 = assemble_w13(r, as_owned(std::move(gate), r.transpose), as_owned(load_source(shards, up_name), r.transpose), gate_file, gate_name);
+        if (r.canonical_dtype) w13.dtype = *r.canonical_dtype;
+        out.tensors.emplace("w13_" + r.param, std::move(w13));
+      }
     }
     if (want_w2) {
       OwnedTensor w2 = as_owned(load_source(shards, down_name), r.transpose);

@@ -64,6 +64,9 @@ struct LayerQuant {
   // NVFP4 global scales: "multiplier" (ModelOpt weight_scale_2/input_scale) or "divisor"
   // (compressed-tensors *_global_scale = 1/multiplier). Values are kept raw either way.
   std::string global_scale_convention;
+  // Quark OCP-MX: vLLM's OCP_MX_Scheme value as the config spells it ("w_mxfp4", "w_mxfp4_a_fp8",
+  // "w_mxfp4_a_mxfp6_e2m3", "w_mxfp6_e3m2_a_mxfp6_e3m2", ...); empty for other families.
+  std::string quark_ocp_mx_scheme;
   // Non-empty when vLLM at the reference commit raises for this layer (the reason, vLLM's words
   // paraphrased). The layer is still described; plan/convert must refuse it.
   std::string unsupported;
@@ -75,7 +78,13 @@ enum class ExpertNaming {
   hf,              // <prefix>.E.{gate_proj,up_proj,down_proj}.<param>  (Qwen/DeepSeek-V3 HF, every quantizer)
   mixtral,         // <prefix>.E.{w1,w3,w2}.<param>  (block_sparse_moe)
   deepseek_native, // <prefix>.E.{w1,w3,w2}.<param>  (ffn.experts, DeepSeek-V4 / V3 inference format)
+  hf_no_gate,      // <prefix>.E.{up_proj,down_proj}.<param>  (non-gated experts: Nemotron-H; up plays w1)
+  per_expert_gate_up,  // <prefix>.E.{gate_up_proj,down_proj}.<param>  (amd-quark gpt-oss: gate/up fused, interleaved)
   gpt_oss_fused,   // <prefix>.{gate_up_proj,down_proj}_{blocks,scales,bias}, experts stacked in dim 0
+  // <prefix>.{gate_up_proj [E, H, 2I], down_proj [E, I, H]} input-major 3-D tensors, with optional
+  // `_bias` ([E, 2I], [E, H]) and per-tensor `_weight_scale` / `_input_scale` scalars broadcast to
+  // every expert (gpt-oss BF16, Llama-4 BF16 and ModelOpt FP8).
+  fused_3d,
 };
 std::string_view naming_name(ExpertNaming n);
 
@@ -132,6 +141,9 @@ struct MoeLayer {
   uint64_t hidden_size = 0;
   uint64_t intermediate_size = 0;
   bool has_bias = false;
+  // Gated experts hold gate and up in w13 ([2I, ...]); non-gated ones (Nemotron-H's relu2) only
+  // the up projection ([I, ...]), which plays FusedMoE's w1.
+  bool gated = true;
   LayerQuant quant;
   ExpertRecipe recipe;
   std::vector<ParamSummary> params;   // canonical params of one expert, in a stable order
@@ -145,6 +157,9 @@ struct ModelFacts {
   std::string architecture;            // architectures[0]
   std::string dtype;                   // torch_dtype / dtype: "bfloat16", "float16", ...
   uint64_t hidden_size = 0;
+  // The experts' input width: `moe_latent_size` when the model routes through a latent
+  // projection (Nemotron latent MoE), else hidden_size.
+  uint64_t moe_hidden_size = 0;
   uint64_t moe_intermediate_size = 0;  // per expert
   uint64_t num_experts = 0;            // routed experts
   uint64_t num_shared_experts = 0;
@@ -172,6 +187,11 @@ class Checkpoint {
   std::string quant_config_source;  // where the quantization config came from ("config.json", "hf_quant_config.json", ...)
   Family family = Family::unquantized;
   std::string scheme;               // checkpoint-level summary, e.g. "nvfp4-pack-quantized (W4A4)"
+  // A stable identifier of the scheme for scripts: "<family>-<scheme>", e.g. "gpt-oss-mxfp4",
+  // "compressed-tensors-nvfp4", "quark-w_mxfp4_a_fp8", "modelopt-fp8-tensor", "unquantized-bf16".
+  std::string scheme_id;
+  // false when there was no config.json: tensors are described, family and scheme are unknown.
+  bool has_config = true;
   ModelFacts facts;
   std::vector<MoeLayer> layers;     // sorted by (layer_index, prefix)
   std::vector<std::string> notes;   // non-fatal observations for the user
@@ -180,7 +200,10 @@ class Checkpoint {
   const MoeLayer* find_layer(const std::string& prefix) const;
 };
 
-// Opens CKPT (a directory or one .safetensors file). Throws Error(bad_input) naming the file,
+// Opens CKPT (a directory or one .safetensors file). Without a config.json (a lone file), the
+// tensors are still described and MoE layers found by name, but nothing that needs the config
+// (family, shapes against it, canonical params) is known: `has_config` is false and `layers`
+// lists what the names say with `quant.scheme` "unknown". Throws Error(bad_input) naming the file,
 // tensor and rule for anything malformed or inconsistent; a checkpoint without MoE layers (even
 // without tensors) is valid and has `layers` empty.
 Checkpoint open_checkpoint(const std::string& path);
@@ -255,6 +278,11 @@ std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
 // gpt-oss fused experts (gpt_oss.cpp): shapes checked against the config, and one expert's slice.
 void validate_gpt_oss_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
 ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
+
+// Fused 3-D experts (fused_3d.cpp): `gate_up_proj` [E, H, 2I] and `down_proj` [E, I, H] with
+// optional biases and broadcast per-tensor scales; one expert's canonical params are transposed.
+void validate_fused_3d_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
+ExpertParams read_fused_3d_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);

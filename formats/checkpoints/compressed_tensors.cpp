@@ -184,12 +184,25 @@ class CompressedTensorsRules final : public FamilyRules {
     } else if (fam == "w4a8_int8" || fam == "w4a8") {
       const int64_t g = q.group_size;
       auto groups = [g](uint64_t in) { return g > 0 ? ceil_div(in, static_cast<uint64_t>(g)) : 1; };
-      SourceTensorRule w{"weight_packed", {DType::I32}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * 4, 32)}; }};
-      w.param = "weight_packed";
       SourceTensorRule s{"weight_scale", float_scales, [groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, groups(i)}; }};
       s.param = "weight_scale";
-      r.tensors = {w, s, weight_shape_rule()};
+      if (q.checkpoint_format == "int-quantized") {
+        // ERRATA 14: int4 values one per byte in an I8 [out, in] `weight` (what
+        // CompressedTensorsW4A8Int8MoEMethod allocates as w13_weight / w2_weight).
+        SourceTensorRule w{"weight", {DType::I8}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, i}; }};
+        w.param = "weight";
+        r.tensors = {w, s};
+      } else {
+        SourceTensorRule w{"weight_packed", {DType::I32}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * 4, 32)}; }};
+        w.param = "weight_packed";
+        r.tensors = {w, s, weight_shape_rule()};
+      }
     }
+    // Biases (llm-compressor's linearized gpt-oss experts keep one per projection); vLLM's
+    // compressed-tensors MoE methods allocate w13_bias / w2_bias when the model has them.
+    SourceTensorRule b{"bias", {DType::BF16, DType::F16, DType::F32}, [](uint64_t o, uint64_t) { return std::vector<uint64_t>{o}; }, false};
+    b.param = "bias";
+    r.tensors.push_back(b);
     return r;
   }
 

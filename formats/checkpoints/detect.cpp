@@ -77,7 +77,14 @@ ModelFacts read_model_facts(const nlohmann::json& config, const st::ShardSet& sh
   f.num_hidden_layers = first_uint(cfg, {"num_hidden_layers"}, file);
   f.hidden_act = json_string(cfg, "hidden_act", file);
   f.activation = moe_activation(f.model_type, f.hidden_act);
-  f.scoring_func = lower(json_string(cfg, "scoring_func", file, f.model_type == "deepseek_v4" ? "sqrtsoftplus" : "softmax"));
+  // Nemotron-H's experts are not gated: vLLM passes activation_without_mul(mlp_hidden_act)
+  // (relu2 -> relu2_no_mul) and loads up_proj as w1 (ERRATA 12).
+  if (const std::string mlp_act = json_string(cfg, "mlp_hidden_act", file); !mlp_act.empty() && f.model_type.rfind("nemotron_h", 0) == 0)
+    f.activation = moe_activation("", mlp_act) + "_no_mul";
+  f.moe_hidden_size = first_uint(cfg, {"moe_latent_size"}, file);
+  // DeepSeek-V4 scores with sqrt(softplus); Nemotron-H's router is a sigmoid (fixed in the model).
+  const char* default_scoring = f.model_type == "deepseek_v4" ? "sqrtsoftplus" : f.model_type.rfind("nemotron_h", 0) == 0 ? "sigmoid" : "softmax";
+  f.scoring_func = lower(json_string(cfg, "scoring_func", file, default_scoring));
   bool renormalize_default = f.model_type == "mixtral" || f.model_type == "gpt_oss" || f.model_type == "deepseek_v4";
   f.renormalize = json_bool(cfg, "norm_topk_prob", file, renormalize_default);
   f.n_group = first_uint(cfg, {"n_group"}, file);

@@ -26,7 +26,8 @@ class QuarkRules final : public FamilyRules {
   }
 
   LayerQuant layer_quant(const std::string& prefix) const override {
-    const std::string probes[3] = {prefix + ".0.gate_proj", prefix + ".0.up_proj", prefix + ".0.down_proj"};
+    // The expert modules as the checkpoint names them (amd-quark gpt-oss exports fuse gate/up).
+    const std::string probes[4] = {prefix + ".0.gate_proj", prefix + ".0.up_proj", prefix + ".0.down_proj", prefix + ".0.gate_up_proj"};
     if (const auto* ex = find_key(qc_, "exclude"); ex && ex->is_array())
       for (const auto& e : *ex) {
         if (!e.is_string()) continue;
@@ -51,9 +52,12 @@ class QuarkRules final : public FamilyRules {
     return from_config(*cfg, prefix);
   }
 
-  ExpertRecipe recipe(const LayerQuant& q, ExpertNaming) const override {
+  ExpertRecipe recipe(const LayerQuant& q, ExpertNaming naming) const override {
     if (!q.quantized()) return unquantized_recipe();
     ExpertRecipe r;
+    // amd-quark gpt-oss exports keep each expert's gate_up_proj as gpt-oss has it: interleaved
+    // gate/up rows (ERRATA 11), loaded as they are by vLLM's `_load_weights_quark`.
+    if (naming == ExpertNaming::per_expert_gate_up) r.w13_order = W13Order::interleaved;
     const bool fp6 = q.method.oracle_family == "mxfp6";
     SourceTensorRule w{"weight", {DType::U8}, [fp6](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, fp6 ? i * 3 / 4 : i / 2}; }};
     w.param = "weight";
@@ -112,6 +116,7 @@ class QuarkRules final : public FamilyRules {
                                        ") is not OCP-MX; only w_mxfp4 / w_mxfp6 variants are supported");
     LayerQuant q;
     q.scheme = scheme_name(cfg);
+    q.quark_ocp_mx_scheme = q.scheme;
     q.weight_bits = wname == "mxfp4" ? 4 : 6;
     q.group_size = 32;
     q.method = {"quark", "QuarkOCP_MX_MoEMethod", wname == "mxfp4" ? "mxfp4" : "mxfp6", wname == "mxfp4" ? "kMxfp4Static" : (wname == "mxfp6_e3m2" ? "kMxfp6E3M2Static" : "kMxfp6E2M3Static"), ""};
@@ -119,7 +124,8 @@ class QuarkRules final : public FamilyRules {
     if (!in) return q;
     if (!in->is_object()) throw_bad_input(source_, "", "quark: input_tensors of `" + prefix + "` must be an object");
     std::string iname = mx_name(lower(json_string(*in, "dtype", source_)));
-    bool dynamic = json_bool(*in, "is_dynamic", source_, true);
+    // QuantizationSpec's default: an input spec that does not say is static (ERRATA 11).
+    bool dynamic = json_bool(*in, "is_dynamic", source_, false);
     q.input_scales = dynamic ? "dynamic" : "static";
     if (iname == "fp8") {
       q.method.activation_key = "kFp8StaticTensorSym";

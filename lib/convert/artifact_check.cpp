@@ -66,7 +66,8 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
         g.padded_intermediate = layer.padded_intermediate_size;
         g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(ranks);
         g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank.rank);
-        g.gpt_oss_interleaved = ck.layers.size() > 0 && source_layer->quant.method.quant_method == "gpt_oss_mxfp4";
+        g.gpt_oss_interleaved = source_layer->recipe.w13_order == ckpt::W13Order::interleaved;
+        g.gated = source_layer->gated;
         if (const LayerReduction* reduction = find_reduction(t.layout)) {
           const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
           std::vector<uint8_t> expected(static_cast<size_t>(byte_size(reduction->dtype(), reduction->shape())));

@@ -273,6 +273,7 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   m.moepack_version = MOEPACK_VERSION_STRING;
   m.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
   m.source_scheme = plan.source_scheme;
+  m.source_scheme_description = plan.source_scheme_description;
   m.target = plan.target;
 
   // Manifest skeleton first, so packed tensors know where to record file and hash.

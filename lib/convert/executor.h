@@ -55,7 +55,8 @@ struct PassThroughTensor {
 
 struct ConversionPlan {
   std::string source_root;
-  std::string source_scheme;
+  std::string source_scheme;              // Checkpoint::scheme_id
+  std::string source_scheme_description;  // Checkpoint::scheme
   std::vector<std::string> source_files;       // absolute/relative paths of the shards read
   std::vector<const st::File*> source_mappings; // their mappings, whose pages are released after each packed tensor
   std::vector<std::string> copied_files;       // other files, relative to source_root, copied byte for byte

@@ -71,6 +71,12 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
 
   if (in.shape.size() == 1) {  // biases
     uint64_t n = in.shape[0];
+    if (is_w13 && !g.gated) {
+      if (n != I) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected I (non-gated)");
+      OwnedTensor out(in.dtype, {P});
+      if (auto s = generic_slice(I, g)) copy_block(in, n, 0, s->begin, out, P, 0, 1, s->size, eb);
+      return out;
+    }
     if (is_w13) {
       if (n != 2 * I) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected 2I");
       OwnedTensor out(in.dtype, {2 * P});
@@ -91,6 +97,14 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
 
   if (in.shape.size() != 2) throw_internal("param loader: " + role + " is not 2-D");
   const uint64_t rows = in.shape[0], cols = in.shape[1];
+  if (is_w13 && !g.gated) {
+    // A non-gated layer's w13 is the up projection alone: one half, sliced like FusedMoE's w1.
+    if (rows != I) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected I = " + std::to_string(I) + " (non-gated)");
+    const uint64_t out_cols = storage_units(Hp, cols, H, role);
+    OwnedTensor out(in.dtype, {P, out_cols});
+    if (auto s = generic_slice(I, g)) copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb);
+    return out;
+  }
   if (is_w13) {
     if (rows != 2 * I) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected 2I = " + std::to_string(2 * I));
     const uint64_t out_cols = storage_units(Hp, cols, H, role);

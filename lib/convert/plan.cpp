@@ -14,6 +14,11 @@ namespace fs = std::filesystem;
 namespace orc = oracle;
 
 orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::Deployment& dep) {
+  // A lone file is described by inspect, but the scheme and the expert sizes are in config.json.
+  if (!c.has_config)
+    throw_bad_input((fs::path(c.shards->root()) / "config.json").string(), "",
+                    "config.json is missing: it is needed to detect the quantization scheme and check the expert shapes of " + std::to_string(c.layers.size()) +
+                        " MoE layer(s) (inspect describes the file without it)");
   const ckpt::LayerQuant& lq = layer.quant;
   // compressed-tensors W4A8: vLLM picks another method on exactly SM90.
   const ckpt::MethodChoice& m = (lq.on_sm90 && dep.device.is_device_capability(90)) ? *lq.on_sm90 : lq.method;
@@ -41,12 +46,10 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   }
   q.static_input_scales = lq.input_scales == "static";
   if (m.quant_method == "quark" && q.family == orc::Family::mxfp4) {
-    // The reader's scheme text starts with the OCP_MX_Scheme value ("w_mxfp6_e3m2_a_mxfp6_e3m2 (emulation only)").
-    if (m.oracle_family == "mxfp6") q.quark_ocp_mx_scheme = lq.scheme.substr(0, lq.scheme.find(' '));
-    else if (m.activation_key == "kMxfp4Dynamic") q.quark_ocp_mx_scheme = "w_mxfp4_a_mxfp4";
-    else if (!lq.input_scales.empty()) q.quark_ocp_mx_scheme = "w_mxfp4_a_fp8";
-    else q.quark_ocp_mx_scheme = "w_mxfp4";
-    if (q.quark_ocp_mx_scheme != "w_mxfp4") q.activation_key.clear();  // the method passes its own key
+    // The reader reports the OCP_MX_Scheme as the config spells it; the method passes its own
+    // activation key for every scheme with activation quantization.
+    q.quark_ocp_mx_scheme = lq.quark_ocp_mx_scheme;
+    if (q.quark_ocp_mx_scheme != "w_mxfp4") q.activation_key.clear();
   }
   const ckpt::ModelFacts& facts = c.facts;
   q.model_type = facts.model_type;
@@ -147,7 +150,8 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
                                      const ConvertRequest& request) {
   ConversionPlan plan;
   plan.source_root = checkpoint.shards->root();
-  plan.source_scheme = checkpoint.scheme;
+  plan.source_scheme = checkpoint.scheme_id;
+  plan.source_scheme_description = checkpoint.scheme;
   plan.target = request.target_json;
   for (const auto& f : checkpoint.shards->files()) {
     plan.source_files.push_back(f->path());
@@ -229,7 +233,9 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
       g.padded_intermediate = static_cast<uint64_t>(d.padded_intermediate_size);
       g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(d.tp_size);
       g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank);
-      g.gpt_oss_interleaved = d.quant_method == "gpt_oss_mxfp4";
+      // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
+      g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
+      g.gated = layer.gated;
       const uint64_t first_expert = expert_parallel ? local_experts * static_cast<uint64_t>(rank) : 0;
 
       RankPlan rp;

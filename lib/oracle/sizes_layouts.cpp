@@ -345,10 +345,11 @@ const std::vector<LayoutRow>& layout_rows() {
       {F::mxfp4, "DEEPGEMM_MXFP4", "", always,
        {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kDeepGemmScales}, {"w2_weight_scale", kDeepGemmScales}}},
       // Only the gpt-oss converter has a CPU branch; the generic one raises ValueError (no row).
+      // That branch leaves Quark's static input scales as loaded (fp32, one per expert).
       {F::mxfp4, "CPU", "gpt-oss converter", gpt_oss_converter,
        {{"w13_weight", "cpu.sgl_convert_weight_packed(mxfp4)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(mxfp4)"},
         {"w13_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"}, {"w2_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"},
-        {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+        {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
       {F::mxfp4, "HUMMING", "", always,
        {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
       // EMULATION replaces static input scales by their maximum over the experts (0-dim fp32).
@@ -491,6 +492,9 @@ bool role_present(const std::string& role, const SelectionContext& c, const Sele
   if (role.find("_bias") != std::string::npos) return q.has_bias;
   if (role.find("_input_scale") != std::string::npos) {
     if (s.backend == "AITER_MXFP4_FP8") return true;
+    // QuarkOCP_MX_MoEMethod registers them whenever the checkpoint's scales are static,
+    // whichever backend then runs (the CPU one leaves them as loaded).
+    if (q.quant_method == "quark") return q.static_input_scales;
     if (c.query.family == Family::nvfp4) return s.activation_key.has_value();
     return s.activation_key && s.activation_key->scale.is_static;
   }

@@ -80,6 +80,7 @@ bool scheme_quantizes_attention(Scheme scheme);
 struct Unquantized {
   std::vector<std::string> routers;
   std::string router_suffix;
+  std::vector<std::string> patterns;  // further excluded modules as fnmatch patterns (Quark's exclude)
 };
 // Config pieces: `quantization_config` (null for unquantized), extra JSON files by name.
 nlohmann::json quantization_config(Scheme scheme, const Unquantized& unquantized);

@@ -18,6 +18,8 @@ using json = nlohmann::json;
 const std::vector<FamilyDef>& families() {
   static const std::vector<FamilyDef> table = {
       {{"gpt-oss-mxfp4", "gpt_oss", "openai gpt-oss: fused MXFP4 _blocks/_scales, BF16 biases, interleaved gate/up, 0-based shards"}, Scheme::gpt_oss_mxfp4, 32, 3},
+      {{"quark-gpt-oss-w-mxfp4-a-fp8", "gpt_oss", "amd-quark gpt-oss export: per-expert gate_up_proj (interleaved) and down_proj, MXFP4, static FP8 input scales, BF16 biases"},
+       Scheme::quark_w_mxfp4_a_fp8, 32, 1},
       {{"ct-nvfp4", "qwen3_moe", "compressed-tensors nvfp4-pack-quantized W4A4 (weight and input global scales)"}, Scheme::ct_nvfp4, 32, 1},
       {{"ct-nvfp4a16", "qwen3_moe", "compressed-tensors nvfp4-pack-quantized NVFP4A16 (no input global scale)"}, Scheme::ct_nvfp4a16, 32, 1},
       {{"ct-mxfp4", "qwen3_moe", "compressed-tensors mxfp4-pack-quantized (E8M0 scales per 32)"}, Scheme::ct_mxfp4, 32, 1},
@@ -171,7 +173,8 @@ void emit_attention_linear(Ctx& c, const std::string& module, uint64_t out, uint
   LinearJob j{module, module, out, in, LinearRole::attention};
   std::unique_ptr<Matrix> w;
   if (c.sink.with_data()) w = std::make_unique<Matrix>(linear_source(c.seed, module, out, in));
-  emit_linear(c.sink, c.family.scheme, j, w.get(), 0.0f, c.seed);
+  // gpt-oss exports quantize the experts only ("MoE-Quant"): attention stays BF16.
+  emit_linear(c.sink, c.d.arch == "gpt_oss" ? Scheme::bf16 : c.family.scheme, j, w.get(), 0.0f, c.seed);
   if (bias) add_bf16(c, module + ".bias", {out}, 0.0f, 0.01f);
 }
 
@@ -260,6 +263,48 @@ void emit_deepseek_v4(Ctx& c) {
   add_bf16(c, "head.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
 }
 
+// gpt-oss' gate_up rows interleaved (row 2i = gate_i, 2i+1 = up_i), biases in the same order.
+struct GateUp {
+  Matrix weights;
+  std::vector<float> bias;
+};
+GateUp interleaved_gate_up(const Ctx& c, uint64_t layer, uint64_t e) {
+  const uint64_t H = c.d.hidden, I = c.d.intermediate;
+  Matrix gate = linear_source(c.seed, expert_key(layer, e, "gate"), I, H);
+  Matrix up = linear_source(c.seed, expert_key(layer, e, "up"), I, H);
+  std::vector<float> gb = bias_source(c.seed, expert_key(layer, e, "gate"), I);
+  std::vector<float> ub = bias_source(c.seed, expert_key(layer, e, "up"), I);
+  GateUp out{Matrix{2 * I, H, std::vector<float>(2 * I * H)}, {}};
+  for (uint64_t i = 0; i < I; ++i) {
+    std::copy_n(&gate.values[i * H], H, &out.weights.values[(2 * i) * H]);
+    std::copy_n(&up.values[i * H], H, &out.weights.values[(2 * i + 1) * H]);
+    out.bias.push_back(gb[i]);
+    out.bias.push_back(ub[i]);
+  }
+  return out;
+}
+
+// amd-quark gpt-oss exports (ERRATA 11): one module per expert, gate_up_proj kept fused and
+// interleaved as gpt-oss has it, each with its own bias and static input scale.
+void emit_gpt_oss_per_expert(Ctx& c, uint64_t layer) {
+  const SampleDims& d = c.d;
+  const uint64_t H = d.hidden, I = d.intermediate;
+  const std::string p = layer_prefix(layer) + "mlp.experts.";
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    const std::string x = p + std::to_string(e) + ".";
+    std::unique_ptr<GateUp> gu;
+    std::unique_ptr<Matrix> down;
+    if (c.sink.with_data()) {
+      gu = std::make_unique<GateUp>(interleaved_gate_up(c, layer, e));
+      down = std::make_unique<Matrix>(linear_source(c.seed, expert_key(layer, e, "down"), H, I));
+    }
+    emit_linear(c.sink, c.family.scheme, {x + "gate_up_proj", expert_key(layer, e, "gate_up"), 2 * I, H, LinearRole::routed_expert}, gu ? &gu->weights : nullptr, 0.0f, c.seed);
+    c.sink.add(x + "gate_up_proj.bias", DType::BF16, {2 * I}, gu ? bytes_as(gu->bias, ScaleStorage::bf16) : std::vector<uint8_t>{});
+    emit_linear(c.sink, c.family.scheme, {x + "down_proj", expert_key(layer, e, "down"), H, I, LinearRole::routed_expert}, down.get(), 0.0f, c.seed);
+    c.sink.add(x + "down_proj.bias", DType::BF16, {H}, c.sink.with_data() ? bytes_as(bias_source(c.seed, expert_key(layer, e, "down"), H), ScaleStorage::bf16) : std::vector<uint8_t>{});
+  }
+}
+
 // gpt-oss: experts fused along a leading E dim, MXFP4 blocks [E, rows, K/32, 16], gate/up rows
 // interleaved (row 2i = gate_i, 2i+1 = up_i), BF16 biases in the same order.
 void emit_gpt_oss_experts(Ctx& c, uint64_t layer) {
@@ -270,21 +315,12 @@ void emit_gpt_oss_experts(Ctx& c, uint64_t layer) {
   if (c.sink.with_data()) {
     std::vector<float> gu_bias_f, dn_bias_f;
     for (uint64_t e = 0; e < E; ++e) {
-      Matrix gate = linear_source(c.seed, expert_key(layer, e, "gate"), I, H);
-      Matrix up = linear_source(c.seed, expert_key(layer, e, "up"), I, H);
+      GateUp gu = interleaved_gate_up(c, layer, e);
       Matrix down = linear_source(c.seed, expert_key(layer, e, "down"), H, I);
-      std::vector<float> gb = bias_source(c.seed, expert_key(layer, e, "gate"), I);
-      std::vector<float> ub = bias_source(c.seed, expert_key(layer, e, "up"), I);
       std::vector<float> db = bias_source(c.seed, expert_key(layer, e, "down"), H);
-      Matrix gu{2 * I, H, std::vector<float>(2 * I * H)};
-      for (uint64_t i = 0; i < I; ++i) {
-        std::copy_n(&gate.values[i * H], H, &gu.values[(2 * i) * H]);
-        std::copy_n(&up.values[i * H], H, &gu.values[(2 * i + 1) * H]);
-        gu_bias_f.push_back(gb[i]);
-        gu_bias_f.push_back(ub[i]);
-      }
+      gu_bias_f.insert(gu_bias_f.end(), gu.bias.begin(), gu.bias.end());
       dn_bias_f.insert(dn_bias_f.end(), db.begin(), db.end());
-      MxQuantized qg = quantize_mx(gu, MxElement::e2m1);
+      MxQuantized qg = quantize_mx(gu.weights, MxElement::e2m1);
       MxQuantized qd = quantize_mx(down, MxElement::e2m1);
       std::vector<uint8_t> pg = pack_nibbles(qg.codes), pd = pack_nibbles(qd.codes);
       gu_blocks.insert(gu_blocks.end(), pg.begin(), pg.end());
@@ -316,7 +352,8 @@ void emit_gpt_oss(Ctx& c) {
     add_norm(c, p + "post_attention_layernorm.weight", d.hidden);
     add_bf16(c, p + "mlp.router.weight", {d.experts, d.hidden}, 0.0f, 0.02f);
     add_bf16(c, p + "mlp.router.bias", {d.experts}, 0.0f, 0.01f);
-    emit_gpt_oss_experts(c, l);
+    if (c.family.scheme == Scheme::gpt_oss_mxfp4) emit_gpt_oss_experts(c, l);
+    else emit_gpt_oss_per_expert(c, l);
   }
   add_norm(c, "model.norm.weight", d.hidden);
   add_bf16(c, "lm_head.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
@@ -401,8 +438,9 @@ json config_for(const SampleDims& d, const json& quant) {
 
 Unquantized unquantized_modules(const SampleDims& d) {
   Unquantized u;
-  u.router_suffix = d.arch == "mixtral" ? "block_sparse_moe.gate" : "mlp.gate";
+  u.router_suffix = d.arch == "mixtral" ? "block_sparse_moe.gate" : d.arch == "gpt_oss" ? "mlp.router" : "mlp.gate";
   for (uint64_t l = d.first_dense; l < d.layers; ++l) u.routers.push_back(layer_prefix(l) + u.router_suffix);
+  if (d.arch == "gpt_oss") u.patterns.push_back("*self_attn*");  // gpt-oss exports quantize the experts only
   return u;
 }
 

@@ -292,6 +292,7 @@ json quark_config(Scheme s, const Unquantized& u) {
   }
   std::vector<std::string> exclude = u.routers;
   exclude.push_back("lm_head");
+  exclude.insert(exclude.end(), u.patterns.begin(), u.patterns.end());
   return json{{"algo_config", nullptr},
               {"exclude", exclude},
               {"export",

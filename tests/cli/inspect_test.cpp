@@ -98,14 +98,53 @@ TEST(Inspect, NoMoeLayersIsExitZero) {
 TEST(Inspect, BadInputIsExitFourWithJsonError) {
   TempDir tmp;
   write_nvfp4(tmp);
-  std::remove(tmp.file("config.json").c_str());
+  write_text(tmp.file("config.json"), "[1, 2, 3]");
   auto r = run_moepack({"inspect", tmp.path(), "--json"});
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("moepack: error: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("config.json is missing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("config.json is not a JSON object"), std::string::npos) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(j["error"]["exit_code"], 4);
   EXPECT_EQ(j["error"]["kind"], "bad_input");
+}
+
+// CLI.md: a single valid file is described (exit 0) even without a config.json; only plan and
+// convert need one.
+TEST(Inspect, LoneFileWithoutConfigIsDescribed) {
+  TempDir tmp;
+  write_nvfp4(tmp);
+  std::remove(tmp.file("config.json").c_str());
+  const std::string file = tmp.file("model.safetensors");
+  auto r = run_moepack({"inspect", file});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("format       unknown"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no config.json"), std::string::npos) << r.out;
+  auto rj = run_moepack({"inspect", file, "--json"});
+  ASSERT_EQ(rj.exit_code, 0) << rj.err;
+  json j = json::parse(rj.out);
+  EXPECT_EQ(j["family"], "unknown");
+  EXPECT_EQ(j["scheme_id"], "unknown");
+  EXPECT_FALSE(j["has_config"].get<bool>());
+  ASSERT_EQ(j["moe_layers"].size(), 3u);  // found by name, sizes from the tensors
+  EXPECT_EQ(j["moe_layers"][0]["num_experts"], E);
+  EXPECT_EQ(j["moe_layers"][2]["prefix"], "model.layers.2.mlp.experts");
+  ASSERT_EQ(j["tensor_list"].size(), j["tensors"]["count"].get<size_t>());
+  for (const auto& t : j["tensor_list"]) {
+    EXPECT_TRUE(t["name"].is_string());
+    EXPECT_TRUE(t["dtype"].is_string());
+    EXPECT_TRUE(t["shape"].is_array());
+    EXPECT_TRUE(t["bytes"].is_number_unsigned());
+  }
+  EXPECT_EQ(j["metadata"]["format"], "pt");
+  // plan and convert still need the config, and say so (exit 4, naming config.json).
+  auto p = run_moepack({"plan", file, "--target", "sm100", "--json"});
+  EXPECT_EQ(p.exit_code, 4) << p.err;
+  EXPECT_NE(p.err.find("config.json is missing"), std::string::npos) << p.err;
+  EXPECT_EQ(json::parse(p.out)["error"]["kind"], "bad_input");
+  auto c = run_moepack({"convert", file, "--target", "sm100", "-o", tmp.file("out")});
+  EXPECT_EQ(c.exit_code, 4) << c.err;
+  EXPECT_NE(c.err.find("config.json is missing"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));
 }
 
 TEST(Inspect, MissingPathIsBadInput) {

@@ -112,6 +112,15 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},
         Case{"quark-w-mxfp4-a-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_MXFP4"},
         Case{"quark-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},  // OAI Triton takes swigluoai only, this is silu
+        // amd-quark gpt-oss export: per-expert gate_up_proj kept interleaved, static FP8 inputs
+        // (gpt-oss loader slicing of interleaved rows; swigluoai reaches AITER W4A8 as it is).
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_FP8"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "gfx1250", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_FP8"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "cpu-amx", {}, "CPU"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "gfx950", {"tp=2"}, "EMULATION"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2"}, "AITER_MXFP4_FP8"},
+        Case{"quark-gpt-oss-w-mxfp4-a-fp8", "sm90", {"moe-backend=marlin"}, ""},  // Marlin takes no FP8 activations
         // Quark MXFP6 (no selector: EMULATION; FP6 packs 4 elements in 3 bytes)
         Case{"quark-w-mxfp6-e3m2", "gfx950", {}, "EMULATION"},
         Case{"quark-w-mxfp6-e3m2", "sm90", {"tp=2"}, "EMULATION"},
@@ -140,6 +149,39 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return n;
     });
+
+// The amd-quark export and openai's fused checkpoint of the same weights (the samples share the
+// seed) load into the same parameters, so a backend both reach must get the same bytes.
+TEST(ConvertSamplesAcrossLayouts, QuarkPerExpertGptOssPacksLikeTheFusedOne) {
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("cpu-amx"));
+    dep.parallel.tp = tp;
+    auto convert = [&](const std::string& name, const test::TempDir& out) {
+      ckpt::Checkpoint ck = ckpt::open_checkpoint(sample(name));
+      ConvertRequest req;
+      req.target_json = {{"device", "cpu-amx"}};
+      return execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out.path(), ExecutorOptions{});
+    };
+    test::TempDir fused_dir, quark_dir;
+    artifact::Manifest fused = convert("gpt-oss-mxfp4", fused_dir), quark = convert("quark-gpt-oss-w-mxfp4-a-fp8", quark_dir);
+    ASSERT_EQ(fused.layers.size(), 1u);
+    ASSERT_EQ(quark.layers.size(), 1u);
+    ASSERT_EQ(fused.layers[0].ranks.size(), static_cast<size_t>(tp));
+    size_t compared = 0;
+    for (size_t r = 0; r < fused.layers[0].ranks.size(); ++r)
+      for (const auto& [role, t] : fused.layers[0].ranks[r].tensors) {
+        auto q = quark.layers[0].ranks[r].tensors.find(role);
+        ASSERT_NE(q, quark.layers[0].ranks[r].tensors.end()) << role;
+        EXPECT_EQ(q->second.layout, t.layout) << role;
+        EXPECT_EQ(q->second.xxh3, t.xxh3) << role << " rank " << r;
+        ++compared;
+      }
+    EXPECT_EQ(compared, 6u * static_cast<size_t>(tp));  // weights, scales and biases of w13 and w2
+    // The Quark scales of the static FP8 inputs come on top, as loaded.
+    EXPECT_TRUE(quark.layers[0].ranks[0].tensors.count("w13_input_scale"));
+  }
+}
 
 }  // namespace
 }  // namespace moepack::convert

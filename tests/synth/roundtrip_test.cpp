@@ -176,7 +176,7 @@ TEST(SynthRoundTrip, EveryPerExpertFamilyApproximatesItsSource) {
   o.hidden = 256;
   o.intermediate = 384;
   for (const auto& family : synth_families()) {
-    if (family == "gpt-oss-mxfp4") continue;  // fused: its own test below
+    if (family == "gpt-oss-mxfp4" || family == "quark-gpt-oss-w-mxfp4-a-fp8") continue;  // interleaved gate_up: their own tests below
     if (family == "deepseek-v4-mxfp4") o.intermediate = 256;  // its FP8 shared expert needs whole 128 blocks
     SampleDims d = sample_dims(family, o);
     std::string dir = tmp.file(family);
@@ -262,6 +262,39 @@ TEST(SynthRoundTrip, GptOssInterleavedExpertsAndBiases) {
     for (uint64_t k = 0; k < I; ++k)
       w[r * I + k] = fp4(dnb, (e * H + r) * I + k) * e8m0_to_float(dns[(e * H + r) * (I / 32) + k / 32]);
   EXPECT_LT(relative_rms_error(w, down), 0.15);
+}
+
+// The amd-quark export holds the same quantized experts as openai's fused layout, split per
+// expert: for one seed the bytes of each expert's gate_up_proj / down_proj (weights, scales and
+// biases) are that expert's slice of the fused tensors.
+TEST(SynthRoundTrip, QuarkGptOssExpertsAreSlicesOfTheFusedLayout) {
+  test::TempDir tmp;
+  SampleOptions o;
+  o.seed = 5;
+  write_sample("gpt-oss-mxfp4", tmp.file("fused"), o);
+  write_sample("quark-gpt-oss-w-mxfp4-a-fp8", tmp.file("quark"), o);
+  SampleDims d = sample_dims("gpt-oss-mxfp4", o);
+  st::ShardSet fused(tmp.file("fused")), quark(tmp.file("quark"));
+  const std::string p = "model.layers.0.mlp.experts.";
+  auto slice = [&](const std::string& name, uint64_t e) {
+    Bytes all = fused.find(p + name)->data();
+    const size_t per = all.size() / d.experts;
+    return std::vector<uint8_t>(all.begin() + static_cast<std::ptrdiff_t>(e * per), all.begin() + static_cast<std::ptrdiff_t>((e + 1) * per));
+  };
+  auto whole = [&](const std::string& name) {
+    Bytes b = quark.find(name)->data();
+    return std::vector<uint8_t>(b.begin(), b.end());
+  };
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    const std::string x = p + std::to_string(e) + ".";
+    EXPECT_EQ(whole(x + "gate_up_proj.weight"), slice("gate_up_proj_blocks", e)) << e;
+    EXPECT_EQ(whole(x + "gate_up_proj.weight_scale"), slice("gate_up_proj_scales", e)) << e;
+    EXPECT_EQ(whole(x + "gate_up_proj.bias"), slice("gate_up_proj_bias", e)) << e;
+    EXPECT_EQ(whole(x + "down_proj.weight"), slice("down_proj_blocks", e)) << e;
+    EXPECT_EQ(whole(x + "down_proj.weight_scale"), slice("down_proj_scales", e)) << e;
+    EXPECT_EQ(whole(x + "down_proj.bias"), slice("down_proj_bias", e)) << e;
+    EXPECT_GT(f32(quark.find(x + "gate_up_proj.input_scale")->data(), 0), 0.0f);
+  }
 }
 
 TEST(SynthRoundTrip, SourcesDoNotDependOnTheFamilyOrExpertCount) {
