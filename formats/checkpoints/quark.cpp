@@ -75,6 +75,11 @@ class QuarkRules final : public FamilyRules {
   }
 
  private:
+  // QuarkOCP_MX_MoEMethod's own NotImplementedError text.
+  static std::string not_implemented(const char* which, const std::string& scheme) {
+    return std::string("QuarkOCP_MX_MoEMethod with ") + which + " input scales is currently not implemented for OCP MX scheme " + scheme + ". Please open an issue.";
+  }
+
   // "fp4" -> "mxfp4", "fp6_e3m2" -> "mxfp6_e3m2", "fp8_e4m3" -> "fp8"; "" when not an OCP-MX dtype.
   static std::string mx_name(const std::string& dtype) {
     if (dtype == "fp4") return "mxfp4";
@@ -129,13 +134,13 @@ class QuarkRules final : public FamilyRules {
     q.input_scales = dynamic ? "dynamic" : "static";
     if (iname == "fp8") {
       q.method.activation_key = "kFp8StaticTensorSym";
-      if (dynamic) q.unsupported = "dynamic FP8 activations with OCP-MX weights (w_mxfp4_a_fp8 dynamic) are not implemented";
+      if (dynamic) q.unsupported = not_implemented("dynamic", q.quark_ocp_mx_scheme);
     } else if (iname == "mxfp4") {
       q.method.activation_key = "kMxfp4Dynamic";
-      if (!dynamic) q.unsupported = "static MX activation scales are not implemented";
+      if (!dynamic) q.unsupported = not_implemented("static", q.quark_ocp_mx_scheme);
     } else if (iname == "mxfp6_e3m2" || iname == "mxfp6_e2m3") {
       q.method.activation_key = iname == "mxfp6_e3m2" ? "kMxfp6E3M2Dynamic" : "kMxfp6E2M3Dynamic";
-      if (!dynamic) q.unsupported = "static MX activation scales are not implemented";
+      if (!dynamic) q.unsupported = not_implemented("static", q.quark_ocp_mx_scheme);
     } else {
       throw_bad_input(source_, "", "quark: input dtype `" + json_string(*in, "dtype", source_) + "` of `" + prefix + "` is not supported with OCP-MX weights");
     }
