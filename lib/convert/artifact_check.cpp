@@ -28,9 +28,9 @@ namespace {
 using OpenFile = std::function<const st::File&(const std::string&)>;
 
 // One index of the artifact: it parses as a standard index (moepack's strict reader refuses
-// ".." and absolute names, as HF readers do), names only files of the artifact, every tensor it
-// names is in that file, and total_size is the bytes of those tensors. Returns its weight_map
-// (empty when it cannot be read; the reason is in `problems`).
+// ".." and absolute names, as huggingface_hub's does), names only files of the artifact, every
+// tensor it names is in that file, and total_size is the bytes of those tensors. Returns its
+// weight_map (empty when it cannot be read; the reason is in `problems`).
 std::unordered_map<std::string, std::string> check_index(const std::string& artifact_dir, const std::string& index_name,
                                                          const std::set<std::string>& artifact_files, const OpenFile& file,
                                                          std::vector<std::string>& problems) {

@@ -86,8 +86,9 @@ inline constexpr const char* kIndexFileName = "model.safetensors.index.json";
 // loads (the shared files and its own), is model-rankR.safetensors.index.json beside them:
 // huggingface_hub's `model{suffix}.safetensors` pattern with prefix "model-rankR", so its
 // loaders read it with filename_pattern="model-rankR{suffix}.safetensors". Every file stays in
-// the artifact directory: HF readers refuse index entries with "..", and one directory is what
-// a TP deployment has (every worker gets the same model path and picks its files by rank).
+// the artifact directory: huggingface_hub refuses index entries with ".." and vLLM's index
+// filter fails on them, and one directory is what a TP deployment has (every worker gets the
+// same model path and picks its files by rank).
 std::string rank_index_file_name(int rank);
 
 // How the plan's tensors are spread over files (also what --dry-run prints).
