@@ -96,12 +96,15 @@ ojson to_json(const Manifest& m) {
                               {"layout", t.layout}, {"xxh3", t.xxh3}};
       ranks.push_back(ojson{{"rank", r.rank}, {"tensors", tensors}});
     }
-    layers.push_back(ojson{{"prefix", l.prefix}, {"family", l.family}, {"weight_key", optional_string(l.weight_key)},
-                           {"activation_key", optional_string(l.activation_key)}, {"backend", l.backend},
-                           {"experts_class", l.experts_class}, {"num_experts", l.num_experts}, {"top_k", l.top_k},
-                           {"activation", l.activation}, {"hidden_size", l.hidden_size},
-                           {"intermediate_size", l.intermediate_size}, {"padded_hidden_size", l.padded_hidden_size},
-                           {"padded_intermediate_size", l.padded_intermediate_size}, {"ranks", ranks}});
+    ojson layer{{"prefix", l.prefix}, {"family", l.family}, {"weight_key", optional_string(l.weight_key)},
+                {"activation_key", optional_string(l.activation_key)}, {"backend", l.backend},
+                {"experts_class", l.experts_class}, {"num_experts", l.num_experts}, {"top_k", l.top_k},
+                {"activation", l.activation}, {"hidden_size", l.hidden_size},
+                {"intermediate_size", l.intermediate_size}, {"padded_hidden_size", l.padded_hidden_size},
+                {"padded_intermediate_size", l.padded_intermediate_size}};
+    if (l.intermediate_size_scope) layer["intermediate_size_scope"] = *l.intermediate_size_scope;
+    layer["ranks"] = ranks;
+    layers.push_back(std::move(layer));
   }
   return ojson{{"format", m.format},
                {"moepack_version", m.moepack_version},
@@ -147,6 +150,12 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
     l.intermediate_size = r.unsigned_number(lj, "intermediate_size", w);
     l.padded_hidden_size = r.unsigned_number(lj, "padded_hidden_size", w);
     l.padded_intermediate_size = r.unsigned_number(lj, "padded_intermediate_size", w);
+    if (lj.contains("intermediate_size_scope")) {
+      l.intermediate_size_scope = r.string(lj, "intermediate_size_scope", w);
+      // Another scope would change what the sizes mean; a reader must not guess.
+      if (*l.intermediate_size_scope != kPerRankScope)
+        r.fail(w + ".intermediate_size_scope", "is `" + *l.intermediate_size_scope + "`, this moepack knows `" + kPerRankScope + "`");
+    }
     const json& ranks = r.array(lj, "ranks", w);
     for (size_t k = 0; k < ranks.size(); ++k) {
       std::string rw = w + ".ranks[" + std::to_string(k) + "]";

@@ -16,6 +16,8 @@ namespace moepack::artifact {
 
 inline constexpr const char* kManifestFormat = "moepack/1";
 inline constexpr const char* kManifestFileName = "moepack.json";
+// The one value of Layer::intermediate_size_scope: the sizes are what one rank holds.
+inline constexpr const char* kPerRankScope = "per_rank";
 
 struct PackedTensor {
   std::string file;    // safetensors file name, relative to the artifact directory
@@ -45,6 +47,12 @@ struct Layer {
   uint64_t intermediate_size = 0;
   uint64_t padded_hidden_size = 0;
   uint64_t padded_intermediate_size = 0;
+  // "per_rank" when the deployment has several ranks: intermediate_size and
+  // padded_intermediate_size are then one rank's slice (the whole size divided by
+  // target.moe_tp_size; under expert parallelism the whole size), as in `plan --json`. Absent
+  // with one rank, where per rank and whole are the same; it is not written there, so that
+  // single-rank manifests keep the bytes they had before the key existed.
+  std::optional<std::string> intermediate_size_scope;
   std::vector<RankTensors> ranks;
 };
 

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
+#include <unordered_map>
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
+#include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/reductions.h"
@@ -19,6 +23,80 @@
 
 namespace moepack::convert {
 namespace fs = std::filesystem;
+namespace {
+
+using OpenFile = std::function<const st::File&(const std::string&)>;
+
+// One index of the artifact: it parses as a standard index (moepack's strict reader refuses
+// ".." and absolute names, as huggingface_hub's does), names only files of the artifact, every
+// tensor it names is in that file, and total_size is the bytes of those tensors. Returns its
+// weight_map (empty when it cannot be read; the reason is in `problems`).
+std::unordered_map<std::string, std::string> check_index(const std::string& artifact_dir, const std::string& index_name,
+                                                         const std::set<std::string>& artifact_files, const OpenFile& file,
+                                                         std::vector<std::string>& problems) {
+  st::ShardIndex index;
+  try {
+    index = st::parse_shard_index((fs::path(artifact_dir) / index_name).string());
+  } catch (const Error& e) {
+    problems.push_back(index_name + ": " + e.what());
+    return {};
+  }
+  uint64_t listed_bytes = 0;
+  for (const auto& [name, shard] : index.weight_map) {
+    if (!artifact_files.count(shard)) {
+      problems.push_back(index_name + ": `" + name + "` is mapped to " + shard + ", which is not a file of the artifact");
+      continue;
+    }
+    const st::TensorInfo* info = file(shard).find(name);
+    if (!info) problems.push_back(index_name + ": `" + name + "` is mapped to " + shard + ", which does not hold it");
+    else listed_bytes += info->num_bytes();
+  }
+  if (index.has_total_size && index.total_size != listed_bytes)
+    problems.push_back(index_name + ": metadata.total_size is " + std::to_string(index.total_size) + ", the tensors it lists hold " +
+                       std::to_string(listed_bytes) + " bytes");
+  return std::move(index.weight_map);
+}
+
+// The indexes against the manifest. With one rank, model.safetensors.index.json (when there is
+// one) maps each packed tensor to its manifest file. With several, it holds the shared tensors
+// only, and rank R's own index is its complete view: every shared entry, plus each of R's packed
+// tensors in the file the manifest names.
+void check_indexes(const std::string& artifact_dir, const artifact::Manifest& m, const OpenFile& file, ArtifactCheck& out) {
+  std::set<std::string> artifact_files;
+  for (const auto& f : m.files) artifact_files.insert(f.name);
+  std::map<std::string, std::unordered_map<std::string, std::string>> indexes;
+  for (const auto& name : artifact_files)
+    if (name.ends_with(".safetensors.index.json")) indexes[name] = check_index(artifact_dir, name, artifact_files, file, out.problems);
+
+  const bool several_ranks = std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) { return l.intermediate_size_scope.has_value(); });
+  const auto shared = indexes.find(kIndexFileName);
+  for (const auto& layer : m.layers) {
+    for (const auto& rank : layer.ranks) {
+      const std::string index_name = several_ranks ? rank_index_file_name(rank.rank) : kIndexFileName;
+      const auto index = indexes.find(index_name);
+      if (index == indexes.end()) {
+        if (several_ranks) out.problems.push_back(index_name + ": missing (rank " + std::to_string(rank.rank) + "'s index)");
+        continue;  // one rank in one file needs no index
+      }
+      for (const auto& [role, t] : rank.tensors) {
+        auto it = index->second.find(t.name);
+        if (it == index->second.end() || it->second != t.file)
+          out.problems.push_back(index_name + ": does not map `" + t.name + "` to " + t.file + " as the manifest does");
+      }
+    }
+  }
+  if (!several_ranks || shared == indexes.end()) return;
+  for (const auto& [name, index] : indexes) {
+    if (name == kIndexFileName) continue;
+    for (const auto& [tensor, shard] : shared->second) {
+      auto it = index.find(tensor);
+      if (it == index.end() || it->second != shard)
+        out.problems.push_back(name + ": does not map the shared tensor `" + tensor + "` to " + shard + " as " + kIndexFileName + " does");
+    }
+  }
+}
+
+}  // namespace
 
 ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source) {
   ArtifactCheck out;
@@ -37,6 +115,7 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
     if (!slot) slot = std::make_unique<st::File>((fs::path(artifact_dir) / name).string());
     return *slot;
   };
+  check_indexes(artifact_dir, m, file, out);
   for (const auto& layer : m.layers) {
     const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
     if (!source_layer) {

@@ -1,8 +1,9 @@
 // Proves an artifact against its source without running a kernel: every file and packed tensor
 // hashes to what the manifest says, and every packed tensor, unpacked through its layout's
 // inverse, equals the source expert's params as vLLM's loader would hold them for that rank
-// (sliced and padded). This is the layout half of `verify`; the numerical half (running the
-// experts) lives in lib/experts.
+// (sliced and padded); and every safetensors index resolves (each name it lists is in the file
+// it names) and agrees with the manifest, per rank when there are several. This is the layout
+// half of `verify`; the numerical half (running the experts) lives in lib/experts.
 #pragma once
 
 #include <cstdint>

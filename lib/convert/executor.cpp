@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -40,9 +41,14 @@ struct TensorEntry {
   artifact::PackedTensor* manifest_slot = nullptr;  // where the packed tensor's file/hash go
 };
 
+// "model" for the shared files, "model-rankR" for rank R's: huggingface_hub's
+// `model{suffix}.safetensors` naming with the rank in the prefix, so a rank's shards and its
+// index (rank_index_file_name) share one pattern.
+std::string file_prefix(int rank) { return rank < 0 ? "model" : "model-rank" + std::to_string(rank); }
+
 std::string shard_file_name(int rank, size_t index, size_t count) {
   char buf[96];
-  std::string prefix = rank < 0 ? "model" : "model-rank" + std::to_string(rank);
+  const std::string prefix = file_prefix(rank);
   if (count == 1) return prefix + ".safetensors";
   std::snprintf(buf, sizeof buf, "%s-%05zu-of-%05zu.safetensors", prefix.c_str(), index + 1, count);
   return buf;
@@ -91,11 +97,19 @@ Layout lay_out(const ConversionPlan& plan, uint64_t max_shard_bytes) {
       }
     }
   }
-  std::unordered_map<std::string, int> seen;
-  for (const auto& [group, list] : groups)
+  // Every rank's index lists the shared tensors and that rank's own: a name may repeat across
+  // ranks (each rank's slice of the same parameter), never within one rank's view.
+  std::set<std::string> shared_names;
+  if (auto shared = groups.find(-1); shared != groups.end())
+    for (const TensorEntry* e : shared->second)
+      if (!shared_names.insert(e->name).second) throw_internal("two output tensors named `" + e->name + "`");
+  for (const auto& [group, list] : groups) {
+    if (group < 0) continue;
+    std::set<std::string> rank_names;
     for (const TensorEntry* e : list)
-      if (!seen.emplace(e->name + "#" + std::to_string(group), group).second)
-        throw_internal("two output tensors named `" + e->name + "`");
+      if (shared_names.count(e->name) || !rank_names.insert(e->name).second)
+        throw_internal("two output tensors named `" + e->name + "` in the view of rank " + std::to_string(group));
+  }
   for (auto& [group, list] : groups) {
     auto split = split_by_size(list, max_shard_bytes);
     for (size_t i = 0; i < split.size(); ++i) {
@@ -187,6 +201,19 @@ artifact::FileEntry copy_file_hashed(const std::string& from, const std::string&
   return {name, total, h.hex()};
 }
 
+// A safetensors index as Hugging Face writes one: total_size (bytes of the tensors it lists) and
+// weight_map, names sorted, every file a plain name in the artifact directory.
+artifact::FileEntry write_index(const std::string& staging_dir, const std::string& file_name,
+                                const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+  const std::string path = staging_dir + "/" + file_name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << index.dump(2) << "\n";
+  out.close();
+  if (!out) throw_io(path, "write failed", errno);
+  return hash_file(path, file_name);
+}
+
 void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, Progress& progress,
                   const std::string& label, std::string& xxh3_out) {
   const uint64_t batch = std::max<uint64_t>(1, static_cast<uint64_t>(threads) * 2);
@@ -232,6 +259,8 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
 }
 
 }  // namespace
+
+std::string rank_index_file_name(int rank) { return file_prefix(rank) + ".safetensors.index.json"; }
 
 std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t max_shard_bytes) {
   return lay_out(plan, max_shard_bytes).shards;
@@ -304,9 +333,10 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
     throw_internal("manifest slot missing for " + t->name);
   };
 
-  nlohmann::ordered_json common_map = nlohmann::ordered_json::object();
-  std::map<int, nlohmann::ordered_json> rank_maps;
-  uint64_t total_size = 0;
+  std::map<std::string, std::string> shared_map;  // tensor name -> file, rank-independent tensors
+  uint64_t shared_bytes = 0;
+  std::map<int, std::map<std::string, std::string>> rank_maps;
+  std::map<int, uint64_t> rank_bytes;
   for (size_t s = 0; s < layout.shards.size(); ++s) {
     const ShardAssignment& shard = layout.shards[s];
     std::vector<st::TensorSpec> specs;
@@ -321,30 +351,23 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
         write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
         for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
       }
-      auto& map = shard.rank < 0 ? common_map : rank_maps[shard.rank];
-      map[e->name] = shard.file_name;
-      if (shard.rank <= 0) total_size += e->bytes;
+      (shard.rank < 0 ? shared_map : rank_maps[shard.rank])[e->name] = shard.file_name;
+      (shard.rank < 0 ? shared_bytes : rank_bytes[shard.rank]) += e->bytes;
     }
     writer.commit();
     m.files.push_back({shard.file_name, writer.total_bytes(), writer.file_xxh3()});
   }
   progress.finish();
 
-  // The index, when there is more than one file: rank-independent names in weight_map (what an
-  // HF loader reads), per-rank packed tensors under rank_weight_maps.
-  if (layout.shards.size() > 1 || plan.tp_size > 1) {
-    nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", common_map}};
-    if (!rank_maps.empty()) {
-      nlohmann::ordered_json ranks = nlohmann::ordered_json::object();
-      for (auto& [r, map] : rank_maps) ranks[std::to_string(r)] = map;
-      index["rank_weight_maps"] = ranks;
-    }
-    std::string path = staging_dir + "/model.safetensors.index.json";
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << index.dump(2) << "\n";
-    out.close();
-    if (!out) throw_io(path, "write failed", errno);
-    m.files.push_back(hash_file(path, "model.safetensors.index.json"));
+  // model.safetensors.index.json, when there is more than one file, lists the tensors every
+  // rank shares (with one rank: all of them). Several ranks' packed tensors carry the same
+  // names, so no single standard index can hold them; each rank gets its own complete one.
+  if (layout.shards.size() > 1 || plan.tp_size > 1)
+    m.files.push_back(write_index(staging_dir, kIndexFileName, shared_map, shared_bytes));
+  for (const auto& [rank, own] : rank_maps) {
+    std::map<std::string, std::string> view = shared_map;
+    view.insert(own.begin(), own.end());  // lay_out refused a name both shared and per rank
+    m.files.push_back(write_index(staging_dir, rank_index_file_name(rank), view, shared_bytes + rank_bytes[rank]));
   }
 
   for (const auto& rel : plan.copied_files) {

@@ -80,6 +80,18 @@ struct ShardAssignment {
   uint64_t data_bytes = 0;
 };
 
+inline constexpr const char* kIndexFileName = "model.safetensors.index.json";
+
+// With several ranks (tensor or expert parallelism), rank R's packed tensors are in
+// model-rankR*.safetensors and its complete view, a standard index of every tensor that rank
+// loads (the shared files and its own), is model-rankR.safetensors.index.json beside them:
+// huggingface_hub's `model{suffix}.safetensors` pattern with prefix "model-rankR", so its
+// loaders read it with filename_pattern="model-rankR{suffix}.safetensors". Every file stays in
+// the artifact directory: huggingface_hub refuses index entries with ".." and vLLM's index
+// filter fails on them, and one directory is what a TP deployment has (every worker gets the
+// same model path and picks its files by rank).
+std::string rank_index_file_name(int rank);
+
 // How the plan's tensors are spread over files (also what --dry-run prints).
 std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t max_shard_bytes);
 

@@ -215,6 +215,9 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     const bool expert_parallel = d.ep_size > 1;
     const int ranks = expert_parallel ? d.ep_size : d.tp_size;
     const uint64_t local_experts = expert_parallel ? layer.num_experts / static_cast<uint64_t>(d.ep_size) : layer.num_experts;
+    // The decision's sizes are one rank's (as vLLM's FusedMoE holds them); with several ranks
+    // the manifest says so, since a reader cannot tell 1440 per rank from 1440 whole.
+    if (ranks > 1) m.intermediate_size_scope = artifact::kPerRankScope;
     if (expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
       refuse(layer.prefix, std::to_string(layer.num_experts) + " experts do not split evenly over " + std::to_string(d.ep_size) + " expert-parallel ranks");
     // MX formats scale blocks of 32 elements along the input dim: a per-rank size that splits a

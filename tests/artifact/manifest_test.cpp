@@ -75,6 +75,26 @@ TEST(Manifest, RejectsMalformedWithTheKeyPath) {
   EXPECT_NE(expect_bad("[]").find("not an object"), std::string::npos);
 }
 
+TEST(Manifest, IntermediateSizeScopeIsWrittenOnlyWhenSet) {
+  Manifest one_rank = sample_manifest();
+  EXPECT_EQ(manifest_text(one_rank).find("intermediate_size_scope"), std::string::npos);  // single-rank bytes as before
+  Manifest two_ranks = sample_manifest();
+  two_ranks.layers[0].intermediate_size = two_ranks.layers[0].padded_intermediate_size = 1440;
+  two_ranks.layers[0].intermediate_size_scope = kPerRankScope;
+  std::string text = manifest_text(two_ranks);
+  EXPECT_LT(text.find("\"padded_intermediate_size\""), text.find("\"intermediate_size_scope\": \"per_rank\""));
+  EXPECT_LT(text.find("\"intermediate_size_scope\""), text.find("\"ranks\""));
+  Manifest back = manifest_from_json(parse_strict_json(text, "moepack.json"), "moepack.json");
+  EXPECT_EQ(back.layers[0].intermediate_size_scope.value_or(""), "per_rank");
+  EXPECT_EQ(manifest_text(back), text);
+  // Another scope would change what the sizes mean: refused, not guessed.
+  nlohmann::ordered_json j = to_json(two_ranks);
+  j["layers"][0]["intermediate_size_scope"] = "whole";
+  EXPECT_NE(expect_bad(j.dump()).find("intermediate_size_scope"), std::string::npos);
+  j["layers"][0]["intermediate_size_scope"] = 2;
+  EXPECT_NE(expect_bad(j.dump()).find("intermediate_size_scope"), std::string::npos);
+}
+
 TEST(Manifest, ReadsFromDiskAndRejectsDuplicateKeys) {
   test::TempDir dir;
   test::write_text(dir.file("moepack.json"), manifest_text(sample_manifest()));

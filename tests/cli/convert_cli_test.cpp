@@ -104,6 +104,32 @@ TEST(ConvertCli, DryRunWritesNothingAndDescribesEveryTensor) {
   EXPECT_TRUE(rank_file) << r.out;
 }
 
+// --tp 2 through the binary: one standard index per rank beside the shared one, the same bytes
+// for any --threads, and --tp-rank writes that rank's files and index only.
+TEST(ConvertCli, TensorParallelRanksGetAnIndexEach) {
+  TempDir dir;
+  const std::string quark = source_dir() + "/samples/quark-w-mxfp4";
+  for (const char* threads : {"1", "2"})
+    ASSERT_EQ(run_moepack({"convert", quark, "--target", "cpu-amx", "--tp", "2", "-o", dir.file(std::string("t") + threads), "--threads", threads}).exit_code, 0);
+  auto files = all_files(dir.file("t1"));
+  EXPECT_EQ(files, all_files(dir.file("t2")));
+  for (const char* rank : {"0", "1"}) {
+    auto index = nlohmann::json::parse(files.at(std::string("model-rank") + rank + ".safetensors.index.json"));
+    EXPECT_EQ(index["weight_map"]["model.layers.0.mlp.experts.w13_weight"], std::string("model-rank") + rank + ".safetensors");
+    EXPECT_EQ(index["weight_map"]["model.norm.weight"], "model.safetensors");
+  }
+  auto shared = nlohmann::json::parse(files.at("model.safetensors.index.json"));
+  EXPECT_FALSE(shared["weight_map"].contains("model.layers.0.mlp.experts.w13_weight"));
+  EXPECT_FALSE(shared.contains("rank_weight_maps"));
+  auto manifest = nlohmann::json::parse(files.at("moepack.json"));
+  EXPECT_EQ(manifest["layers"][0]["intermediate_size_scope"], "per_rank");
+
+  ASSERT_EQ(run_moepack({"convert", quark, "--target", "cpu-amx", "--tp", "2", "--tp-rank", "1", "-o", dir.file("r1")}).exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir.file("r1/model-rank1.safetensors.index.json")));
+  EXPECT_FALSE(fs::exists(dir.file("r1/model-rank0.safetensors.index.json")));
+  EXPECT_FALSE(fs::exists(dir.file("r1/model-rank0.safetensors")));
+}
+
 TEST(ConvertCli, BadFlagsAreUsageErrors) {
   TempDir dir;
   EXPECT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm999", "-o", dir.file("o")}).exit_code, 2);

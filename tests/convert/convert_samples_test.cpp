@@ -110,6 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"quark-w-mxfp4", "gfx950", {}, "EMULATION"},
         Case{"quark-w-mxfp4", "sm90", {}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
         Case{"quark-w-mxfp4", "sm90", {"moe-backend=triton"}, ""},
+        Case{"quark-w-mxfp4", "cpu-amx", {"tp=2"}, "CPU"},  // per-expert source, AMX packing, one index per rank
         Case{"quark-w-mxfp4-a-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_MXFP4"},
         Case{"quark-w-mxfp4-a-fp8", "gfx950", {}, "EMULATION"},  // OAI Triton takes swigluoai only, this is silu
         // amd-quark gpt-oss export: per-expert gate_up_proj kept interleaved, static FP8 inputs

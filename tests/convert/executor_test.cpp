@@ -146,8 +146,50 @@ TEST(Executor, TensorParallelRanksGetTheirOwnFiles) {
   EXPECT_EQ(m.layers[0].ranks[1].tensors.at("w13_weight").file, "model-rank1.safetensors");
   st::File rank1(out.file("model-rank1.safetensors"));
   EXPECT_EQ(rank1.find("model.layers.0.mlp.experts.w13_weight")->num_bytes(), 5u * 1001u);
-  auto index = test::read_file(out.file("model.safetensors.index.json"));
-  EXPECT_NE(std::string(index.begin(), index.end()).find("rank_weight_maps"), std::string::npos);
+  // The shared index lists what every rank loads alike; each rank's own index is its complete
+  // view, with the packed tensors' common names mapped to that rank's file.
+  st::ShardIndex shared = st::parse_shard_index(out.file("model.safetensors.index.json"));
+  EXPECT_EQ(shared.weight_map.count("model.layers.0.mlp.experts.w13_weight"), 0u);
+  EXPECT_EQ(shared.weight_map.at("model.norm.weight"), "model.safetensors");
+  EXPECT_EQ(shared.total_size, 24u + 12u);
+  for (int rank : {0, 1}) {
+    st::ShardIndex view = st::parse_shard_index(out.file(rank_index_file_name(rank)));
+    const std::string own = "model-rank" + std::to_string(rank) + ".safetensors";
+    EXPECT_EQ(view.weight_map.at("model.layers.0.mlp.experts.w13_weight"), own);
+    EXPECT_EQ(view.weight_map.at("model.layers.0.mlp.experts.w2_weight"), own);
+    EXPECT_EQ(view.weight_map.at("model.norm.weight"), "model.safetensors");
+    EXPECT_EQ(view.weight_map.size(), 4u);
+    EXPECT_EQ(view.total_size, 24u + 12u + 5u * (1000u + static_cast<uint64_t>(rank)) + 5u * 300u);
+  }
+  EXPECT_EQ(rank_index_file_name(1), "model-rank1.safetensors.index.json");
+  // The manifest lists and hashes the indexes like every other file.
+  size_t indexes = 0;
+  for (const auto& f : m.files) indexes += f.name.ends_with(".safetensors.index.json");
+  EXPECT_EQ(indexes, 3u);
+}
+
+TEST(Executor, OneRankWritesNoRankIndex) {
+  test::TempDir src, out;
+  make_source(src.path());
+  st::ShardSet source(src.path());
+  ExecutorOptions opt;
+  opt.max_shard_bytes = 2000;  // several files, so the standard index is written
+  execute_plan(toy_plan(source, src.path(), 1), out.path(), opt);
+  EXPECT_FALSE(fs::exists(out.file(rank_index_file_name(0))));
+  st::ShardIndex index = st::parse_shard_index(out.file("model.safetensors.index.json"));
+  EXPECT_EQ(index.weight_map.size(), 4u);  // everything, packed tensors included
+  EXPECT_EQ(index.total_size, 24u + 12u + 5000u + 1500u);
+}
+
+TEST(Executor, APackedNameThatIsAlsoSharedIsRefused) {
+  // A rank's index could not hold both tensors: refused before anything is written.
+  test::TempDir src, out;
+  make_source(src.path());
+  st::ShardSet source(src.path());
+  ConversionPlan plan = toy_plan(source, src.path(), 2);
+  plan.layers[0].ranks[1].tensors[1].name = "model.norm.weight";
+  EXPECT_THROW(execute_plan(plan, out.path(), ExecutorOptions{}), Error);
+  EXPECT_FALSE(fs::exists(out.file("model.safetensors")));
 }
 
 TEST(Staging, ExistingOutputNeedsForce) {
