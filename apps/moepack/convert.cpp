@@ -17,6 +17,7 @@
 #include "lib/convert/staging.h"
 #include "lib/core/cancel.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
 
@@ -110,7 +111,7 @@ void run_convert(const ConvertOptions& o) {
 
   if (o.dry_run) {
     auto shards = convert::assign_shards(plan, max_shard);
-    if (o.json) std::cout << dry_run_json(plan, shards).dump(2) << std::endl;
+    if (o.json) std::cout << safe_json_text(dry_run_json(plan, shards)) << std::endl;
     else print_dry_run(plan, shards);
     return;
   }
@@ -142,7 +143,7 @@ void run_convert(const ConvertOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j = {{"output", o.output}, {"files", manifest.files.size()}, {"bytes", bytes},
                                 {"layers", manifest.layers.size()}, {"seconds", seconds}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << safe_json_text(j) << std::endl;
   } else if (!global_flags().quiet) {
     std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
               << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s\n";

@@ -16,6 +16,7 @@
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/convert/plan.h"
 #include "lib/oracle/oracle.h"
 
@@ -259,7 +260,7 @@ json decision_json(const orc::Decision& d) {
 std::string signature(const orc::Decision& d) {
   json j = decision_json(d);
   j.erase("prefix");
-  return j.dump();
+  return safe_json_text(j, -1);
 }
 
 void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& decisions) {
@@ -332,7 +333,7 @@ int run_plan(const PlanOptions& o) {
     for (const auto& d : decisions) layers.push_back(decision_json(d));
     json out = {{"target", deployment_json(dep)}, {"reference", orc::oracle_reference()}, {"layers", layers}};
     if (!reader_notes.empty()) out["notes"] = reader_notes;
-    std::cout << out.dump(2) << std::endl;
+    std::cout << safe_json_text(out) << std::endl;
   } else {
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";
