@@ -1,6 +1,7 @@
 // `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values, then
 // streams the artifact through a staging directory (lib/convert/executor, staging). Parsing
 // and printing only.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
@@ -20,6 +21,7 @@
 #include "lib/core/json_output.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
+#include "lib/oracle/hazards.h"
 
 namespace moepack::cli {
 namespace {
@@ -97,12 +99,32 @@ void print_dry_run(const convert::ConversionPlan& plan, const std::vector<conver
   std::cout << "copied unchanged: " << plan.pass_through.size() << " non-expert tensors, " << plan.copied_files.size() << " other files\n";
 }
 
+// vLLM runs these layers, so convert converts them too; it says once per hazard which layers
+// hit it (the layers of a real model all do alike).
+void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const oracle::Deployment& deployment) {
+  std::vector<std::pair<oracle::Hazard, std::vector<std::string>>> hazards;  // hazard -> layer prefixes, in order
+  for (const auto& layer : decisions)
+    for (const auto& hazard : oracle::find_hazards(layer.decision, deployment)) {
+      auto same = std::find_if(hazards.begin(), hazards.end(),
+                               [&](const auto& h) { return h.first.id == hazard.id && h.first.effect == hazard.effect; });
+      if (same == hazards.end()) hazards.push_back({hazard, {layer.decision.prefix}});
+      else same->second.push_back(layer.decision.prefix);
+    }
+  for (const auto& [hazard, prefixes] : hazards) {
+    const std::string where =
+        prefixes.size() == 1 ? prefixes.front() : std::to_string(prefixes.size()) + " layers " + prefixes.front() + " .. " + prefixes.back();
+    std::cerr << "moepack: warning: " << where << ": known kernel defect " << hazard.id << ": " << hazard.effect << " (seen: " << hazard.seen
+              << ")\n";
+  }
+}
+
 void run_convert(const ConvertOptions& o) {
   global_flags().json = o.json;
   oracle::Deployment deployment = build_deployment(o.deployment);
   uint64_t max_shard = parse_size(o.max_shard_size);
   ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(o.checkpoint);
   auto decisions = convert::decide_layers(checkpoint, deployment);
+  warn_of_hazards(decisions, deployment);
   convert::ConvertRequest request;
   if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
   request.target_json = deployment_json(deployment);
