@@ -1,6 +1,7 @@
 // `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values, then
 // streams the artifact through a staging directory (lib/convert/executor, staging). Parsing
 // and printing only.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
@@ -17,8 +18,10 @@
 #include "lib/convert/staging.h"
 #include "lib/core/cancel.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
+#include "lib/oracle/hazards.h"
 
 namespace moepack::cli {
 namespace {
@@ -96,12 +99,32 @@ void print_dry_run(const convert::ConversionPlan& plan, const std::vector<conver
   std::cout << "copied unchanged: " << plan.pass_through.size() << " non-expert tensors, " << plan.copied_files.size() << " other files\n";
 }
 
+// vLLM runs these layers, so convert converts them too; it says once per hazard which layers
+// hit it (the layers of a real model all do alike).
+void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const oracle::Deployment& deployment) {
+  std::vector<std::pair<oracle::Hazard, std::vector<std::string>>> hazards;  // hazard -> layer prefixes, in order
+  for (const auto& layer : decisions)
+    for (const auto& hazard : oracle::find_hazards(layer.decision, deployment)) {
+      auto same = std::find_if(hazards.begin(), hazards.end(),
+                               [&](const auto& h) { return h.first.id == hazard.id && h.first.effect == hazard.effect; });
+      if (same == hazards.end()) hazards.push_back({hazard, {layer.decision.prefix}});
+      else same->second.push_back(layer.decision.prefix);
+    }
+  for (const auto& [hazard, prefixes] : hazards) {
+    const std::string where =
+        prefixes.size() == 1 ? prefixes.front() : std::to_string(prefixes.size()) + " layers " + prefixes.front() + " .. " + prefixes.back();
+    std::cerr << "moepack: warning: " << where << ": known kernel defect " << hazard.id << ": " << hazard.effect << " (seen: " << hazard.seen
+              << ")\n";
+  }
+}
+
 void run_convert(const ConvertOptions& o) {
   global_flags().json = o.json;
   oracle::Deployment deployment = build_deployment(o.deployment);
   uint64_t max_shard = parse_size(o.max_shard_size);
   ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(o.checkpoint);
   auto decisions = convert::decide_layers(checkpoint, deployment);
+  warn_of_hazards(decisions, deployment);
   convert::ConvertRequest request;
   if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
   request.target_json = deployment_json(deployment);
@@ -110,7 +133,7 @@ void run_convert(const ConvertOptions& o) {
 
   if (o.dry_run) {
     auto shards = convert::assign_shards(plan, max_shard);
-    if (o.json) std::cout << dry_run_json(plan, shards).dump(2) << std::endl;
+    if (o.json) std::cout << safe_json_text(dry_run_json(plan, shards)) << std::endl;
     else print_dry_run(plan, shards);
     return;
   }
@@ -142,7 +165,7 @@ void run_convert(const ConvertOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j = {{"output", o.output}, {"files", manifest.files.size()}, {"bytes", bytes},
                                 {"layers", manifest.layers.size()}, {"seconds", seconds}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << safe_json_text(j) << std::endl;
   } else if (!global_flags().quiet) {
     std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
               << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s\n";

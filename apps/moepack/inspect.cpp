@@ -1,5 +1,6 @@
 // `moepack inspect CKPT [--json] [--check-values]`: what a checkpoint is (CLI.md). Parsing and
-// printing only; everything it reports comes from formats/checkpoints.
+// printing only; everything it reports comes from formats/checkpoints, and the JSON document
+// from lib/report.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,7 +12,9 @@
 #include "apps/moepack/command.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/core/tensor.h"
+#include "lib/report/inspect_report.h"
 
 namespace moepack::cli {
 namespace {
@@ -28,91 +31,12 @@ std::string with_commas(uint64_t n) {
   return s;
 }
 
-nlohmann::json key_or_null(const std::string& k) { return k.empty() ? nlohmann::json(nullptr) : nlohmann::json(k); }
-
-nlohmann::json method_json(const ckpt::MethodChoice& m) {
-  return {{"quant_method", key_or_null(m.quant_method)}, {"moe_method", m.moe_method}, {"family", m.oracle_family},
-          {"weight_key", key_or_null(m.weight_key)}, {"activation_key", key_or_null(m.activation_key)}};
-}
-
-nlohmann::json layer_json(const ckpt::MoeLayer& l) {
-  const auto& q = l.quant;
-  nlohmann::json params = nlohmann::json::array();
-  for (const auto& p : l.params) params.push_back({{"name", p.name}, {"dtype", dtype_name(p.dtype)}, {"shape", p.shape}});
-  nlohmann::json j = {
-      {"prefix", l.prefix},
-      {"layer_index", l.layer_index},
-      {"naming", ckpt::naming_name(l.naming)},
-      {"num_experts", l.num_experts},
-      {"hidden_size", l.hidden_size},
-      {"intermediate_size", l.intermediate_size},
-      {"has_bias", l.has_bias},
-      {"gated", l.gated},
-      {"scheme", q.scheme},
-      {"quant_method", key_or_null(q.method.quant_method)},
-      {"moe_method", q.method.moe_method},
-      {"family", q.method.oracle_family},
-      {"weight_key", key_or_null(q.method.weight_key)},
-      {"activation_key", key_or_null(q.method.activation_key)},
-      {"on_sm90", q.on_sm90 ? method_json(*q.on_sm90) : nlohmann::json(nullptr)},
-      {"weight_bits", q.weight_bits},
-      {"group_size", q.group_size},
-      {"symmetric", q.symmetric},
-      {"act_order", q.act_order},
-      {"actorder", key_or_null(q.actorder)},
-      {"may_have_zp", q.may_have_zp},
-      {"may_have_bias", q.may_have_bias},
-      {"allow_tile_padding", q.allow_tile_padding},
-      {"checkpoint_format", key_or_null(q.checkpoint_format)},
-      {"weight_block_size", q.weight_block_size.empty() ? nlohmann::json(nullptr) : nlohmann::json(q.weight_block_size)},
-      {"input_scales", key_or_null(q.input_scales)},
-      {"global_scale_convention", key_or_null(q.global_scale_convention)},
-      {"unsupported", key_or_null(q.unsupported)},
-      {"w13_order", ckpt::w13_order_name(l.recipe.w13_order)},
-      {"params", params},
-      {"tensor_count", l.tensors.size()},
-      {"source_bytes", l.source_bytes},
-  };
-  return j;
-}
-
-nlohmann::json facts_json(const ckpt::ModelFacts& f) {
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  return {{"model_type", key_or_null(f.model_type)},
-          {"architecture", key_or_null(f.architecture)},
-          {"dtype", key_or_null(f.dtype)},
-          {"hidden_size", f.hidden_size},
-          {"moe_hidden_size", f.moe_hidden_size ? nlohmann::json(f.moe_hidden_size) : nlohmann::json(nullptr)},
-          {"moe_intermediate_size", f.moe_intermediate_size},
-          {"num_experts", f.num_experts},
-          {"num_shared_experts", f.num_shared_experts},
-          {"top_k", f.top_k},
-          {"num_hidden_layers", f.num_hidden_layers},
-          {"hidden_act", key_or_null(f.hidden_act)},
-          {"activation", key_or_null(f.activation)},
-          {"scoring_func", key_or_null(f.scoring_func)},
-          {"renormalize", f.renormalize},
-          {"has_e_score_correction_bias", f.has_e_score_correction_bias},
-          {"n_group", f.n_group},
-          {"topk_group", f.topk_group},
-          {"routed_scaling_factor", opt(f.routed_scaling_factor)},
-          {"routing_method", key_or_null(f.routing_method)},
-          {"has_bias", f.has_bias},
-          {"swiglu_limit", opt(f.swiglu_limit)}};
-}
-
-nlohmann::json scan_json(const ckpt::ValueScan& s) {
-  nlohmann::json findings = nlohmann::json::array();
-  for (const auto& f : s.listed) findings.push_back({{"tensor", f.tensor}, {"file", f.file}, {"element", f.element}, {"what", f.what}});
-  return {{"tensors_scanned", s.tensors_scanned}, {"bytes_scanned", s.bytes_scanned}, {"bad_values", s.bad_values}, {"per_tensor", s.per_tensor}, {"findings", findings}};
-}
-
 // Two layers print as one line when everything but their prefix and index agrees.
 std::string layer_signature(const ckpt::MoeLayer& l) {
-  nlohmann::json j = layer_json(l);
+  nlohmann::json j = report::inspect_layer_json(l);
   j.erase("prefix");
   j.erase("layer_index");
-  return j.dump();
+  return safe_json_text(j, -1);
 }
 
 std::string layer_range(const std::vector<const ckpt::MoeLayer*>& group) {
@@ -123,31 +47,11 @@ std::string layer_range(const std::vector<const ckpt::MoeLayer*>& group) {
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return shape_string(shape); }
 
-std::string family_text(const ckpt::Checkpoint& c) { return c.has_config ? std::string(ckpt::family_name(c.family)) : "unknown"; }
-
-// Without a config.json the tensors themselves are what there is to describe (CLI.md: a single
-// valid file is described, exit 0).
-constexpr size_t kListedTensors = 40;
-
-nlohmann::json tensor_list_json(const ckpt::Checkpoint& c) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& f : c.shards->files())
-    for (const auto& t : f->header().tensors) list.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.num_bytes()}});
-  return list;
-}
-
-nlohmann::json metadata_json(const ckpt::Checkpoint& c) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& f : c.shards->files())
-    for (const auto& [k, v] : f->header().metadata) j[k] = v;
-  return j;
-}
-
 void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan) {
   const auto& f = c.facts;
   std::ostringstream out;
   out << o.checkpoint << "\n";
-  out << "  format       " << family_text(c) << ": " << c.scheme << "\n";
+  out << "  format       " << report::family_text(c) << ": " << c.scheme << "\n";
   if (!f.model_type.empty() || !f.architecture.empty())
     out << "  model        " << (f.model_type.empty() ? "?" : f.model_type) << (f.architecture.empty() ? "" : " (" + f.architecture + ")") << (f.dtype.empty() ? "" : ", " + f.dtype) << "\n";
   if (f.hidden_size) {
@@ -165,13 +69,15 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
   out << "  tensors      " << with_commas(c.tensor_count()) << " in " << c.shards->files().size() << " file" << (c.shards->files().size() == 1 ? "" : "s") << ", "
       << human_bytes(c.total_bytes) << "\n";
   if (!c.has_config) {
-    for (const auto& f : c.shards->files())
-      for (const auto& [k, v] : f->header().metadata) out << "  metadata     " << k << " = " << v << "\n";
+    // Without a config.json the tensors are what there is to describe.
+    constexpr size_t kListed = 40;
     size_t listed = 0;
-    for (const auto& f : c.shards->files())
+    for (const auto& f : c.shards->files()) {
+      for (const auto& [k, v] : f->header().metadata) out << "  metadata     " << k << " = " << v << "\n";
       for (const auto& t : f->header().tensors)
-        if (listed++ < kListedTensors) out << "    " << t.name << "  " << dtype_name(t.dtype) << " " << shape_text(t.shape) << "  " << human_bytes(t.num_bytes()) << "\n";
-    if (listed > kListedTensors) out << "    ... and " << with_commas(listed - kListedTensors) << " more (--json lists all)\n";
+        if (listed++ < kListed) out << "    " << t.name << "  " << dtype_name(t.dtype) << " " << shape_string(t.shape) << "  " << human_bytes(t.num_bytes()) << "\n";
+    }
+    if (listed > kListed) out << "    ... and " << with_commas(listed - kListed) << " more (--json lists all)\n";
   }
   if (c.layers.empty()) {
     out << "  MoE layers   none\n";
@@ -226,32 +132,9 @@ int run_inspect(const InspectOptions& o) {
   ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
   std::optional<ckpt::ValueScan> scan;
   if (o.check_values) scan = ckpt::scan_values(c);
-  std::string error;
-  if (scan && scan->bad_values) {
-    const auto& first = scan->listed.front();
-    error = first.file + ": tensor `" + first.tensor + "`: element " + std::to_string(first.element) + " is " + first.what + " (" + std::to_string(scan->bad_values) +
-            " bad value(s) in " + std::to_string(scan->per_tensor.size()) + " tensor(s))";
-  }
+  const std::string error = scan ? report::bad_values_message(*scan) : std::string();
   if (o.json) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : c.layers) layers.push_back(layer_json(l));
-    nlohmann::json j = {{"path", o.checkpoint},
-                        {"family", family_text(c)},
-                        {"scheme", c.scheme},
-                        {"scheme_id", c.scheme_id},
-                        {"has_config", c.has_config},
-                        {"quantization_config_source", key_or_null(c.quant_config_source)},
-                        {"model", facts_json(c.facts)},
-                        {"tensors", {{"count", c.tensor_count()}, {"files", c.shards->files().size()}, {"bytes", c.total_bytes}}},
-                        {"moe_layers", layers},
-                        {"notes", c.notes}};
-    if (!c.has_config) {
-      j["metadata"] = metadata_json(c);
-      j["tensor_list"] = tensor_list_json(c);
-    }
-    if (scan) j["check_values"] = scan_json(*scan);
-    if (!error.empty()) j["error"] = {{"kind", "bad_input"}, {"exit_code", 4}, {"message", error}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << safe_json_text(report::inspect_json(c, o.checkpoint, scan ? &*scan : nullptr)) << std::endl;
   } else {
     print_human(c, o, scan ? &*scan : nullptr);
   }

@@ -4,11 +4,10 @@
 #include <map>
 #include <new>
 
-#include <nlohmann/json.hpp>
-
 #include "apps/moepack/command.h"
 #include "lib/core/cancel.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 
 namespace moepack::cli {
 namespace {
@@ -31,24 +30,11 @@ GlobalFlags& global_flags() {
 
 namespace {
 
-void report_error(const char* kind, int code, const std::string& message) {
+// The stderr line is the message as it is (bytes and all); the stdout document goes through
+// safe_json_text, so a message quoting invalid UTF-8 cannot make the report itself throw.
+void report_error(moepack::ErrorKind kind, const std::string& message) {
   std::fprintf(stderr, "moepack: error: %s\n", message.c_str());
-  if (moepack::cli::global_flags().json) {
-    nlohmann::json j = {{"error", {{"kind", kind}, {"exit_code", code}, {"message", message}}}};
-    std::cout << j.dump(2) << std::endl;
-  }
-}
-
-const char* kind_name(moepack::ErrorKind k) {
-  switch (k) {
-    case moepack::ErrorKind::internal: return "internal";
-    case moepack::ErrorKind::usage: return "usage";
-    case moepack::ErrorKind::refused: return "refused";
-    case moepack::ErrorKind::bad_input: return "bad_input";
-    case moepack::ErrorKind::verify_failed: return "verify_failed";
-    case moepack::ErrorKind::io: return "io";
-  }
-  return "internal";
+  if (moepack::cli::global_flags().json) std::cout << moepack::safe_json_text(moepack::error_json(kind, message)) << std::endl;
 }
 
 }  // namespace
@@ -93,13 +79,13 @@ int main(int argc, char** argv) {
     std::raise(c.signal_number);
     return 128 + c.signal_number;
   } catch (const moepack::Error& e) {
-    report_error(kind_name(e.kind()), e.exit_code(), e.what());
+    report_error(e.kind(), e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    report_error("io", 6, "out of memory");
+    report_error(moepack::ErrorKind::io, "out of memory");
     return static_cast<int>(moepack::ErrorKind::io);
   } catch (const std::exception& e) {
-    report_error("internal", 1, std::string("internal error: ") + e.what());
+    report_error(moepack::ErrorKind::internal, std::string("internal error: ") + e.what());
     return static_cast<int>(moepack::ErrorKind::internal);
   }
   return moepack::cli::exit_code();

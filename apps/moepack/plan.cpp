@@ -1,6 +1,7 @@
-// `moepack plan`: the oracle's decision per MoE layer. The layers come from a checkpoint
-// (headers and config only), from --layer-json, or from --family and the model flags; the
-// deployment from the shared deployment flags. Parsing and printing only: lib/oracle decides.
+// `moepack plan`: the oracle's decision per MoE layer, with the known kernel defects it hits
+// (lib/oracle/hazards). The layers come from a checkpoint (headers and config only), from
+// --layer-json, or from --family and the model flags; the deployment from the shared
+// deployment flags. Parsing and printing only: lib/oracle decides.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -16,7 +17,9 @@
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/convert/plan.h"
+#include "lib/oracle/hazards.h"
 #include "lib/oracle/oracle.h"
 
 namespace moepack::cli {
@@ -225,7 +228,7 @@ orc::MoeLayerQuery query_from_flags(const PlanOptions& o) {
 
 // ---- Output ----
 
-json decision_json(const orc::Decision& d) {
+json decision_json(const orc::Decision& d, const orc::Deployment& dep) {
   auto opt = [](const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); };
   json candidates = json::array();
   for (const auto& c : d.candidates)
@@ -233,6 +236,8 @@ json decision_json(const orc::Decision& d) {
                           {"ok", c.ok}, {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)}});
   json layouts = json::object();
   for (const auto& [role, layout] : d.tensor_layouts) layouts[role] = layout;
+  json hazards = json::array();
+  for (const auto& h : orc::find_hazards(d, dep)) hazards.push_back({{"id", h.id}, {"effect", h.effect}, {"seen", h.seen}});
   return {
       {"prefix", d.prefix},
       {"family", orc::family_name(d.family)},
@@ -252,14 +257,15 @@ json decision_json(const orc::Decision& d) {
       {"tensor_layouts", layouts},
       {"notes", d.notes},
       {"error", d.error ? json{{"type", d.error->type}, {"message", d.error->message}} : json(nullptr)},
+      {"hazards", hazards},
   };
 }
 
 // A decision's identity for grouping the human output (prefix excluded).
-std::string signature(const orc::Decision& d) {
-  json j = decision_json(d);
+std::string signature(const orc::Decision& d, const orc::Deployment& dep) {
+  json j = decision_json(d, dep);
   j.erase("prefix");
-  return j.dump();
+  return safe_json_text(j, -1);
 }
 
 void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& decisions) {
@@ -269,7 +275,7 @@ void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& d
   // Identical decisions are printed once with every layer they cover.
   std::vector<std::pair<std::string, std::vector<const orc::Decision*>>> groups;
   for (const auto& d : decisions) {
-    const std::string sig = signature(d);
+    const std::string sig = signature(d, dep);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == sig; });
     if (it == groups.end()) groups.push_back({sig, {&d}});
     else it->second.push_back(&d);
@@ -290,6 +296,7 @@ void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& d
                 << " -> " << d.padded_intermediate_size << " (experts " << d.num_local_experts << " of " << d.num_experts << ")\n";
       for (const auto& [role, layout] : d.tensor_layouts) std::cout << "    " << role << ": " << layout << "\n";
     }
+    for (const auto& h : orc::find_hazards(d, dep)) std::cout << "  hazard: " << h.id << ": " << h.effect << " (seen: " << h.seen << ")\n";
     if (!d.candidates.empty()) std::cout << "  candidates, in the order tried:\n";
     for (const auto& c : d.candidates) {
       std::cout << "    " << (c.ok ? "ok  " : "no  ") << c.backend;
@@ -329,10 +336,10 @@ int run_plan(const PlanOptions& o) {
 
   if (o.json) {
     json layers = json::array();
-    for (const auto& d : decisions) layers.push_back(decision_json(d));
+    for (const auto& d : decisions) layers.push_back(decision_json(d, dep));
     json out = {{"target", deployment_json(dep)}, {"reference", orc::oracle_reference()}, {"layers", layers}};
     if (!reader_notes.empty()) out["notes"] = reader_notes;
-    std::cout << out.dump(2) << std::endl;
+    std::cout << safe_json_text(out) << std::endl;
   } else {
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";

@@ -8,6 +8,7 @@
 
 #include "apps/moepack/command.h"
 #include "lib/core/error.h"
+#include "lib/core/json_output.h"
 #include "lib/synth/synth.h"
 
 namespace moepack::cli {
@@ -33,7 +34,7 @@ void print_list(bool as_json) {
       j["families"].push_back({{"name", f.name}, {"arch", f.arch}, {"summary", f.summary}});
     for (const auto& m : synth::real_shape_models())
       j["real_shape_models"].push_back({{"name", m.name}, {"arch", m.arch}, {"default_family", m.default_family}});
-    std::cout << j.dump(2) << std::endl;
+    std::cout << safe_json_text(j) << std::endl;
     return;
   }
   std::printf("families:\n");
@@ -62,7 +63,7 @@ int run_sample(const SampleArgs& a) {
   synth::WriteReport r = synth::write_sample(a.family, a.output, o);
   if (a.json) {
     nlohmann::ordered_json j = {{"dir", r.dir}, {"files", r.files}, {"tensors", r.tensors}, {"data_bytes", r.data_bytes}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << safe_json_text(j) << std::endl;
   } else if (!global_flags().quiet) {
     std::printf("wrote %s: %zu files, %llu tensors, %llu bytes of tensor data\n", r.dir.c_str(), r.files.size(),
                 static_cast<unsigned long long>(r.tensors), static_cast<unsigned long long>(r.data_bytes));

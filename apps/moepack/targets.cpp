@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
+#include "lib/core/json_output.h"
 #include "lib/oracle/deployment.h"
 #include "lib/oracle/device.h"
 #include "lib/oracle/oracle.h"
@@ -74,7 +75,7 @@ int run_targets(const TargetsOptions& o) {
                 {"backends", backends_json()},
                 {"experts_classes", classes_json()},
                 {"layouts", layouts_json()}};
-    std::cout << out.dump(2) << std::endl;
+    std::cout << safe_json_text(out) << std::endl;
     return 0;
   }
   std::cout << "reference: " << orc::oracle_reference() << "\n\ndevices (--target):\n";

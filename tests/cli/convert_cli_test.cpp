@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/synth/synth.h"
 #include "support/test_support.h"
 
 namespace moepack::test {
@@ -128,6 +129,40 @@ TEST(ConvertCli, TensorParallelRanksGetAnIndexEach) {
   EXPECT_TRUE(fs::exists(dir.file("r1/model-rank1.safetensors.index.json")));
   EXPECT_FALSE(fs::exists(dir.file("r1/model-rank0.safetensors.index.json")));
   EXPECT_FALSE(fs::exists(dir.file("r1/model-rank0.safetensors")));
+}
+
+// A layer that hits a known kernel defect (lib/oracle/hazards) is converted, as vLLM would run
+// it, with one warning on stderr naming the layers; --json keeps stdout one document.
+TEST(ConvertCli, HazardIsAWarningAndTheArtifactIsWritten) {
+  TempDir dir;
+  synth::SampleOptions options;
+  options.hidden = 352;
+  options.layers = 2;
+  synth::write_sample("gpt-oss-mxfp4", dir.file("h352"), options);
+  const std::string warning =
+      "moepack: warning: 2 layers model.layers.0.mlp.experts .. model.layers.1.mlp.experts: known kernel defect "
+      "triton_kernels-3.5.1-sm90-partial-k-tile: ";
+  for (bool as_json : {false, true}) {
+    SCOPED_TRACE(as_json);
+    const std::string out = dir.file(as_json ? "out-json" : "out");
+    std::vector<std::string> args = {"convert", dir.file("h352"), "--target", "sm90", "-o", out};
+    if (as_json) args.push_back("--json");
+    const CommandResult r = run_moepack(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(warning), r.err.rfind("moepack: warning:")) << "one warning for both layers: " << r.err;
+    EXPECT_TRUE(fs::exists(out + "/moepack.json"));
+    if (as_json) {
+      EXPECT_EQ(nlohmann::json::parse(r.out)["layers"], 2);
+    }
+  }
+  // The shipped sample (hidden 192) and the same checkpoint on SM100 hit nothing.
+  const CommandResult clean = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90", "-o", dir.file("clean")});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_EQ(clean.err.find("warning"), std::string::npos) << clean.err;
+  const CommandResult blackwell = run_moepack({"convert", dir.file("h352"), "--target", "sm100", "-o", dir.file("sm100")});
+  ASSERT_EQ(blackwell.exit_code, 0) << blackwell.err;
+  EXPECT_EQ(blackwell.err.find("warning"), std::string::npos) << blackwell.err;
 }
 
 TEST(ConvertCli, BadFlagsAreUsageErrors) {

@@ -196,6 +196,27 @@ void manifest_seeds(SeedWriter& w, const fs::path& scratch) {
   }
 }
 
+// inspect_json gets every file st_file gets (in main); these add the inputs whose messages quote
+// bytes that are not UTF-8, and a valid file whose value scan fails (NaN), so the seeds reach
+// all three documents: inspect, inspect with an error, and the error alone.
+void inspect_json_seeds(SeedWriter& w) {
+  const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  auto file = [](const std::string& header_text, const std::vector<uint8_t>& data) {
+    std::vector<uint8_t> bytes;
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(header_text.size()) >> (8 * i)));
+    bytes.insert(bytes.end(), header_text.begin(), header_text.end());
+    bytes.insert(bytes.end(), data.begin(), data.end());
+    return bytes;
+  };
+  const std::vector<uint8_t> zeros(4, 0);
+  w.add("inspect_json", "latin1_nbsp_padding", file(header + "\xa0", zeros));
+  w.add("inspect_json", "u2028_padding", file(header + "\xe2\x80\xa8", zeros));
+  w.add("inspect_json", "truncated_multibyte_padding", file(header + "\xe2\x80", zeros));
+  w.add("inspect_json", "multibyte_where_a_value_starts", file("{\"a\":\xc3\xa9}", {}));
+  w.add("inspect_json", "tensor_name_not_utf8", file("{\"w\xff\":" + header.substr(5), zeros));
+  w.add("inspect_json", "nan_value", file(header, {0x00, 0x00, 0xC0, 0x7F}));
+}
+
 }  // namespace
 
 // Golden files: a real one as the file's bytes (first byte odd), and its content for the
@@ -230,6 +251,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, bytes] : moepack::test::corpus::valid_files()) {
     w.add("st_header", "valid_" + name, bytes);
     w.add("st_file", "valid_" + name, bytes);
+    w.add("inspect_json", "valid_" + name, bytes);
     w.add("strict_json", "header_" + name, header_text(bytes));
   }
   for (const CorpusCase& c : moepack::test::corpus::malformed_corpus()) {
@@ -241,6 +263,7 @@ int main(int argc, char** argv) {
       } else if (c.files.size() == 1) {
         w.add("st_header", seed_name, bytes);
         w.add("st_file", seed_name, bytes);
+        w.add("inspect_json", seed_name, bytes);
       }
     }
   }
@@ -258,6 +281,7 @@ int main(int argc, char** argv) {
   packer_seeds(w, moepack::packers::layout_table().size());
   manifest_seeds(w, fs::path(argv[1]) / ".scratch");
   golden_seeds(w);
+  inspect_json_seeds(w);
   fs::remove_all(fs::path(argv[1]) / ".scratch");
   std::cout << "wrote " << w.count() << " seeds under " << argv[1] << "\n";
   return 0;

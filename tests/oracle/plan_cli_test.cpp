@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "lib/synth/synth.h"
 #include "support/test_support.h"
 
 namespace moepack::test {
@@ -32,7 +33,7 @@ TEST(PlanCli, JsonHasTheDocumentedShape) {
   ASSERT_EQ(j["layers"].size(), 1u);
   const json& layer = j["layers"][0];
   for (const char* key : {"prefix", "family", "weight_key", "activation_key", "backend", "experts_class", "hidden_size", "intermediate_size",
-                          "padded_hidden_size", "padded_intermediate_size", "candidates", "error"})
+                          "padded_hidden_size", "padded_intermediate_size", "candidates", "error", "hazards"})
     EXPECT_TRUE(layer.contains(key)) << key;
   EXPECT_EQ(layer["family"], "mxfp4");
   EXPECT_EQ(layer["weight_key"], "kMxfp4Static");
@@ -41,6 +42,7 @@ TEST(PlanCli, JsonHasTheDocumentedShape) {
   EXPECT_EQ(layer["experts_class"], "OAITritonMxfp4ExpertsMonolithic");
   EXPECT_EQ(layer["padded_hidden_size"], 2880);
   EXPECT_TRUE(layer["error"].is_null());
+  EXPECT_EQ(layer["hazards"], json::array());  // hidden 2880 is a multiple of the K tile
   ASSERT_FALSE(layer["candidates"].empty());
   const json& first = layer["candidates"][0];
   EXPECT_EQ(first["backend"], "FLASHINFER_TRTLLM_MXFP4_BF16");
@@ -54,6 +56,7 @@ TEST(PlanCli, RefusalIsExitThreeWithTheErrorInTheLayer) {
   const json j = json::parse(r.out);  // still exactly one JSON document
   const json& layer = j["layers"][0];
   EXPECT_TRUE(layer["backend"].is_null());
+  EXPECT_EQ(layer["hazards"], json::array());
   EXPECT_EQ(layer["error"]["type"], "ValueError");
   EXPECT_NE(layer["error"]["message"].get<std::string>().find("Mxfp4 MoE backend 'CPU'"), std::string::npos);
   EXPECT_NE(r.err.find("moepack: error:"), std::string::npos);
@@ -105,6 +108,57 @@ TEST(PlanCli, UsageErrors) {
   EXPECT_EQ(run_moepack(plan_args({"--target", "sm90", "--env", "NOEQUALS"})).exit_code, 2);
   EXPECT_EQ(run_moepack(plan_args({"--target", "sm90", "--with", "tensorrt"})).exit_code, 2);
   EXPECT_EQ(run_moepack(plan_args({"--target", "sm90", "--activation", "int3"})).exit_code, 2);
+}
+
+// lib/oracle/hazards through plan: a gpt-oss MXFP4 checkpoint with hidden 352 on SM90 runs
+// triton_kernels' matmul_ogs with a partial last K tile. Every layer lists the hazard in JSON
+// and as a line under the layer in text; SM100 and hidden 192 list none (the key stays).
+TEST(PlanCli, HazardsOfAGptOssCheckpointWithHidden352) {
+  TempDir dir;
+  synth::SampleOptions options;
+  options.hidden = 352;
+  options.layers = 2;
+  synth::write_sample("gpt-oss-mxfp4", dir.file("h352"), options);
+
+  const CommandResult r = run_moepack({"plan", dir.file("h352"), "--target", "sm90", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const json& layer : j["layers"]) {
+    EXPECT_EQ(layer["experts_class"], "OAITritonMxfp4ExpertsMonolithic");
+    EXPECT_EQ(layer["padded_hidden_size"], 352);
+    ASSERT_EQ(layer["hazards"].size(), 1u) << layer.dump();
+    EXPECT_EQ(layer["hazards"][0]["id"], "triton_kernels-3.5.1-sm90-partial-k-tile");
+    EXPECT_NE(layer["hazards"][0]["effect"].get<std::string>().find("ignores K 320-351"), std::string::npos);
+    EXPECT_EQ(layer["hazards"][0]["seen"], "H200, hidden 352, moepack session measurements, 2026-11");
+  }
+
+  const CommandResult text = run_moepack({"plan", dir.file("h352"), "--target", "sm90"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  // The two identical layers print as one group, so the hazard line appears once.
+  EXPECT_EQ(text.out.find("\n  hazard: triton_kernels-3.5.1-sm90-partial-k-tile: "), text.out.rfind("\n  hazard: ")) << text.out;
+  EXPECT_NE(text.out.find("\n  hazard: triton_kernels-3.5.1-sm90-partial-k-tile: "), std::string::npos) << text.out;
+
+  const CommandResult blackwell = run_moepack({"plan", dir.file("h352"), "--target", "sm100", "--json"});
+  ASSERT_EQ(blackwell.exit_code, 0) << blackwell.err;
+  for (const json& layer : json::parse(blackwell.out)["layers"]) EXPECT_EQ(layer["hazards"], json::array());
+  EXPECT_EQ(run_moepack({"plan", dir.file("h352"), "--target", "sm100"}).out.find("hazard:"), std::string::npos);
+
+  const CommandResult hidden192 = run_moepack({"plan", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "sm90", "--json"});
+  ASSERT_EQ(hidden192.exit_code, 0) << hidden192.err;
+  for (const json& layer : json::parse(hidden192.out)["layers"]) EXPECT_EQ(layer["hazards"], json::array());
+}
+
+TEST(PlanCli, HazardOfALayerDescribedByFlags) {
+  std::vector<std::string> args = plan_args({"--target", "sm90", "--json"});
+  *std::find(args.begin(), args.end(), "2880") = "352";  // --hidden 352, intermediate stays 2880
+  const CommandResult r = run_moepack(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json layer = json::parse(r.out)["layers"][0];
+  EXPECT_EQ(layer["hidden_size"], 352);
+  EXPECT_EQ(layer["intermediate_size"], 2880);
+  ASSERT_EQ(layer["hazards"].size(), 1u);
+  EXPECT_EQ(layer["hazards"][0]["id"], "triton_kernels-3.5.1-sm90-partial-k-tile");
 }
 
 TEST(TargetsCli, JsonListsDevicesBackendsClassesAndLayouts) {

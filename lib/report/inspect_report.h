@@ -1,0 +1,29 @@
+// The document `moepack inspect --json` prints (its shape is in moepack-inspect(1)), built from
+// what formats/checkpoints found. It lives here rather than in the CLI so the fuzz target
+// tests/fuzz/fuzz_inspect_json.cpp checks the very document the CLI prints.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/checkpoints/checkpoint.h"
+
+namespace moepack::report {
+
+// One entry of "moe_layers".
+nlohmann::json inspect_layer_json(const ckpt::MoeLayer& layer);
+
+// "unknown" without a config.json, else the family's name.
+std::string family_text(const ckpt::Checkpoint& checkpoint);
+
+// The bad-input message of a value scan that found NaN/Inf or reserved scale codes, naming the
+// first finding; empty when the scan is clean.
+std::string bad_values_message(const ckpt::ValueScan& scan);
+
+// The whole document. `path` is the checkpoint as the user named it; `scan` is the value scan
+// of --check-values (nullptr when it did not run). A scan with bad values adds an "error"
+// object of the same shape as a failed run's.
+nlohmann::json inspect_json(const ckpt::Checkpoint& checkpoint, const std::string& path, const ckpt::ValueScan* scan);
+
+}  // namespace moepack::report
