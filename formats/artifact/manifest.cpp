@@ -50,6 +50,17 @@ class Reader {
     if (!v.is_number_unsigned()) fail(where + "." + key, "is not a non-negative integer");
     return v.get<uint64_t>();
   }
+  bool boolean(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_boolean()) fail(where + "." + key, "is not true or false");
+    return v.get<bool>();
+  }
+  std::optional<double> optional_number(const json& obj, const std::string& key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_number()) fail(where + "." + key, "is neither a number nor null");
+    return v.get<double>();
+  }
   const json& array(const json& obj, const std::string& key, const std::string& where) const {
     const json& v = member(obj, key, where);
     if (!v.is_array()) fail(where + "." + key, "is not an array");
@@ -91,9 +102,18 @@ ojson to_json(const Manifest& m) {
     ojson ranks = ojson::array();
     for (const auto& r : l.ranks) {
       ojson tensors = ojson::object();
-      for (const auto& [role, t] : r.tensors)
-        tensors[role] = ojson{{"file", t.file}, {"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape},
-                              {"layout", t.layout}, {"xxh3", t.xxh3}};
+      for (const auto& [role, t] : r.tensors) {
+        ojson tj{{"file", t.file}, {"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"layout", t.layout}, {"xxh3", t.xxh3}};
+        if (!t.canonical_dtype.empty()) {
+          ojson canonical{{"dtype", t.canonical_dtype}, {"shape", t.canonical_shape}};
+          if (!t.per_expert) {
+            canonical["per_expert"] = false;
+            canonical["derived"] = t.derived;
+          }
+          tj["canonical"] = canonical;
+        }
+        tensors[role] = tj;
+      }
       ranks.push_back(ojson{{"rank", r.rank}, {"tensors", tensors}});
     }
     ojson layer{{"prefix", l.prefix}, {"family", l.family}, {"weight_key", optional_string(l.weight_key)},
@@ -103,6 +123,20 @@ ojson to_json(const Manifest& m) {
                 {"intermediate_size", l.intermediate_size}, {"padded_hidden_size", l.padded_hidden_size},
                 {"padded_intermediate_size", l.padded_intermediate_size}};
     if (l.intermediate_size_scope) layer["intermediate_size_scope"] = *l.intermediate_size_scope;
+    if (l.routing) {
+      const RoutingFacts& rf = *l.routing;
+      layer["routing"] = ojson{{"method", rf.method}, {"scoring_func", rf.scoring_func}, {"renormalize", rf.renormalize},
+                               {"n_group", rf.n_group}, {"topk_group", rf.topk_group},
+                               {"routed_scaling_factor", rf.routed_scaling_factor ? ojson(*rf.routed_scaling_factor) : ojson(nullptr)},
+                               {"correction_bias", optional_string(rf.correction_bias)}};
+      auto opt = [](const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); };
+      layer["swiglu_limit"] = opt(l.swiglu_limit);
+      layer["swiglu_alpha"] = opt(l.swiglu_alpha);
+      layer["swiglu_beta"] = opt(l.swiglu_beta);
+      layer["has_bias"] = l.has_bias;
+      layer["w13_rows"] = l.w13_rows;
+      layer["gated"] = l.gated;
+    }
     layer["ranks"] = ranks;
     layers.push_back(std::move(layer));
   }
@@ -156,6 +190,27 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
       if (*l.intermediate_size_scope != kPerRankScope)
         r.fail(w + ".intermediate_size_scope", "is `" + *l.intermediate_size_scope + "`, this moepack knows `" + kPerRankScope + "`");
     }
+    if (lj.contains("routing")) {
+      const json& rj = r.member(lj, "routing", w);
+      const std::string rw = w + ".routing";
+      RoutingFacts rf;
+      rf.method = r.string(rj, "method", rw);
+      rf.scoring_func = r.string(rj, "scoring_func", rw);
+      rf.renormalize = r.boolean(rj, "renormalize", rw);
+      rf.n_group = r.unsigned_number(rj, "n_group", rw);
+      rf.topk_group = r.unsigned_number(rj, "topk_group", rw);
+      rf.routed_scaling_factor = r.optional_number(rj, "routed_scaling_factor", rw);
+      rf.correction_bias = r.optional_string(rj, "correction_bias", rw);
+      l.routing = rf;
+      l.swiglu_limit = r.optional_number(lj, "swiglu_limit", w);
+      l.swiglu_alpha = r.optional_number(lj, "swiglu_alpha", w);
+      l.swiglu_beta = r.optional_number(lj, "swiglu_beta", w);
+      l.has_bias = r.boolean(lj, "has_bias", w);
+      l.w13_rows = r.string(lj, "w13_rows", w);
+      if (l.w13_rows != "gate_up_halves" && l.w13_rows != "interleaved" && l.w13_rows != "up_gate_halves")
+        r.fail(w + ".w13_rows", "is `" + l.w13_rows + "` (known: gate_up_halves, interleaved, up_gate_halves)");
+      l.gated = r.boolean(lj, "gated", w);
+    }
     const json& ranks = r.array(lj, "ranks", w);
     for (size_t k = 0; k < ranks.size(); ++k) {
       std::string rw = w + ".ranks[" + std::to_string(k) + "]";
@@ -179,6 +234,21 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
         }
         t.layout = r.string(it.value(), "layout", tw);
         t.xxh3 = r.hash(it.value(), "xxh3", tw);
+        if (it.value().contains("canonical")) {
+          const json& c = r.member(it.value(), "canonical", tw);
+          const std::string cw = tw + ".canonical";
+          t.canonical_dtype = r.string(c, "dtype", cw);
+          for (const auto& d : r.array(c, "shape", cw)) {
+            if (!d.is_number_unsigned()) r.fail(cw + ".shape", "holds a value that is not a non-negative integer");
+            t.canonical_shape.push_back(d.get<uint64_t>());
+          }
+          if (c.contains("per_expert")) {
+            const json& pe = r.member(c, "per_expert", cw);
+            if (!pe.is_boolean()) r.fail(cw + ".per_expert", "is not true or false");
+            t.per_expert = pe.get<bool>();
+            if (!t.per_expert) t.derived = r.string(c, "derived", cw);
+          }
+        }
         rt.tensors.emplace(it.key(), std::move(t));
       }
       l.ranks.push_back(std::move(rt));

@@ -26,11 +26,31 @@ struct PackedTensor {
   std::vector<uint64_t> shape;
   std::string layout;  // transform and parameters, e.g. "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)"
   std::string xxh3;    // XXH3-128 of the tensor bytes, 32 hex digits
+  // What the layout's unpack returns for one expert: vLLM's loaded parameter of one expert at
+  // this rank's padded sizes (ARTIFACT.md "Enough to run a layer"). Empty dtype: not recorded
+  // (a manifest written before these fields existed).
+  std::string canonical_dtype;
+  std::vector<uint64_t> canonical_shape;
+  // False for a tensor that is not the concatenation of per-expert slabs (a per-layer
+  // reduction such as the maximum of the experts' input scales); `derived` says how it was made.
+  bool per_expert = true;
+  std::string derived;
 };
 
 struct RankTensors {
   int rank = 0;
   std::map<std::string, PackedTensor> tensors;  // ROLE (w13_weight, ...) -> tensor
+};
+
+// How the layer routes tokens (vLLM RoutingMethodType and its parameters).
+struct RoutingFacts {
+  std::string method;         // "RenormalizeNaive", "DeepSeekV3", "Llama4", ...
+  std::string scoring_func;   // "softmax", "sigmoid", "sqrtsoftplus"
+  bool renormalize = false;
+  uint64_t n_group = 0;
+  uint64_t topk_group = 0;
+  std::optional<double> routed_scaling_factor;
+  std::optional<std::string> correction_bias;  // name of the e_score_correction_bias tensor in the artifact
 };
 
 struct Layer {
@@ -53,6 +73,13 @@ struct Layer {
   // with one rank, where per rank and whole are the same; it is not written there, so that
   // single-rank manifests keep the bytes they had before the key existed.
   std::optional<std::string> intermediate_size_scope;
+  // The facts a runtime needs to run the layer from the artifact alone (ARTIFACT.md). Optional
+  // when reading: manifests written before they existed do not have them (`routing` empty).
+  std::optional<RoutingFacts> routing;
+  std::optional<double> swiglu_limit, swiglu_alpha, swiglu_beta;
+  bool has_bias = false;
+  std::string w13_rows;  // "gate_up_halves", "interleaved", "up_gate_halves" (of the canonical w13)
+  bool gated = true;
   std::vector<RankTensors> ranks;
 };
 

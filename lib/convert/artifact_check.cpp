@@ -98,7 +98,7 @@ void check_indexes(const std::string& artifact_dir, const artifact::Manifest& m,
 
 }  // namespace
 
-ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source) {
+ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
   ArtifactCheck out;
   artifact::Manifest m = artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
   for (const auto& f : m.files) {
@@ -107,8 +107,6 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
     if (map.size() != f.bytes) out.problems.push_back(f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes));
     else if (xxh3_128_hex(map.bytes()) != f.xxh3) out.problems.push_back(f.name + ": XXH3-128 differs from the manifest");
   }
-
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
   std::map<std::string, std::unique_ptr<st::File>> open_files;
   auto file = [&](const std::string& name) -> const st::File& {
     auto& slot = open_files[name];
@@ -116,6 +114,31 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
     return *slot;
   };
   check_indexes(artifact_dir, m, file, out);
+  for (const auto& layer : m.layers)
+    for (const auto& rank : layer.ranks)
+      for (const auto& [role, t] : rank.tensors) {
+        const st::TensorInfo* info = file(t.file).find(t.name);
+        const std::string where = t.file + ": " + t.name + " (rank " + std::to_string(rank.rank) + ")";
+        if (!info) {
+          out.problems.push_back(where + ": missing");
+          continue;
+        }
+        ++out.tensors_checked;
+        if (xxh3_128_hex(file(t.file).data(*info)) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
+      }
+  return out;
+}
+
+ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source) {
+  ArtifactCheck out = check_artifact_integrity(artifact_dir);
+  artifact::Manifest m = artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
+  std::map<std::string, std::unique_ptr<st::File>> open_files;
+  auto file = [&](const std::string& name) -> const st::File& {
+    auto& slot = open_files[name];
+    if (!slot) slot = std::make_unique<st::File>((fs::path(artifact_dir) / name).string());
+    return *slot;
+  };
   for (const auto& layer : m.layers) {
     const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
     if (!source_layer) {
@@ -128,13 +151,8 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
         const st::File& f = file(t.file);
         const st::TensorInfo* info = f.find(t.name);
         std::string where = t.file + ": " + t.name + " (rank " + std::to_string(rank.rank) + ")";
-        if (!info) {
-          out.problems.push_back(where + ": missing");
-          continue;
-        }
-        ++out.tensors_checked;
+        if (!info) continue;  // reported by the integrity check
         auto bytes = f.data(*info);
-        if (xxh3_128_hex(bytes) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
         // Expert parallelism is recorded as ranks that each hold a share of the experts.
         const bool expert_parallel = ranks > 1 && m.target.value("ep", false);
         const uint64_t local = expert_parallel ? layer.num_experts / static_cast<uint64_t>(ranks) : layer.num_experts;

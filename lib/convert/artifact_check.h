@@ -20,6 +20,10 @@ struct ArtifactCheck {
   bool ok() const { return problems.empty(); }
 };
 
+// The half that needs no source: every file and packed tensor hashes to what the manifest says,
+// every index resolves and agrees with the manifest.
+ArtifactCheck check_artifact_integrity(const std::string& artifact_dir);
+
 // `artifact_dir` holds moepack.json; `source` is the checkpoint it was made from. Throws
 // Error(bad_input) when either cannot be read at all; mismatches are listed in `problems`.
 ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source);

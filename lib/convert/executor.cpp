@@ -319,6 +319,10 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
         pt.dtype = std::string(dtype_name(t.dtype));
         pt.shape = t.shape;
         pt.layout = t.layout;
+        pt.canonical_dtype = std::string(dtype_name(t.canonical_dtype));
+        pt.canonical_shape = t.canonical_shape;
+        pt.per_expert = t.per_expert;
+        pt.derived = t.derived;
         rt.tensors.emplace(t.role, pt);
         slot_of[&t] = {li, {r.rank, t.role}};
       }

@@ -34,6 +34,12 @@ struct PackedTensorPlan {
   std::string layout;       // manifest layout string
   uint64_t num_experts = 0;
   uint64_t slab_bytes = 0;  // bytes of one expert's slab
+  // What unpacking one slab gives back (the manifest's `canonical`), and for reductions how the
+  // single "slab" was derived.
+  DType canonical_dtype = DType::U8;
+  std::vector<uint64_t> canonical_shape;
+  bool per_expert = true;
+  std::string derived;
   // Fills one expert's slab (exactly slab_bytes). Called concurrently for different experts.
   std::function<void(uint64_t expert, std::span<uint8_t> slab)> produce;
 };

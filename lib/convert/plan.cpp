@@ -122,6 +122,10 @@ PackedTensorPlan reduction_tensor(const ckpt::Checkpoint& checkpoint, const ckpt
   t.layout = reduction.name();
   t.num_experts = 1;
   t.slab_bytes = byte_size(t.dtype, t.shape);
+  t.canonical_dtype = t.dtype;
+  t.canonical_shape = t.shape;
+  t.per_expert = false;
+  t.derived = reduction.name() + " over the rank's " + std::to_string(local_experts) + " experts";
   const ckpt::Checkpoint* ck = &checkpoint;
   const ckpt::MoeLayer* lay = &layer;
   const LayerReduction* r = &reduction;
@@ -132,6 +136,39 @@ PackedTensorPlan reduction_tensor(const ckpt::Checkpoint& checkpoint, const ckpt
 }
 
 }  // namespace
+
+namespace {
+
+// The router's score-correction bias of a layer: a pass-through tensor beside the experts
+// (`<block>.gate.e_score_correction_bias`, DeepSeek-V4's `<block>.gate.bias`).
+std::optional<std::string> correction_bias_name(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer) {
+  if (!c.facts.has_e_score_correction_bias) return std::nullopt;
+  const std::string block = layer.prefix.substr(0, layer.prefix.rfind('.'));
+  for (const char* suffix : {".gate.e_score_correction_bias", ".gate.bias"})
+    if (c.shards->find(block + suffix)) return block + suffix;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void record_run_facts(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::MoeLayerQuery& query, artifact::Layer& m) {
+  const ckpt::ModelFacts& f = c.facts;
+  artifact::RoutingFacts r;
+  r.method = f.routing_method;
+  r.scoring_func = f.scoring_func;
+  r.renormalize = f.renormalize;
+  r.n_group = f.n_group;
+  r.topk_group = f.topk_group;
+  r.routed_scaling_factor = f.routed_scaling_factor;
+  r.correction_bias = correction_bias_name(c, layer);
+  m.routing = r;
+  m.swiglu_limit = query.swiglu_limit;
+  m.swiglu_alpha = query.swiglu_alpha;
+  m.swiglu_beta = query.swiglu_beta;
+  m.has_bias = layer.has_bias;
+  m.w13_rows = layer.recipe.w13_order == ckpt::W13Order::interleaved ? "interleaved" : "gate_up_halves";
+  m.gated = layer.gated;
+}
 
 std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
                                               const RankGeometry& g, uint64_t first_expert, uint64_t count) {
@@ -210,6 +247,7 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     m.intermediate_size = static_cast<uint64_t>(d.intermediate_size);
     m.padded_hidden_size = static_cast<uint64_t>(d.padded_hidden_size);
     m.padded_intermediate_size = static_cast<uint64_t>(d.padded_intermediate_size);
+    record_run_facts(checkpoint, layer, ld.query, m);
 
     // Expert parallelism gives each rank whole experts; tensor parallelism slices every expert.
     const bool expert_parallel = d.ep_size > 1;
@@ -272,6 +310,8 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
         t.layout = rs.layout->name();
         t.num_experts = local_experts;
         t.slab_bytes = byte_size(t.dtype, slab_shape);
+        t.canonical_dtype = loaded.dtype;
+        t.canonical_shape = loaded.shape;
         const ckpt::Checkpoint* ck = &checkpoint;
         const ckpt::MoeLayer* lay = &layer;
         auto layout = rs.layout;

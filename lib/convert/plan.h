@@ -43,6 +43,10 @@ struct ConvertRequest {
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request);
 
+// The facts a runtime needs to run `layer` from the artifact alone (ARTIFACT.md): routing,
+// activation parameters, biases, w13 row order, gated.
+void record_run_facts(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const oracle::MoeLayerQuery& query, artifact::Layer& manifest_layer);
+
 // The canonical `role` param of experts [first_expert, first_expert + count), each loaded into its
 // padded per-rank parameter: the inputs of a LayerReduction (planning and verification share it).
 std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,

@@ -48,6 +48,16 @@ float e8m0_to_float(uint8_t s) {
   return std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 
+float e3m2_to_float(uint8_t code) {
+  float m = decode_minifloat((code >> 2) & 0x7, code & 0x3, 2, 3);
+  return (code & 0x20) ? -m : m;
+}
+
+float e2m3_to_float(uint8_t code) {
+  float m = decode_minifloat((code >> 3) & 0x3, code & 0x7, 3, 1);
+  return (code & 0x20) ? -m : m;
+}
+
 float e4m3_to_float(uint8_t code) {
   if (e4m3_is_nan(code)) return std::numeric_limits<float>::quiet_NaN();
   float m = decode_minifloat((code >> 3) & 0xF, code & 0x7, 3, 7);

@@ -17,6 +17,10 @@ uint8_t float_to_e2m1(float v);
 float e8m0_to_float(uint8_t s);
 inline bool e8m0_is_nan(uint8_t s) { return s == 0xFF; }
 
+// FP6 (OCP MX): bit 5 sign, no inf/NaN. E3M2: bias 3, max 28; E2M3: bias 1, max 7.5.
+float e3m2_to_float(uint8_t code);
+float e2m3_to_float(uint8_t code);
+
 // E4M3FN: bias 7, max 448, no inf, 0x7F/0xFF NaN.
 float e4m3_to_float(uint8_t code);
 // PyTorch c10 semantics (ERRATA 7): RNE, subnormals RNE, |v| > 464 → NaN with sign, 464 → 448.

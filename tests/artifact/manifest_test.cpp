@@ -27,12 +27,58 @@ Manifest sample_manifest() {
   l.activation = "swigluoai";
   l.hidden_size = l.intermediate_size = l.padded_hidden_size = l.padded_intermediate_size = 2880;
   RankTensors r;
-  r.tensors["w13_weight"] = {"model.safetensors", "model.layers.0.mlp.experts.w13_weight", "U8", {32, 1440, 11520},
-                             "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)", "ffeeddccbbaa99887766554433221100"};
+  PackedTensor w13;
+  w13.file = "model.safetensors";
+  w13.name = "model.layers.0.mlp.experts.w13_weight";
+  w13.dtype = "U8";
+  w13.shape = {32, 1440, 11520};
+  w13.layout = "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)";
+  w13.xxh3 = "ffeeddccbbaa99887766554433221100";
+  r.tensors["w13_weight"] = w13;
   l.ranks.push_back(r);
   m.layers.push_back(l);
   m.files = {{"model.safetensors", 99, "0123456789abcdef0123456789abcdef"}};
   return m;
+}
+
+std::string expect_bad(const std::string& text);
+
+TEST(Manifest, RunFactsRoundTrip) {
+  Manifest m = sample_manifest();
+  Layer& l = m.layers[0];
+  RoutingFacts r;
+  r.method = "DeepSeekV3";
+  r.scoring_func = "sigmoid";
+  r.renormalize = true;
+  r.n_group = 8;
+  r.topk_group = 4;
+  r.routed_scaling_factor = 2.5;
+  r.correction_bias = "model.layers.0.mlp.gate.e_score_correction_bias";
+  l.routing = r;
+  l.swiglu_limit = 7.0;
+  l.has_bias = true;
+  l.w13_rows = "interleaved";
+  l.gated = true;
+  PackedTensor& t = l.ranks[0].tensors.at("w13_weight");
+  t.canonical_dtype = "U8";
+  t.canonical_shape = {5760, 1440};
+  PackedTensor s = t;
+  s.name = "model.layers.0.mlp.experts.w13_input_scale";
+  s.per_expert = false;
+  s.derived = "vllm.max_over_experts(f32) over the rank's 32 experts";
+  l.ranks[0].tensors["w13_input_scale"] = s;
+  const std::string text = manifest_text(m);
+  Manifest back = manifest_from_json(parse_strict_json(text, "moepack.json"), "moepack.json");
+  EXPECT_EQ(manifest_text(back), text);
+  ASSERT_TRUE(back.layers[0].routing.has_value());
+  EXPECT_EQ(back.layers[0].routing->correction_bias, r.correction_bias);
+  EXPECT_EQ(back.layers[0].routing->routed_scaling_factor, 2.5);
+  EXPECT_EQ(back.layers[0].ranks[0].tensors.at("w13_weight").canonical_shape, (std::vector<uint64_t>{5760, 1440}));
+  EXPECT_FALSE(back.layers[0].ranks[0].tensors.at("w13_input_scale").per_expert);
+  // A row order nobody knows is refused, not guessed.
+  std::string bad = text;
+  bad.replace(bad.find("\"interleaved\""), 13, "\"sideways\"");
+  EXPECT_NE(expect_bad(bad).find("w13_rows"), std::string::npos);
 }
 
 TEST(Manifest, RoundTripsThroughText) {

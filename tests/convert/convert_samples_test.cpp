@@ -10,6 +10,7 @@
 #include "lib/convert/artifact_check.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/verify.h"
 #include "lib/core/error.h"
 #include "support/test_support.h"
 
@@ -80,6 +81,19 @@ void convert_and_check(const Case& c) {
   for (const auto& p : check.problems) ADD_FAILURE() << p;
   EXPECT_GT(check.expert_slabs_checked, 0u);
   EXPECT_EQ(check.files_checked, m.files.size());
+  // And run: the runtime experts on the packed layout against the source's reference.
+  VerifyOptions vo;
+  vo.artifact = out.path();
+  vo.source = sample(c.sample);
+  vo.tokens = 4;
+  VerifyReport v = verify_artifact(vo);
+  EXPECT_TRUE(v.ok());
+  ASSERT_EQ(v.layers.size(), ck.layers.size());
+  for (const auto& l : v.layers) {
+    EXPECT_TRUE(l.ok) << l.prefix << ": " << l.note;
+    EXPECT_EQ(l.compared_with, "source");
+    EXPECT_LE(l.max_rel_error, l.tolerance) << l.prefix;
+  }
 }
 
 class ConvertSamples : public ::testing::TestWithParam<Case> {};

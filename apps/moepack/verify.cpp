@@ -1,0 +1,92 @@
+// `moepack verify ARTIFACT [--source CKPT] [--tokens N] [--seed S] [--write-golden F | --golden F] [--json]`
+// (CLI.md): hashes, then every MoE layer run by the runtime experts and compared with the
+// source's reference or a golden file (lib/convert/verify). Parsing and printing only.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "lib/convert/verify.h"
+#include "lib/core/error.h"
+#include "lib/core/json_output.h"
+
+namespace moepack::cli {
+namespace {
+
+struct VerifyCliOptions {
+  convert::VerifyOptions verify;
+  std::string source, write_golden, golden;
+  bool json = false;
+};
+
+nlohmann::ordered_json report_json(const convert::VerifyReport& r) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& l : r.layers)
+    layers.push_back({{"prefix", l.prefix}, {"family", l.family}, {"backend", l.backend}, {"ranks", l.ranks},
+                      {"compared_with", l.compared_with.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.compared_with)},
+                      {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
+                      {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)}});
+  return {{"ok", r.ok()},
+          {"tokens", r.tokens},
+          {"seed", r.seed},
+          {"integrity", {{"files_checked", r.integrity.files_checked}, {"tensors_checked", r.integrity.tensors_checked},
+                         {"expert_slabs_checked", r.integrity.expert_slabs_checked}, {"problems", r.integrity.problems}}},
+          {"layers", layers},
+          {"golden_problems", r.golden_problems}};
+}
+
+void print_text(const convert::VerifyReport& r, const VerifyCliOptions& o) {
+  std::printf("%s\n", o.verify.artifact.c_str());
+  std::printf("  integrity  %llu files, %llu packed tensors hashed%s", static_cast<unsigned long long>(r.integrity.files_checked),
+              static_cast<unsigned long long>(r.integrity.tensors_checked), r.integrity.expert_slabs_checked ? "" : "\n");
+  if (r.integrity.expert_slabs_checked)
+    std::printf(", %llu expert slabs unpacked to the source's bytes\n", static_cast<unsigned long long>(r.integrity.expert_slabs_checked));
+  for (const auto& p : r.integrity.problems) std::printf("    PROBLEM %s\n", p.c_str());
+  std::printf("  tokens     %llu, seed %llu\n", static_cast<unsigned long long>(r.tokens), static_cast<unsigned long long>(r.seed));
+  for (const auto& l : r.layers) {
+    std::printf("  %-4s %s (%s, %s%s)", l.ok ? "ok" : "FAIL", l.prefix.c_str(), l.family.c_str(), l.backend.c_str(),
+                l.ranks > 1 ? (", " + std::to_string(l.ranks) + " ranks").c_str() : "");
+    if (!l.compared_with.empty()) std::printf(": vs %s, max abs %.3g, rel %.3g (tolerance %.0e)", l.compared_with.c_str(), l.max_abs_error, l.max_rel_error, l.tolerance);
+    else if (l.ok) std::printf(": ran; nothing to compare with (give --source or --golden)");
+    std::printf("\n");
+    if (!l.note.empty()) std::printf("       %s\n", l.note.c_str());
+  }
+  for (const auto& p : r.golden_problems) std::printf("  golden FAIL %s\n", p.c_str());
+  if (!o.write_golden.empty()) std::printf("  wrote golden file %s\n", o.write_golden.c_str());
+}
+
+int run_verify(VerifyCliOptions& o) {
+  if (!o.source.empty()) o.verify.source = o.source;
+  if (!o.write_golden.empty()) o.verify.write_golden = o.write_golden;
+  if (!o.golden.empty()) o.verify.golden = o.golden;
+  const convert::VerifyReport r = convert::verify_artifact(o.verify);
+  if (o.json) std::cout << safe_json_text(report_json(r)) << std::endl;
+  else print_text(r, o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "moepack: error: verification failed for %s\n", o.verify.artifact.c_str());
+    return static_cast<int>(ErrorKind::verify_failed);
+  }
+  return 0;
+}
+
+CommandRegistration reg(45, [](CLI::App& app) {
+  auto opts = std::make_shared<VerifyCliOptions>();
+  auto* sub = app.add_subcommand("verify", "Prove an artifact: hashes, then every MoE layer run and compared with the source or a golden file");
+  sub->add_option("ARTIFACT", opts->verify.artifact, "Artifact directory written by convert")->required();
+  sub->add_option("--source", opts->source, "The checkpoint the artifact was made from (the reference)");
+  sub->add_option("--tokens", opts->verify.tokens, "Seeded tokens per layer (default 8)");
+  sub->add_option("--seed", opts->verify.seed, "Seed of the hidden states and router logits (default 0)");
+  auto* wg = sub->add_option("--write-golden", opts->write_golden, "Write the outputs and tensor hashes to this golden file");
+  sub->add_option("--golden", opts->golden, "Compare with this golden file (its seed and tokens are used)")->excludes(wg);
+  sub->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-verify(1))");
+  sub->callback([opts] {
+    global_flags().json = opts->json;
+    set_exit_code(run_verify(*opts));
+  });
+});
+
+}  // namespace
+}  // namespace moepack::cli

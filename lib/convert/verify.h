@@ -1,0 +1,66 @@
+// `moepack verify`: proves an artifact by running it. Three checks, each optional but the first:
+//
+//   1. integrity  every file and packed tensor hashes to what the manifest says, every index
+//                 resolves (artifact_check.h); with --source also every expert slab unpacks to
+//                 the bytes vLLM's loader would hold (the layout proof).
+//   2. numerics   per MoE layer, seeded hidden states and router logits go through the runtime
+//                 experts — the artifact read rank by rank through each layout's unpack (the
+//                 emulation of the packed layout), routed as the manifest says, summed over the
+//                 tensor-parallel ranks — and, with --source, through the reference experts built
+//                 from the source checkpoint's dequantized weights. Max abs and relative error
+//                 against a per-family tolerance give the layer's verdict.
+//   3. golden     --write-golden pins the outputs and the packed tensors' hashes; --golden
+//                 compares a later run with them bit for bit.
+//
+// Activation quantization (FP8/MXFP4 activations of W4A8/W4A4 backends) is not emulated: both
+// sides compute with float activations, so the comparison proves the weights' layout, scales,
+// padding and tensor-parallel slicing, not a kernel's activation rounding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/convert/artifact_check.h"
+
+namespace moepack::convert {
+
+struct VerifyOptions {
+  std::string artifact;
+  std::optional<std::string> source;
+  uint64_t tokens = 8;
+  uint64_t seed = 0;
+  std::optional<std::string> write_golden;
+  std::optional<std::string> golden;
+};
+
+struct LayerVerdict {
+  std::string prefix;
+  std::string family;
+  std::string backend;
+  uint64_t ranks = 1;
+  std::string compared_with;   // "source", "golden", "" (ran, nothing to compare)
+  double max_abs_error = 0;
+  double max_rel_error = 0;    // max abs error / max |reference|
+  double tolerance = 0;        // on the relative error
+  bool ok = true;
+  std::string note;            // why a layer was not run, or what differed
+};
+
+struct VerifyReport {
+  ArtifactCheck integrity;
+  std::vector<LayerVerdict> layers;
+  std::vector<std::string> golden_problems;
+  uint64_t tokens = 0, seed = 0;
+  bool ok() const;
+};
+
+// The relative tolerance of a family's comparison (documented in moepack-verify(1)).
+double verify_tolerance(const std::string& family);
+
+// Throws Error(bad_input) for an unreadable artifact, source or golden file, Error(usage) for
+// options that cannot work (both --golden and --write-golden, zero tokens).
+VerifyReport verify_artifact(const VerifyOptions& options);
+
+}  // namespace moepack::convert

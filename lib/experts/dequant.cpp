@@ -1,0 +1,136 @@
+#include "lib/experts/dequant.h"
+
+#include <cstring>
+
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
+
+namespace moepack::experts {
+namespace {
+
+constexpr FormatInfo kFormats[] = {
+    {WeightFormat::mxfp4, "mxfp4", 2, 1, 32},
+    {WeightFormat::mxfp6_e3m2, "mxfp6_e3m2", 4, 3, 32},
+    {WeightFormat::mxfp6_e2m3, "mxfp6_e2m3", 4, 3, 32},
+    {WeightFormat::mxfp8, "mxfp8", 1, 1, 32},
+    {WeightFormat::nvfp4, "nvfp4", 2, 1, 16},
+    {WeightFormat::float16or32, "float", 1, 0, 0},  // bytes per element come from the dtype
+};
+
+// The element code at logical column `c` of a row that starts at `row`.
+uint8_t element_code(WeightFormat f, const uint8_t* row, uint64_t c) {
+  switch (f) {
+    case WeightFormat::mxfp4:
+    case WeightFormat::nvfp4: {
+      const uint8_t b = row[c / 2];
+      return (c & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xF);
+    }
+    case WeightFormat::mxfp6_e3m2:
+    case WeightFormat::mxfp6_e2m3: {
+      // Four 6-bit codes in a little-endian 24-bit group: code i at bits 6i..6i+5.
+      const uint8_t* g = row + (c / 4) * 3;
+      const uint32_t word = static_cast<uint32_t>(g[0]) | (static_cast<uint32_t>(g[1]) << 8) | (static_cast<uint32_t>(g[2]) << 16);
+      return static_cast<uint8_t>((word >> (6 * (c % 4))) & 0x3F);
+    }
+    case WeightFormat::mxfp8: return row[c];
+    case WeightFormat::float16or32: break;
+  }
+  throw_internal("element_code: not a coded format");
+}
+
+float element_value(WeightFormat f, uint8_t code) {
+  switch (f) {
+    case WeightFormat::mxfp4:
+    case WeightFormat::nvfp4: return e2m1_to_float(code);
+    case WeightFormat::mxfp6_e3m2: return e3m2_to_float(code);
+    case WeightFormat::mxfp6_e2m3: return e2m3_to_float(code);
+    case WeightFormat::mxfp8: return e4m3_to_float(code);
+    case WeightFormat::float16or32: break;
+  }
+  throw_internal("element_value: not a coded format");
+}
+
+float scale_value(WeightFormat f, uint8_t s) { return f == WeightFormat::nvfp4 ? e4m3_to_float(s) : e8m0_to_float(s); }
+
+}  // namespace
+
+const FormatInfo& format_info(WeightFormat f) {
+  for (const auto& row : kFormats)
+    if (row.format == f) return row;
+  throw_internal("format_info: unknown format");
+}
+
+std::optional<WeightFormat> parse_weight_format(std::string_view name) {
+  for (const auto& row : kFormats)
+    if (row.name == name) return row.format;
+  return std::nullopt;
+}
+
+std::optional<WeightFormat> weight_format_of(std::string_view family, std::string_view weight_key) {
+  if (family == "unquantized") return WeightFormat::float16or32;
+  if (weight_key == "kMxfp4Static") return WeightFormat::mxfp4;
+  if (weight_key == "kMxfp6E3M2Static") return WeightFormat::mxfp6_e3m2;
+  if (weight_key == "kMxfp6E2M3Static") return WeightFormat::mxfp6_e2m3;
+  if (weight_key == "kMxfp8Static") return WeightFormat::mxfp8;
+  if (weight_key == "kNvfp4Static") return WeightFormat::nvfp4;
+  return std::nullopt;
+}
+
+std::vector<float> float_values(const OwnedTensor& t) {
+  const uint64_t n = t.num_elements();
+  std::vector<float> out(static_cast<size_t>(n));
+  switch (t.dtype) {
+    case DType::F32:
+      if (t.bytes.size() != n * 4) throw_internal("float_values: F32 size");
+      std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+      break;
+    case DType::BF16:
+    case DType::F16:
+      if (t.bytes.size() != n * 2) throw_internal("float_values: 16-bit size");
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint16_t bits = static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8));
+        out[i] = t.dtype == DType::BF16 ? bf16_to_float(bits) : f16_to_float(bits);
+      }
+      break;
+    default: throw Error(ErrorKind::bad_input, "expected a float tensor (F32, BF16, F16), got " + std::string(dtype_name(t.dtype)));
+  }
+  return out;
+}
+
+std::vector<float> dequantize(WeightFormat format, const OwnedTensor& weight, const OwnedTensor* block_scale, uint64_t rows, uint64_t cols,
+                              float global_multiplier) {
+  if (format == WeightFormat::float16or32) {
+    std::vector<float> v = float_values(weight);
+    if (v.size() != rows * cols) throw Error(ErrorKind::bad_input, "weight holds " + std::to_string(v.size()) + " values, expected " + shape_string(std::vector<uint64_t>{rows, cols}));
+    if (global_multiplier != 1.0f)
+      for (auto& x : v) x *= global_multiplier;
+    return v;
+  }
+  const FormatInfo& info = format_info(format);
+  if (cols % info.elements_per_group || cols % info.block)
+    throw Error(ErrorKind::bad_input, std::string(info.name) + ": " + std::to_string(cols) + " columns do not fill whole storage groups and scale blocks");
+  const uint64_t row_bytes = cols / info.elements_per_group * info.bytes_per_group;
+  const uint64_t scale_cols = cols / info.block;
+  if (weight.bytes.size() != rows * row_bytes)
+    throw Error(ErrorKind::bad_input, std::string(info.name) + " weight has " + std::to_string(weight.bytes.size()) + " bytes, expected " + std::to_string(rows * row_bytes) +
+                                          " for " + shape_string(std::vector<uint64_t>{rows, cols}));
+  if (!block_scale || block_scale->bytes.size() != rows * scale_cols)
+    throw Error(ErrorKind::bad_input, std::string(info.name) + " block scale must hold " + std::to_string(rows * scale_cols) + " bytes ([" + std::to_string(rows) + ", " +
+                                          std::to_string(scale_cols) + "])");
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  // Decode tables once: 16 or 64 element codes, 256 scale codes.
+  float element_lut[256], scale_lut[256];
+  for (int c = 0; c < 256; ++c) {
+    element_lut[c] = (format == WeightFormat::mxfp8 || c < 64) ? element_value(format, static_cast<uint8_t>(c)) : 0.0f;
+    scale_lut[c] = scale_value(format, static_cast<uint8_t>(c)) * global_multiplier;
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = weight.bytes.data() + r * row_bytes;
+    const uint8_t* scales = block_scale->bytes.data() + r * scale_cols;
+    float* dst = out.data() + r * cols;
+    for (uint64_t c = 0; c < cols; ++c) dst[c] = element_lut[element_code(format, row, c)] * scale_lut[scales[c / info.block]];
+  }
+  return out;
+}
+
+}  // namespace moepack::experts

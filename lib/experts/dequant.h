@@ -1,0 +1,55 @@
+// One table of weight formats, each with the exact rule that turns one expert's canonical
+// tensor (what vLLM's loader holds, ARCHITECTURE.md) into float values. The reference experts,
+// the emulation of packed layouts and the tests all dequantize through it, so a format is
+// defined once.
+//
+//   format        weight storage (one row)                     scale (one row)          value
+//   mxfp4         U8, 2 E2M1 codes per byte, low nibble first  U8 E8M0, 1 per 32        e2m1 · 2^(s-127)
+//   mxfp6_e3m2    U8, 4 codes per 3 bytes (bit stream, LSB)    U8 E8M0, 1 per 32        e3m2 · 2^(s-127)
+//   mxfp6_e2m3    same packing as e3m2                         U8 E8M0, 1 per 32        e2m3 · 2^(s-127)
+//   mxfp8         F8_E4M3, 1 per byte                          U8 E8M0, 1 per 32        e4m3 · 2^(s-127)
+//   nvfp4         U8, 2 E2M1 codes per byte                    F8_E4M3, 1 per 16        e2m1 · e4m3(s) · global
+//   bf16/f16/f32  the float itself                             none                     value
+// (OCP MX v1.0 for the MX formats; NVFP4 as ModelOpt and compressed-tensors define it, with the
+// global factor as a multiplier: compressed-tensors' weight_global_scale is its reciprocal.)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/core/tensor.h"
+
+namespace moepack::experts {
+
+enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32 };
+
+struct FormatInfo {
+  WeightFormat format;
+  std::string_view name;
+  // Logical elements held by `storage_units` bytes of a row (2 per byte for FP4, 4 per 3 for FP6).
+  uint64_t elements_per_group;
+  uint64_t bytes_per_group;
+  uint64_t block;  // elements per scale; 0 = no block scale
+};
+const FormatInfo& format_info(WeightFormat f);
+std::optional<WeightFormat> parse_weight_format(std::string_view name);
+
+// The weight format of a layer from what the manifest and readers say: the oracle family and the
+// weight QuantKey name ("kMxfp4Static", "kMxfp6E3M2Static", "kNvfp4Static", ...), or a float
+// dtype for unquantized layers. nullopt: a format these experts cannot run yet.
+std::optional<WeightFormat> weight_format_of(std::string_view family, std::string_view weight_key);
+
+// One expert's weight [rows, cols] in float, row-major. `weight` holds `rows` rows of the format's
+// storage for `cols` logical elements; `block_scale` is [rows, cols / block] (ignored for floats);
+// `global_multiplier` scales everything (NVFP4's second level; 1 otherwise).
+// Throws Error(bad_input) when the storage does not match the shapes.
+std::vector<float> dequantize(WeightFormat format, const OwnedTensor& weight, const OwnedTensor* block_scale, uint64_t rows, uint64_t cols,
+                              float global_multiplier = 1.0f);
+
+// A float tensor of any float dtype (F32, BF16, F16) as float values.
+std::vector<float> float_values(const OwnedTensor& t);
+
+}  // namespace moepack::experts

@@ -1,0 +1,70 @@
+// The reference fused MoE: for every token, the routed experts' outputs weighted and summed,
+// computed from float weights with double accumulation. The same function runs the source's
+// weights (the reference) and the weights unpacked from an artifact rank by rank (the emulation
+// of a packed layout), so the two differ only by the order of additions.
+//
+//   x [T, H] --w13 (+bias)--> h [T, N13] --activation--> a [T, P] --w2 (+bias)--> y [T, H]
+//   out[t] += routing weight · y[t] over the token's experts
+//
+// N13 is 2P for gated activations (gate and up rows in the order `W13Rows` names) and P for the
+// *_no_mul ones. Activations as vLLM's MoEActivation defines them (fused_moe/activation.py and
+// layers/activation.py at the reference):
+//   silu        silu(g) · u                 (with swiglu_limit: g clamped above, u to ±limit)
+//   gelu        gelu_erf(g) · u             gelu_tanh   gelu_tanh(g) · u
+//   relu2       relu(g)² · u
+//   swigluoai   g' = min(g, limit), u' = clamp(u, ±limit): (u' + beta) · g' · sigmoid(alpha · g')
+//               (alpha 1.702, beta 1, limit 7 unless the model says otherwise)
+//   *_no_mul    the activation of the single row block: silu(h), gelu(h), relu(h)²
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/experts/routing.h"
+
+namespace moepack::experts {
+
+// Order of the gate and up rows inside w13 (ARTIFACT.md `w13_rows`).
+enum class W13Rows { gate_up_halves, interleaved, up_gate_halves };
+std::string_view w13_rows_name(W13Rows r);
+std::optional<W13Rows> parse_w13_rows(std::string_view name);
+
+struct ActivationSpec {
+  std::string name = "silu";  // MoEActivation value
+  std::optional<double> swiglu_limit;
+  std::optional<double> swiglu_alpha;
+  std::optional<double> swiglu_beta;
+};
+bool is_gated_activation(const std::string& name);
+// Throws Error(bad_input) for an activation the runtime experts do not implement.
+void check_activation(const ActivationSpec& a);
+
+// One expert's float weights (one rank's slice, at that rank's padded sizes).
+struct ExpertMatrices {
+  std::vector<float> w13;       // [n13, hidden]
+  std::vector<float> w13_bias;  // [n13] or empty
+  std::vector<float> w2;        // [hidden, inter]
+  std::vector<float> w2_bias;   // [hidden] or empty
+};
+
+struct MoeShape {
+  uint64_t hidden = 0;  // columns of w13, rows of w2
+  uint64_t inter = 0;   // P: rows of one w13 half, columns of w2
+  bool gated = true;
+  W13Rows rows = W13Rows::gate_up_halves;
+};
+
+// Supplies expert `e` (global id) when this computation holds it, nullopt otherwise (another
+// expert-parallel rank). Called once per routed expert, in ascending id order, so only one
+// expert's weights need to be in memory at a time.
+using ExpertSource = std::function<std::optional<ExpertMatrices>(uint64_t expert)>;
+
+// Adds every token's weighted expert outputs into `out` [T, shape.hidden] (double). `x` is
+// [T, shape.hidden]. Throws Error(bad_input) when a supplied expert's sizes disagree with `shape`.
+void accumulate_experts(const std::vector<float>& x, uint64_t tokens, const Routing& routing, const ExpertSource& source, const MoeShape& shape,
+                        const ActivationSpec& activation, std::vector<double>& out);
+
+}  // namespace moepack::experts

@@ -1,0 +1,183 @@
+// The runtime experts' pieces, each against values computed by hand from the definitions
+// (OCP MX v1.0, vLLM's routing and activation code at the reference).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "lib/core/error.h"
+#include "lib/experts/dequant.h"
+#include "lib/experts/moe.h"
+#include "lib/experts/routing.h"
+
+namespace moepack::experts {
+namespace {
+
+OwnedTensor u8(std::vector<uint64_t> shape, std::vector<uint8_t> bytes) {
+  OwnedTensor t(DType::U8, std::move(shape));
+  t.bytes = std::move(bytes);
+  return t;
+}
+
+TEST(Dequant, Mxfp4WorkedExample) {
+  // One row of 32 FP4 codes: byte j holds codes 2j (low nibble) and 2j+1 (high nibble).
+  // Codes 0x1 (0.5), 0xA (-1.0) ... scale 128 = 2^1.
+  std::vector<uint8_t> w(16, 0);
+  w[0] = 0xA1;  // c0 = 0x1 -> 0.5, c1 = 0xA -> -1.0
+  w[15] = 0x7F;  // c30 = 0xF -> -6, c31 = 0x7 -> 6
+  OwnedTensor weight = u8({1, 16}, w), scale = u8({1, 1}, {128});
+  std::vector<float> v = dequantize(WeightFormat::mxfp4, weight, &scale, 1, 32);
+  ASSERT_EQ(v.size(), 32u);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_EQ(v[2], 0.0f);
+  EXPECT_EQ(v[30], -12.0f);
+  EXPECT_EQ(v[31], 12.0f);
+}
+
+TEST(Dequant, Mxfp6BitStreamAndBothElementTypes) {
+  // Codes 1, 2, 3, 63 in a 24-bit little-endian group: bits 0-5, 6-11, 12-17, 18-23.
+  uint32_t word = 1u | (2u << 6) | (3u << 12) | (63u << 18);
+  std::vector<uint8_t> row(24, 0);
+  row[0] = static_cast<uint8_t>(word), row[1] = static_cast<uint8_t>(word >> 8), row[2] = static_cast<uint8_t>(word >> 16);
+  OwnedTensor weight = u8({1, 24}, row), scale = u8({1, 1}, {127});
+  std::vector<float> e3m2 = dequantize(WeightFormat::mxfp6_e3m2, weight, &scale, 1, 32);
+  // E3M2 subnormals are m · 2^-4; 63 = sign | exponent 7 | mantissa 3 = -(1.75 · 2^4) = -28.
+  EXPECT_EQ(e3m2[0], 0.0625f);
+  EXPECT_EQ(e3m2[1], 0.125f);
+  EXPECT_EQ(e3m2[2], 0.1875f);
+  EXPECT_EQ(e3m2[3], -28.0f);
+  std::vector<float> e2m3 = dequantize(WeightFormat::mxfp6_e2m3, weight, &scale, 1, 32);
+  // E2M3 subnormals are m · 2^-3; 63 = -(1.875 · 2^2) = -7.5.
+  EXPECT_EQ(e2m3[0], 0.125f);
+  EXPECT_EQ(e2m3[3], -7.5f);
+}
+
+TEST(Dequant, Nvfp4TwoLevelAndFloats) {
+  OwnedTensor weight = u8({1, 8}, {0x22, 0, 0, 0, 0, 0, 0, 0});  // codes 2 (1.0), 2
+  OwnedTensor scale(DType::F8_E4M3, {1, 1});
+  scale.bytes = {0x40};  // E4M3 0x40 = 2.0
+  std::vector<float> v = dequantize(WeightFormat::nvfp4, weight, &scale, 1, 16, 0.5f);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], 1.0f);
+  OwnedTensor bf(DType::BF16, {2});
+  bf.bytes = {0x80, 0x3F, 0x00, 0xC0};  // 1.0, -2.0
+  EXPECT_EQ(float_values(bf), (std::vector<float>{1.0f, -2.0f}));
+}
+
+TEST(Dequant, WrongSizesAreBadInput) {
+  OwnedTensor weight = u8({1, 15}, std::vector<uint8_t>(15)), scale = u8({1, 1}, {127});
+  EXPECT_THROW(dequantize(WeightFormat::mxfp4, weight, &scale, 1, 32), Error);
+  EXPECT_THROW(dequantize(WeightFormat::mxfp4, u8({1, 16}, std::vector<uint8_t>(16)), nullptr, 1, 32), Error);
+  EXPECT_EQ(weight_format_of("mxfp4", "kMxfp4Static"), WeightFormat::mxfp4);
+  EXPECT_EQ(weight_format_of("wna16", "kInt4Static"), std::nullopt);
+}
+
+TEST(Routing, SoftmaxFamilies) {
+  // One token, 4 experts: logits 1, 3, 2, 0.
+  std::vector<float> logits = {1, 3, 2, 0};
+  RoutingSpec s;
+  s.top_k = 2;
+  s.method = "RenormalizeNaive";
+  Routing r = route(logits, 1, 4, s);
+  EXPECT_EQ(r.ids, (std::vector<uint32_t>{1, 2}));
+  const double e = std::exp(1.0);
+  EXPECT_NEAR(r.weights[0], e / (e + 1), 1e-6);
+  EXPECT_NEAR(r.weights[1], 1 / (e + 1), 1e-6);
+  s.method = "Renormalize";  // softmax over the two chosen logits: the same numbers
+  Routing rn = route(logits, 1, 4, s);
+  EXPECT_NEAR(rn.weights[0], r.weights[0], 1e-6);
+  s.method = "Default";  // no renormalization: softmax over all four
+  Routing d = route(logits, 1, 4, s);
+  const double z = std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + 1.0;
+  EXPECT_NEAR(d.weights[0], std::exp(3.0) / z, 1e-6);
+  s.method = "Llama4";
+  Routing l = route(logits, 1, 4, s);
+  EXPECT_EQ(l.top_k, 1u);
+  EXPECT_EQ(l.ids[0], 1u);
+  EXPECT_NEAR(l.weights[0], 1 / (1 + std::exp(-3.0)), 1e-6);
+}
+
+TEST(Routing, DeepSeekV3GroupsAndCorrectionBias) {
+  // 8 experts in 4 groups of 2; keep 2 groups, top-2 experts. The bias moves the choice but not
+  // the weights.
+  std::vector<float> logits = {0, 0, 4, -4, 1, 1, -2, 3};
+  RoutingSpec s;
+  s.method = "DeepSeekV3";
+  s.top_k = 2;
+  s.n_group = 4;
+  s.topk_group = 2;
+  s.renormalize = true;
+  s.routed_scaling_factor = 2.5;
+  s.correction_bias = {0, 0, 0, 0, 0, 0, 0, 0};
+  auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  // Group scores (sum of the top two): g0 1.0, g1 sig(4)+sig(-4) = 1.0, g2 2 sig(1) = 1.46, g3 sig(-2)+sig(3) = 1.07.
+  // Kept groups g2 and g3; top-2 inside: expert 7 (sig 3) and expert 4 (sig 1, lower id on the tie).
+  Routing r = route(logits, 1, 8, s);
+  EXPECT_EQ(r.ids, (std::vector<uint32_t>{7, 4}));
+  EXPECT_NEAR(r.weights[0], 2.5 * sig(3) / (sig(3) + sig(1)), 1e-6);
+  // A bias of 1 on expert 2 lifts group 1 to 2.0: groups 1 and 2 are kept, group 3 (and expert
+  // 7) drops out; experts 2 and 4 are chosen.
+  s.correction_bias[2] = 1.0f;
+  Routing b = route(logits, 1, 8, s);
+  EXPECT_EQ(b.ids, (std::vector<uint32_t>{2, 4}));
+  EXPECT_NEAR(b.weights[0], 2.5 * sig(4) / (sig(4) + sig(1)), 1e-6) << "weights come from the unbiased scores";
+}
+
+TEST(Routing, ParametersThatCannotRouteAreBadInput) {
+  RoutingSpec s;
+  s.top_k = 5;
+  EXPECT_THROW(route(std::vector<float>(4), 1, 4, s), Error);
+  s.top_k = 1;
+  s.method = "Hash";
+  EXPECT_THROW(route(std::vector<float>(4), 1, 4, s), Error);
+}
+
+ActivationSpec act(const std::string& name) {
+  ActivationSpec a;
+  a.name = name;
+  return a;
+}
+
+// One expert, one token, hidden 2, intermediate 1: small enough to compute by hand.
+double run_one(const ActivationSpec& act, W13Rows rows, std::vector<float> w13, std::vector<float> w13_bias = {}) {
+  Routing r;
+  r.tokens = 1;
+  r.top_k = 1;
+  r.ids = {0};
+  r.weights = {0.5f};
+  const bool gated = is_gated_activation(act.name);
+  MoeShape shape{2, 1, gated, rows};
+  ExpertSource src = [&](uint64_t) -> std::optional<ExpertMatrices> {
+    ExpertMatrices m;
+    m.w13 = w13;
+    m.w13_bias = w13_bias;
+    m.w2 = {1, -1};
+    return m;
+  };
+  std::vector<double> out(2, 0.0);
+  accumulate_experts({1.0f, 2.0f}, 1, r, src, shape, act, out);
+  EXPECT_DOUBLE_EQ(out[1], -out[0]);
+  return out[0];
+}
+
+TEST(Moe, ActivationsAndRowOrders) {
+  // x = (1, 2); gate row (1, 1) -> 3, up row (2, 0) -> 2.
+  const std::vector<float> halves = {1, 1, 2, 0};
+  const double silu3 = 3 / (1 + std::exp(-3.0));
+  EXPECT_NEAR(run_one(act("silu"), W13Rows::gate_up_halves, halves), 0.5 * silu3 * 2, 1e-12);
+  EXPECT_NEAR(run_one(act("silu"), W13Rows::up_gate_halves, {2, 0, 1, 1}), 0.5 * silu3 * 2, 1e-12);
+  EXPECT_NEAR(run_one(act("silu"), W13Rows::interleaved, halves), 0.5 * silu3 * 2, 1e-12) << "one intermediate column: pairs and halves agree";
+  // swigluoai with limit 2.5: gate clamped to 2.5, up 2 -> (2 + 1) · 2.5 · sigmoid(1.702 · 2.5).
+  ActivationSpec oai = act("swigluoai");
+  oai.swiglu_limit = 2.5;
+  EXPECT_NEAR(run_one(oai, W13Rows::interleaved, halves), 0.5 * 3 * 2.5 / (1 + std::exp(-1.702 * 2.5)), 1e-12);
+  // Biases are added before the activation.
+  EXPECT_NEAR(run_one(act("silu"), W13Rows::gate_up_halves, halves, {-3, 1}), 0.0, 1e-12);
+  // Not gated: relu2 of the single row (1, 1) -> 3 -> 9.
+  EXPECT_NEAR(run_one(act("relu2_no_mul"), W13Rows::gate_up_halves, {1, 1}), 0.5 * 9, 1e-12);
+  EXPECT_THROW(run_one(act("situ"), W13Rows::gate_up_halves, halves), Error);
+}
+
+}  // namespace
+}  // namespace moepack::experts
