@@ -46,8 +46,9 @@ enum class Scheme {
   gptq_int4, gptq_int4_desc_act, gptq_int8,
   awq_int4,
   deepseek_fp8_block,
-  deepseek_v4_fp4,
+  deepseek_v4_fp4, deepseek_v4_nvfp4,
   gpt_oss_mxfp4,
+  ct_w4a8_int8,
 };
 
 struct FamilyDef {
@@ -74,12 +75,16 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& job, const Matrix* 
 void emit_mlp(Sink& sink, Scheme scheme, const LinearJob& gate, const LinearJob& up, const LinearJob& down, uint64_t seed);
 // Whether a family quantizes attention projections (else they stay BF16).
 bool scheme_quantizes_attention(Scheme scheme);
+// A per-linear activation range standing in for calibration statistics (static input scales).
+float activation_amax(uint64_t seed, const std::string& key);
 
 // The modules a family leaves unquantized, for its ignore/exclude list: the routers (listed
 // explicitly, and as the module-name suffix every router shares, e.g. "mlp.gate") and lm_head.
 struct Unquantized {
   std::vector<std::string> routers;
   std::string router_suffix;
+  std::string layers_glob = "model.layers.*.";  // every decoder layer's name prefix, as an fnmatch pattern
+  std::string lm_head = "lm_head";              // Llama-4 nests it: language_model.lm_head
   std::vector<std::string> patterns;  // further excluded modules as fnmatch patterns (Quark's exclude)
 };
 // Config pieces: `quantization_config` (null for unquantized), extra JSON files by name.

@@ -3,6 +3,7 @@
 // config.json (checkpoint-formats.md 3.0-3.2, 3.8, 3.9).
 #include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "lib/core/error.h"
 #include "lib/synth/internal.h"
@@ -20,6 +21,8 @@ const std::vector<FamilyDef>& families() {
       {{"gpt-oss-mxfp4", "gpt_oss", "openai gpt-oss: fused MXFP4 _blocks/_scales, BF16 biases, interleaved gate/up, 0-based shards"}, Scheme::gpt_oss_mxfp4, 32, 3},
       {{"quark-gpt-oss-w-mxfp4-a-fp8", "gpt_oss", "amd-quark gpt-oss export: per-expert gate_up_proj (interleaved) and down_proj, MXFP4, static FP8 input scales, BF16 biases"},
        Scheme::quark_w_mxfp4_a_fp8, 32, 1},
+      {{"ct-gpt-oss-mxfp4", "gpt_oss", "llm-compressor gpt-oss: per-expert gate_proj/up_proj/down_proj, compressed-tensors MXFP4, BF16 bias each"},
+       Scheme::ct_mxfp4, 32, 1},
       {{"ct-nvfp4", "qwen3_moe", "compressed-tensors nvfp4-pack-quantized W4A4 (weight and input global scales)"}, Scheme::ct_nvfp4, 32, 1},
       {{"ct-nvfp4a16", "qwen3_moe", "compressed-tensors nvfp4-pack-quantized NVFP4A16 (no input global scale)"}, Scheme::ct_nvfp4a16, 32, 1},
       {{"ct-mxfp4", "qwen3_moe", "compressed-tensors mxfp4-pack-quantized (E8M0 scales per 32)"}, Scheme::ct_mxfp4, 32, 1},
@@ -32,10 +35,16 @@ const std::vector<FamilyDef>& families() {
       {{"ct-fp8-channel", "qwen3_moe", "compressed-tensors float-quantized FP8, per-channel weights, dynamic per-token inputs"}, Scheme::ct_fp8_channel, 32, 1},
       {{"ct-fp8-block", "qwen3_moe", "compressed-tensors float-quantized FP8, 128x128 weight blocks, dynamic group-128 inputs"}, Scheme::ct_fp8_block, 32, 1},
       {{"ct-w8a8-int8", "qwen3_moe", "compressed-tensors int-quantized W8A8 int8 (channel weights, dynamic token inputs)"}, Scheme::ct_w8a8_int8, 32, 1},
+      {{"ct-w4a8-int8", "qwen3_moe", "compressed-tensors int-quantized W4A8: int4 group-128 values one per I8 byte, dynamic per-token int8 activations"},
+       Scheme::ct_w4a8_int8, 128, 1},
       {{"modelopt-nvfp4", "qwen3_moe", "NVIDIA ModelOpt NVFP4 (weight_scale_2 and input_scale 0-d scalars)"}, Scheme::mo_nvfp4, 32, 1},
       {{"modelopt-w4a16-nvfp4", "qwen3_moe", "NVIDIA ModelOpt W4A16_NVFP4 (no input_scale)"}, Scheme::mo_w4a16_nvfp4, 32, 1},
       {{"modelopt-fp8", "qwen3_moe", "NVIDIA ModelOpt FP8 per-tensor (0-d F32 weight_scale and input_scale)"}, Scheme::mo_fp8, 32, 1},
       {{"modelopt-mxfp8", "qwen3_moe", "NVIDIA ModelOpt MXFP8 (E4M3 weights, E8M0 scales per 32)"}, Scheme::mo_mxfp8, 32, 1},
+      {{"nemotron-h-nvfp4", "nemotron_h", "Nemotron-H ModelOpt NVFP4: non-gated experts (up_proj, down_proj; relu2), BF16 shared expert"},
+       Scheme::mo_nvfp4, 32, 1},
+      {{"llama4-fp8", "llama4", "Llama-4 ModelOpt FP8: fused input-major gate_up_proj/down_proj, one F32 scale per tensor for all experts"},
+       Scheme::mo_fp8, 32, 1},
       {{"quark-w-mxfp4", "qwen3_moe", "AMD Quark w_mxfp4 (weight-only OCP MXFP4)"}, Scheme::quark_w_mxfp4, 32, 1},
       {{"quark-w-mxfp4-a-fp8", "qwen3_moe", "AMD Quark w_mxfp4_a_fp8 (static per-tensor FP8 input scale)"}, Scheme::quark_w_mxfp4_a_fp8, 32, 1},
       {{"quark-w-mxfp4-a-mxfp4", "qwen3_moe", "AMD Quark w_mxfp4_a_mxfp4 (dynamic MXFP4 activations)"}, Scheme::quark_w_mxfp4_a_mxfp4, 32, 1},
@@ -46,8 +55,12 @@ const std::vector<FamilyDef>& families() {
       {{"awq-int4", "qwen3_moe", "AutoAWQ GEMM 4-bit group 128 with zero points, AWQ_ORDER nibbles"}, Scheme::awq_int4, 128, 1},
       {{"deepseek-v3-fp8", "deepseek_v3", "DeepSeek-V3 FP8 128x128 blocks (weight_scale_inv), shared experts, first dense layer"}, Scheme::deepseek_fp8_block, 32, 2},
       {{"deepseek-v4-mxfp4", "deepseek_v4", "DeepSeek-V4 native: I8 FP4 experts with F8_E8M0 scales, FP8 shared expert"}, Scheme::deepseek_v4_fp4, 128, 1},
+      {{"deepseek-v4-nvfp4", "deepseek_v4", "DeepSeek-V4 native names with ModelOpt NVFP4 experts (moe_quant_algo NVFP4), FP8 shared expert"},
+       Scheme::deepseek_v4_nvfp4, 128, 1},
       {{"qwen3-moe-bf16", "qwen3_moe", "Qwen3-MoE layout, unquantized BF16"}, Scheme::bf16, 32, 1},
       {{"mixtral-bf16", "mixtral", "Mixtral layout (block_sparse_moe w1/w2/w3), unquantized BF16"}, Scheme::bf16, 32, 1},
+      {{"gpt-oss-bf16", "gpt_oss", "gpt-oss unquantized: fused input-major BF16 gate_up_proj (gate/up columns interleaved) and down_proj, biases"},
+       Scheme::bf16, 32, 1},
   };
   return table;
 }
@@ -111,7 +124,7 @@ SampleDims small_defaults(const FamilyDef& f) {
   d.heads = 4;
   d.kv_heads = 2;
   d.head_dim = 32;
-  if (d.arch == "deepseek_v3" || d.arch == "deepseek_v4") d.shared_experts = 1;
+  if (d.arch == "deepseek_v3" || d.arch == "deepseek_v4" || d.arch == "nemotron_h" || d.arch == "llama4") d.shared_experts = 1;
   if (d.arch == "deepseek_v3") {
     d.first_dense = 1;
     d.q_lora_rank = 96;
@@ -263,6 +276,106 @@ void emit_deepseek_v4(Ctx& c) {
   add_bf16(c, "head.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
 }
 
+// Nemotron-H (ERRATA 12) under its own `backbone.` names, one mixer per block. Only MoE blocks
+// are written: the Mamba-2, attention and dense MLP blocks a released model interleaves with
+// them (hybrid_override_pattern "M", "*", "-") hold nothing a MoE converter reads. The experts
+// are not gated: up_proj and down_proj only (relu2 without a multiply), so the source keys are
+// "up" and "down" of each expert, as in the gated families. The router scores with a sigmoid
+// and a correction bias; the shared expert is left in BF16.
+void emit_nemotron_h(Ctx& c) {
+  const SampleDims& d = c.d;
+  const uint64_t H = d.hidden, I = d.intermediate;
+  add_bf16(c, "backbone.embeddings.weight", {d.vocab, H}, 0.0f, 0.02f);
+  for (uint64_t l = 0; l < d.layers; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    add_norm(c, p + "norm.weight", H);
+    const std::string m = p + "mixer.";
+    add_bf16(c, m + "gate.weight", {d.experts, H}, 0.0f, 0.02f);
+    add_f32(c, m + "gate.e_score_correction_bias", {d.experts}, 0.0f, 0.01f);
+    auto emit_up_down = [&](const std::string& x, const std::string& key, uint64_t width, Scheme scheme, LinearRole role) {
+      for (auto [proj, out, in] : {std::tuple{"up", width, H}, std::tuple{"down", H, width}}) {
+        LinearJob j{x + proj + "_proj", key + "." + proj, out, in, role};
+        std::unique_ptr<Matrix> w;
+        if (c.sink.with_data()) w = std::make_unique<Matrix>(linear_source(c.seed, j.key, out, in));
+        // No gate to share a global scale with: each NVFP4 linear is calibrated on its own.
+        emit_linear(c.sink, scheme, j, w.get(), 0.0f, c.seed);
+      }
+    };
+    for (uint64_t e = 0; e < d.experts; ++e)
+      emit_up_down(m + "experts." + std::to_string(e) + ".", "layers." + std::to_string(l) + ".experts." + std::to_string(e), I,
+                   c.family.scheme, LinearRole::routed_expert);
+    emit_up_down(m + "shared_experts.", "layers." + std::to_string(l) + ".shared", I * d.shared_experts, Scheme::bf16,
+                 LinearRole::shared_expert);
+  }
+  add_norm(c, "backbone.norm_f.weight", H);
+  add_bf16(c, "lm_head.weight", {d.vocab, H}, 0.0f, 0.02f);
+}
+
+// Llama-4 ModelOpt FP8 (ERRATA 16): every expert of a layer in two input-major tensors,
+// gate_up_proj [E, H, 2I] (columns gate then up by halves) and down_proj [E, I, H]. ModelOpt
+// calibrates the fused tensor as one, so a single F32 weight scale (amax over all experts / 448)
+// and a single static input scale cover every expert.
+void emit_llama4_experts(Ctx& c, uint64_t layer, const std::string& p) {
+  const SampleDims& d = c.d;
+  const uint64_t E = d.experts, H = d.hidden, I = d.intermediate;
+  std::vector<uint8_t> gate_up, down, gate_up_scale, down_scale, gate_up_input, down_input;
+  if (c.sink.with_data()) {
+    // All experts stacked as nn.Linear rows ([E·2I, H] and [E·H, I]), quantized with one scale.
+    Matrix all_gate_up{E * 2 * I, H, {}}, all_down{E * H, I, {}};
+    for (uint64_t e = 0; e < E; ++e) {
+      for (const char* proj : {"gate", "up"}) {
+        Matrix w = linear_source(c.seed, expert_key(layer, e, proj), I, H);
+        all_gate_up.values.insert(all_gate_up.values.end(), w.values.begin(), w.values.end());
+      }
+      Matrix w = linear_source(c.seed, expert_key(layer, e, "down"), H, I);
+      all_down.values.insert(all_down.values.end(), w.values.begin(), w.values.end());
+    }
+    Fp8Quantized qgu = quantize_fp8(all_gate_up, all_gate_up.rows, H, ScaleStorage::f32, false);
+    Fp8Quantized qdn = quantize_fp8(all_down, all_down.rows, I, ScaleStorage::f32, false);
+    // Each expert's [out, in] block is stored transposed, [in, out].
+    for (uint64_t e = 0; e < E; ++e) {
+      std::vector<uint8_t> gu(qgu.codes.begin() + static_cast<std::ptrdiff_t>(e * 2 * I * H),
+                              qgu.codes.begin() + static_cast<std::ptrdiff_t>((e + 1) * 2 * I * H));
+      std::vector<uint8_t> dn(qdn.codes.begin() + static_cast<std::ptrdiff_t>(e * H * I),
+                              qdn.codes.begin() + static_cast<std::ptrdiff_t>((e + 1) * H * I));
+      std::vector<uint8_t> gu_t = transpose(gu, 2 * I, H), dn_t = transpose(dn, H, I);
+      gate_up.insert(gate_up.end(), gu_t.begin(), gu_t.end());
+      down.insert(down.end(), dn_t.begin(), dn_t.end());
+    }
+    gate_up_scale = bytes_of_f32(qgu.scales);
+    down_scale = bytes_of_f32(qdn.scales);
+    gate_up_input = bytes_of_f32({activation_amax(c.seed, "layers." + std::to_string(layer) + ".experts.gate_up") / 448.0f});
+    down_input = bytes_of_f32({activation_amax(c.seed, "layers." + std::to_string(layer) + ".experts.down") / 448.0f});
+  }
+  c.sink.add(p + "gate_up_proj", DType::F8_E4M3, {E, H, 2 * I}, std::move(gate_up));
+  c.sink.add(p + "down_proj", DType::F8_E4M3, {E, I, H}, std::move(down));
+  c.sink.add(p + "gate_up_proj_weight_scale", DType::F32, {}, std::move(gate_up_scale));
+  c.sink.add(p + "down_proj_weight_scale", DType::F32, {}, std::move(down_scale));
+  c.sink.add(p + "gate_up_proj_input_scale", DType::F32, {}, std::move(gate_up_input));
+  c.sink.add(p + "down_proj_input_scale", DType::F32, {}, std::move(down_input));
+}
+
+// Llama-4's text model under the multimodal wrapper's `language_model.` names. Every layer is a
+// MoE layer (interleave_moe_layer_step 1, as Scout), routed top-1 with a shared expert. The
+// vision tower and projector of a released checkpoint are left out.
+void emit_llama4(Ctx& c) {
+  const SampleDims& d = c.d;
+  add_bf16(c, "language_model.model.embed_tokens.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
+  for (uint64_t l = 0; l < d.layers; ++l) {
+    const std::string p = "language_model.model.layers." + std::to_string(l) + ".";
+    add_norm(c, p + "input_layernorm.weight", d.hidden);
+    add_norm(c, p + "post_attention_layernorm.weight", d.hidden);
+    const std::string f = p + "feed_forward.";
+    add_bf16(c, f + "router.weight", {d.experts, d.hidden}, 0.0f, 0.02f);
+    emit_llama4_experts(c, l, f + "experts.");
+    const std::string s = f + "shared_expert.";
+    emit_mlp_named(c, s + "gate_proj", s + "up_proj", s + "down_proj", "layers." + std::to_string(l) + ".shared",
+                   d.intermediate * d.shared_experts, LinearRole::shared_expert);
+  }
+  add_norm(c, "language_model.model.norm.weight", d.hidden);
+  add_bf16(c, "language_model.lm_head.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
+}
+
 // gpt-oss' gate_up rows interleaved (row 2i = gate_i, 2i+1 = up_i), biases in the same order.
 struct GateUp {
   Matrix weights;
@@ -303,6 +416,56 @@ void emit_gpt_oss_per_expert(Ctx& c, uint64_t layer) {
     emit_linear(c.sink, c.family.scheme, {x + "down_proj", expert_key(layer, e, "down"), H, I, LinearRole::routed_expert}, down.get(), 0.0f, c.seed);
     c.sink.add(x + "down_proj.bias", DType::BF16, {H}, c.sink.with_data() ? bytes_as(bias_source(c.seed, expert_key(layer, e, "down"), H), ScaleStorage::bf16) : std::vector<uint8_t>{});
   }
+}
+
+// llm-compressor's gpt-oss (ERRATA 15): the experts linearized into one nn.Linear per expert and
+// projection before quantization, gate and up separate (not interleaved), each with its BF16
+// bias. The weights and biases are the same sources as the fused gpt-oss families'.
+void emit_gpt_oss_linearized(Ctx& c, uint64_t layer) {
+  const SampleDims& d = c.d;
+  const uint64_t H = d.hidden, I = d.intermediate;
+  const std::string p = layer_prefix(layer) + "mlp.experts.";
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    for (auto [proj, out, in] : {std::tuple{"gate", I, H}, std::tuple{"up", I, H}, std::tuple{"down", H, I}}) {
+      const std::string module = p + std::to_string(e) + "." + proj + "_proj";
+      LinearJob j{module, expert_key(layer, e, proj), out, in, LinearRole::routed_expert};
+      std::unique_ptr<Matrix> w;
+      if (c.sink.with_data()) w = std::make_unique<Matrix>(linear_source(c.seed, j.key, out, in));
+      emit_linear(c.sink, c.family.scheme, j, w.get(), 0.0f, c.seed);
+      c.sink.add(module + ".bias", DType::BF16, {out}, c.sink.with_data() ? bytes_as(bias_source(c.seed, j.key, out), ScaleStorage::bf16) : std::vector<uint8_t>{});
+    }
+  }
+}
+
+// gpt-oss in BF16 (the unquantized layout transformers saves): the fused experts input-major,
+// gate_up_proj [E, H, 2I] with gate/up interleaved along the columns (column 2i = gate_i,
+// 2i+1 = up_i) and down_proj [E, I, H], biases [E, 2I] (same order) and [E, H].
+void emit_gpt_oss_bf16_experts(Ctx& c, uint64_t layer) {
+  const SampleDims& d = c.d;
+  const uint64_t E = d.experts, H = d.hidden, I = d.intermediate;
+  const std::string p = layer_prefix(layer) + "mlp.experts.";
+  std::vector<uint8_t> gate_up, gate_up_bias, down, down_bias;
+  if (c.sink.with_data()) {
+    std::vector<float> gu_w, gu_b, dn_w, dn_b;
+    for (uint64_t e = 0; e < E; ++e) {
+      GateUp gu = interleaved_gate_up(c, layer, e);  // rows 2i, 2i+1 = gate_i, up_i; transposed, columns
+      std::vector<float> gu_t = transpose(gu.weights.values, 2 * I, H);
+      std::vector<float> dn_t = transpose(linear_source(c.seed, expert_key(layer, e, "down"), H, I).values, H, I);
+      std::vector<float> db = bias_source(c.seed, expert_key(layer, e, "down"), H);
+      gu_w.insert(gu_w.end(), gu_t.begin(), gu_t.end());
+      gu_b.insert(gu_b.end(), gu.bias.begin(), gu.bias.end());
+      dn_w.insert(dn_w.end(), dn_t.begin(), dn_t.end());
+      dn_b.insert(dn_b.end(), db.begin(), db.end());
+    }
+    gate_up = bytes_as(gu_w, ScaleStorage::bf16);
+    gate_up_bias = bytes_as(gu_b, ScaleStorage::bf16);
+    down = bytes_as(dn_w, ScaleStorage::bf16);
+    down_bias = bytes_as(dn_b, ScaleStorage::bf16);
+  }
+  c.sink.add(p + "gate_up_proj", DType::BF16, {E, H, 2 * I}, std::move(gate_up));
+  c.sink.add(p + "gate_up_proj_bias", DType::BF16, {E, 2 * I}, std::move(gate_up_bias));
+  c.sink.add(p + "down_proj", DType::BF16, {E, I, H}, std::move(down));
+  c.sink.add(p + "down_proj_bias", DType::BF16, {E, H}, std::move(down_bias));
 }
 
 // gpt-oss: experts fused along a leading E dim, MXFP4 blocks [E, rows, K/32, 16], gate/up rows
@@ -352,8 +515,12 @@ void emit_gpt_oss(Ctx& c) {
     add_norm(c, p + "post_attention_layernorm.weight", d.hidden);
     add_bf16(c, p + "mlp.router.weight", {d.experts, d.hidden}, 0.0f, 0.02f);
     add_bf16(c, p + "mlp.router.bias", {d.experts}, 0.0f, 0.01f);
-    if (c.family.scheme == Scheme::gpt_oss_mxfp4) emit_gpt_oss_experts(c, l);
-    else emit_gpt_oss_per_expert(c, l);
+    switch (c.family.scheme) {
+      case Scheme::gpt_oss_mxfp4: emit_gpt_oss_experts(c, l); break;
+      case Scheme::bf16: emit_gpt_oss_bf16_experts(c, l); break;
+      case Scheme::ct_mxfp4: emit_gpt_oss_linearized(c, l); break;
+      default: emit_gpt_oss_per_expert(c, l); break;  // the amd-quark export
+    }
   }
   add_norm(c, "model.norm.weight", d.hidden);
   add_bf16(c, "lm_head.weight", {d.vocab, d.hidden}, 0.0f, 0.02f);
@@ -404,6 +571,8 @@ json config_for(const SampleDims& d, const json& quant) {
                            {"rope_type", "yarn"}, {"truncate", false}}},
          {"rope_theta", 150000}, {"router_aux_loss_coef", 0.9}, {"sliding_window", 128}, {"swiglu_limit", 7.0},
          {"tie_word_embeddings", false}, {"transformers_version", "4.55.0"}, {"use_cache", true}, {"vocab_size", d.vocab}};
+    // The MXFP4 releases name no dtype; an unquantized checkpoint says what its weights are.
+    if (quant.is_null()) c["torch_dtype"] = "bfloat16";
   } else if (a == "deepseek_v3") {
     // Grouped top-k needs experts divisible by n_group and top_k <= experts in topk_group groups.
     uint64_t n_group = d.experts % 8 == 0 && d.experts >= 64 ? 8 : (d.experts % 2 == 0 && d.experts / 2 >= d.top_k ? 2 : 1);
@@ -423,6 +592,32 @@ json config_for(const SampleDims& d, const json& quant) {
          {"rope_theta", 10000}, {"routed_scaling_factor", 2.5}, {"scoring_func", "sigmoid"}, {"tie_word_embeddings", false},
          {"topk_group", topk_group}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"},
          {"transformers_version", "4.33.1"}, {"use_cache", true}, {"v_head_dim", d.v_head_dim}, {"vocab_size", d.vocab}};
+  } else if (a == "nemotron_h") {
+    // Only MoE blocks are written (emit_nemotron_h), so the pattern is all "E".
+    c = {{"architectures", {"NemotronHForCausalLM"}}, {"bos_token_id", 1}, {"eos_token_id", 2}, {"head_dim", d.head_dim},
+         {"hidden_size", d.hidden}, {"hybrid_override_pattern", std::string(d.layers, 'E')}, {"initializer_range", 0.02},
+         {"layer_norm_epsilon", 1e-05}, {"mamba_hidden_act", "silu"}, {"max_position_embeddings", 262144}, {"mlp_bias", false},
+         {"mlp_hidden_act", "relu2"}, {"model_type", "nemotron_h"}, {"moe_intermediate_size", d.intermediate},
+         {"moe_shared_expert_intermediate_size", d.intermediate * d.shared_experts}, {"n_group", 1},
+         {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
+         {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers},
+         {"num_key_value_heads", d.kv_heads}, {"pad_token_id", 0}, {"residual_in_fp32", false}, {"routed_scaling_factor", 2.5},
+         {"tie_word_embeddings", false}, {"topk_group", 1}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"},
+         {"use_bias", false}, {"use_cache", true}, {"vocab_size", d.vocab}};
+  } else if (a == "llama4") {
+    // The numbers live in text_config, as the multimodal release has them. intermediate_size_mlp
+    // (the dense layers' width, 2x the experts' as in Scout) is unused: every layer is MoE.
+    json text = {{"attention_bias", false}, {"attention_chunk_size", 8192}, {"bos_token_id", token(d, 200000, 1)},
+                 {"eos_token_id", token(d, 200008, 2)}, {"head_dim", d.head_dim}, {"hidden_act", "silu"},
+                 {"hidden_size", d.hidden}, {"initializer_range", 0.02}, {"interleave_moe_layer_step", 1},
+                 {"intermediate_size", d.intermediate}, {"intermediate_size_mlp", 2 * d.intermediate},
+                 {"max_position_embeddings", 10485760}, {"model_type", "llama4_text"}, {"num_attention_heads", d.heads},
+                 {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads},
+                 {"num_local_experts", d.experts}, {"output_router_logits", false}, {"pad_token_id", token(d, 200018, 0)},
+                 {"rms_norm_eps", 1e-05}, {"rope_theta", 500000.0}, {"router_aux_loss_coef", 0.001}, {"router_jitter_noise", 0.0},
+                 {"torch_dtype", "bfloat16"}, {"use_qk_norm", true}, {"vocab_size", d.vocab}};
+    c = {{"architectures", {"Llama4ForConditionalGeneration"}}, {"model_type", "llama4"}, {"text_config", text},
+         {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}};
   } else {  // deepseek_v4
     c = {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", "fp4"},
          {"hidden_size", d.hidden}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", d.intermediate},
@@ -438,9 +633,24 @@ json config_for(const SampleDims& d, const json& quant) {
 
 Unquantized unquantized_modules(const SampleDims& d) {
   Unquantized u;
-  u.router_suffix = d.arch == "mixtral" ? "block_sparse_moe.gate" : d.arch == "gpt_oss" ? "mlp.router" : "mlp.gate";
-  for (uint64_t l = d.first_dense; l < d.layers; ++l) u.routers.push_back(layer_prefix(l) + u.router_suffix);
+  std::string layers = "model.layers.";
+  u.router_suffix = "mlp.gate";
+  if (d.arch == "mixtral") {
+    u.router_suffix = "block_sparse_moe.gate";
+  } else if (d.arch == "gpt_oss") {
+    u.router_suffix = "mlp.router";
+  } else if (d.arch == "nemotron_h") {
+    u.router_suffix = "mixer.gate";
+    layers = "backbone.layers.";
+  } else if (d.arch == "llama4") {
+    u.router_suffix = "feed_forward.router";
+    layers = "language_model.model.layers.";
+    u.lm_head = "language_model.lm_head";
+  }
+  u.layers_glob = layers + "*.";
+  for (uint64_t l = d.first_dense; l < d.layers; ++l) u.routers.push_back(layers + std::to_string(l) + "." + u.router_suffix);
   if (d.arch == "gpt_oss") u.patterns.push_back("*self_attn*");  // gpt-oss exports quantize the experts only
+  if (d.arch == "nemotron_h") u.patterns.push_back("backbone.layers.*.mixer.shared_experts.*");  // kept in BF16
   return u;
 }
 
@@ -483,8 +693,18 @@ SampleDims sample_dims(const std::string& family_name, const SampleOptions& o) {
   SampleDims d;
   if (!o.real_shape.empty()) {
     const Preset& p = find_preset(o.real_shape);
-    if (f.info.arch != p.info.arch && !(is_generic_per_expert(f) && p.info.arch != "gpt_oss"))
-      throw Error(ErrorKind::usage, "family `" + family_name + "` cannot take the layout of " + p.info.name);
+    auto fits = [&f](const Preset& preset) {
+      return f.info.arch == preset.info.arch || (is_generic_per_expert(f) && preset.info.arch != "gpt_oss");
+    };
+    if (!fits(p)) {
+      // Name the models that would fit, or say that none has this layout (Llama-4, Nemotron-H,
+      // DeepSeek-V4 have no real-shape preset), so the refusal is actionable.
+      std::string fitting;
+      for (const auto& other : presets())
+        if (fits(other)) fitting += (fitting.empty() ? "" : ", ") + other.info.name;
+      throw Error(ErrorKind::usage, "family `" + family_name + "` (" + f.info.arch + " layout) cannot take the layout of " + p.info.name +
+                                        (fitting.empty() ? "; no real-shape model has the " + f.info.arch + " layout" : "; it fits " + fitting));
+    }
     if (o.hidden || o.intermediate || o.shards)
       throw Error(ErrorKind::usage, "a real-shape checkpoint keeps the model's sizes and 5 GB shards");
     d = p.dims;
@@ -507,6 +727,7 @@ SampleDims sample_dims(const std::string& family_name, const SampleOptions& o) {
     // Top-2 needs at least 4 experts for routing to choose; with fewer, top-1.
     d.top_k = d.experts >= 4 ? 2 : 1;
   }
+  if (d.arch == "llama4") d.top_k = 1;  // Llama-4 routes every token to one expert (plus the shared one)
   if (d.experts < 2) throw Error(ErrorKind::usage, "sample: a Mixture-of-Experts layer needs at least 2 experts");
   for (uint64_t v : {d.hidden, d.intermediate})
     if (v == 0 || v % f.k_multiple)
@@ -538,6 +759,8 @@ ModelBuild build_model(const FamilyDef& family, const SampleDims& dims, uint64_t
   Ctx c{family, dims, seed, sink};
   if (dims.arch == "gpt_oss") emit_gpt_oss(c);
   else if (dims.arch == "deepseek_v4") emit_deepseek_v4(c);
+  else if (dims.arch == "nemotron_h") emit_nemotron_h(c);
+  else if (dims.arch == "llama4") emit_llama4(c);
   else emit_hf_per_expert(c);
   Unquantized u = unquantized_modules(dims);
   ModelBuild mb;

@@ -167,7 +167,9 @@ WriteReport write_sample(const std::string& family_name, const std::string& out_
   size_t requested = real ? 0 : static_cast<size_t>(options.shards ? options.shards : fam.default_shards);
   std::vector<size_t> shard_of = assign_shards(tensors, std::max<size_t>(requested, 1), real);
   size_t shard_count = shard_of.empty() ? 1 : shard_of.back() + 1;
-  const bool zero_based = dims.arch == "gpt_oss";
+  // openai's gpt-oss release numbers its shards from 0; exports written by save_pretrained
+  // (amd-quark, llm-compressor, the BF16 conversion) use Hugging Face's 1-based names.
+  const bool zero_based = fam.scheme == Scheme::gpt_oss_mxfp4;
 
   WriteReport report;
   report.dir = out;

@@ -20,12 +20,6 @@ constexpr uint64_t kGroup = 128;  // the int4/int8 group size and FP8 block edge
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// A per-linear activation range standing in for calibration statistics (input scales).
-float activation_amax(uint64_t seed, const std::string& key) {
-  Rng rng(derive_seed(seed, key + ".activation"));
-  return 1.0f + 7.0f * rng.uniform();
-}
-
 std::vector<uint8_t> f32_scalar(float v) { return bytes_of_f32({v}); }
 
 std::vector<uint8_t> i64_pair(uint64_t a, uint64_t b) {
@@ -205,7 +199,20 @@ json ct_args(int bits, const char* type, const char* strategy, json group_size, 
               {"type", type}};
 }
 
+// An fnmatch pattern of Unquantized::patterns as a compressed-tensors `re:` ignore entry.
+std::string ct_regex(const std::string& fnmatch_pattern) {
+  std::string re = "re:";
+  for (char ch : fnmatch_pattern) {
+    if (ch == '*') re += ".*";
+    else if (ch == '.') re += "\\.";
+    else re += ch;
+  }
+  return re;
+}
+
 json ct_config(const char* format, json weights, json input_activations, const Unquantized& u) {
+  json ignore = {"lm_head", "re:.*" + u.router_suffix + "$"};
+  for (const auto& p : u.patterns) ignore.push_back(ct_regex(p));
   return json{{"config_groups",
                {{"group_0",
                  {{"format", format},
@@ -215,7 +222,7 @@ json ct_config(const char* format, json weights, json input_activations, const U
                   {"weights", weights}}}}},
               {"format", format},
               {"global_compression_ratio", nullptr},
-              {"ignore", {"lm_head", "re:.*" + u.router_suffix + "$"}},
+              {"ignore", ignore},
               {"kv_cache_scheme", nullptr},
               {"quant_method", "compressed-tensors"},
               {"quantization_status", "compressed"},
@@ -235,7 +242,9 @@ const char* modelopt_algo(Scheme s) {
 }
 
 std::vector<std::string> modelopt_excludes(const Unquantized& u) {
-  return {"lm_head", "model.layers.*." + u.router_suffix};
+  std::vector<std::string> excludes = {u.lm_head, u.layers_glob + u.router_suffix};
+  excludes.insert(excludes.end(), u.patterns.begin(), u.patterns.end());
+  return excludes;
 }
 
 json modelopt_config(Scheme s, const Unquantized& u) {
@@ -325,6 +334,11 @@ json gptq_config(Scheme s) {
 
 }  // namespace
 
+float activation_amax(uint64_t seed, const std::string& key) {
+  Rng rng(derive_seed(seed, key + ".activation"));
+  return 1.0f + 7.0f * rng.uniform();
+}
+
 void Sink::add(std::string name, DType dtype, std::vector<uint64_t> shape, std::vector<uint8_t> bytes) {
   if (with_data_ && bytes.size() != byte_size(dtype, shape))
     throw_internal("synth: tensor `" + name + "` got " + std::to_string(bytes.size()) + " bytes for " + shape_string(shape));
@@ -332,7 +346,9 @@ void Sink::add(std::string name, DType dtype, std::vector<uint64_t> shape, std::
   tensors_.push_back({std::move(name), dtype, std::move(shape), std::move(bytes)});
 }
 
-bool scheme_quantizes_attention(Scheme s) { return s != Scheme::bf16 && s != Scheme::gpt_oss_mxfp4 && s != Scheme::deepseek_v4_fp4; }
+bool scheme_quantizes_attention(Scheme s) {
+  return s != Scheme::bf16 && s != Scheme::gpt_oss_mxfp4 && s != Scheme::deepseek_v4_fp4 && s != Scheme::deepseek_v4_nvfp4;
+}
 
 void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w, float pair_amax, uint64_t seed) {
   if (j.role == LinearRole::attention && !scheme_quantizes_attention(scheme)) scheme = Scheme::bf16;
@@ -359,6 +375,18 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
     case Scheme::ct_w4a16_actorder: return emit_ct_packed(sink, j, w, 4, kGroup, true, true, seed);
     case Scheme::ct_w8a16: return emit_ct_packed(sink, j, w, 8, 0, true, false, seed);
     case Scheme::ct_w4a8_fp8: return emit_ct_packed(sink, j, w, 4, kGroup, true, false, seed);
+    case Scheme::ct_w4a8_int8: {
+      // int-quantized (ERRATA 14): the int4 values themselves, one per I8 byte, no packing.
+      std::vector<uint8_t> codes, scales;
+      if (w) {
+        IntQuantized q = quantize_int(*w, 4, kGroup, true, ScaleStorage::bf16);
+        codes = int8_bytes(q.codes, 8);
+        scales = bytes_as(q.scales, ScaleStorage::bf16);
+      }
+      sink.add(j.module + ".weight", DType::I8, {j.out, j.in}, std::move(codes));
+      sink.add(j.module + ".weight_scale", DType::BF16, {j.out, ceil_div(j.in, kGroup)}, std::move(scales));
+      return;
+    }
     case Scheme::ct_fp8_tensor:
       emit_fp8(sink, j, w, Fp8Granularity::tensor, ScaleStorage::bf16, "weight_scale", {1}, false, DType::BF16);
       sink.add(j.module + ".input_scale", DType::BF16, {1},
@@ -404,6 +432,11 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
       // and dense linears are block FP8 with power-of-two (UE8M0) scales, stored as F8_E8M0.
       if (j.role == LinearRole::routed_expert) return emit_mx(sink, j, w, MxElement::e2m1, DType::I8, DType::F8_E8M0, "scale");
       return emit_fp8(sink, j, w, Fp8Granularity::block, ScaleStorage::f32, "scale", {}, true, DType::F8_E8M0);
+    case Scheme::deepseek_v4_nvfp4:
+      // ERRATA 13: the routed experts carry ModelOpt NVFP4 tensors under the native names; the
+      // shared expert and dense linears stay DeepSeek's UE8M0 block FP8.
+      if (j.role == LinearRole::routed_expert) return emit_mo_nvfp4(sink, j, w, pair_amax, true, seed);
+      return emit_fp8(sink, j, w, Fp8Granularity::block, ScaleStorage::f32, "scale", {}, true, DType::F8_E8M0);
     case Scheme::gpt_oss_mxfp4:
       throw_internal("synth: gpt-oss experts are fused; they are not emitted per linear");
   }
@@ -420,7 +453,7 @@ void emit_mlp(Sink& sink, Scheme scheme, const LinearJob& gate, const LinearJob&
   // NVFP4 calibration ties the gate and up global scales (vLLM keeps one per w13 and warns
   // when they differ); every other family scales each linear on its own.
   bool tie = scheme == Scheme::ct_nvfp4 || scheme == Scheme::ct_nvfp4a16 || scheme == Scheme::mo_nvfp4 ||
-             scheme == Scheme::mo_w4a16_nvfp4;
+             scheme == Scheme::mo_w4a16_nvfp4 || scheme == Scheme::deepseek_v4_nvfp4;
   float pair = tie ? std::max(abs_max(g), abs_max(u)) : 0.0f;
   emit_linear(sink, scheme, gate, &g, pair, seed);
   emit_linear(sink, scheme, up, &u, pair, seed);
@@ -469,6 +502,9 @@ json quantization_config(Scheme s, const Unquantized& u) {
     case Scheme::ct_w8a8_int8:
       return ct_config("int-quantized", ct_args(8, "int", "channel", nullptr, true, false),
                        ct_args(8, "int", "token", nullptr, true, true), u);
+    case Scheme::ct_w4a8_int8:
+      return ct_config("int-quantized", ct_args(4, "int", "group", kGroup, true, false),
+                       ct_args(8, "int", "token", nullptr, true, true), u);
     case Scheme::mo_nvfp4:
     case Scheme::mo_w4a16_nvfp4:
     case Scheme::mo_fp8:
@@ -486,8 +522,13 @@ json quantization_config(Scheme s, const Unquantized& u) {
     case Scheme::deepseek_fp8_block:
       return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {kGroup, kGroup}}};
     case Scheme::deepseek_v4_fp4:
-      return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"scale_fmt", "ue8m0"},
-                  {"weight_block_size", {kGroup, kGroup}}};
+    case Scheme::deepseek_v4_nvfp4: {
+      json q = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"scale_fmt", "ue8m0"},
+                {"weight_block_size", {kGroup, kGroup}}};
+      // ERRATA 13: the method stays "fp8"; only this key turns the fp4 experts into NVFP4.
+      if (s == Scheme::deepseek_v4_nvfp4) q["moe_quant_algo"] = "NVFP4";
+      return q;
+    }
     case Scheme::gpt_oss_mxfp4:
       return json{{"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}},
                   {"quant_method", "mxfp4"}};

@@ -22,7 +22,7 @@ namespace moepack::synth {
 
 struct FamilyInfo {
   std::string name;     // what `moepack sample --family` takes, e.g. "ct-nvfp4"
-  std::string arch;     // model layout: gpt_oss, qwen3_moe, mixtral, deepseek_v3, deepseek_v4
+  std::string arch;     // model layout: gpt_oss, qwen3_moe, mixtral, deepseek_v3, deepseek_v4, nemotron_h, llama4
   std::string summary;  // one line for `moepack sample --list`
 };
 

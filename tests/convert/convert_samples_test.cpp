@@ -144,6 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
         // compressed-tensors MXFP4 (its own path: Marlin, CUTLASS W4A4 on SM100)
         Case{"ct-mxfp4", "sm90", {}, "MARLIN"},
         Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
+        // llm-compressor's gpt-oss: the same path, per-expert with a bias per projection
+        Case{"ct-gpt-oss-mxfp4", "sm90", {}, "MARLIN"},
         // TP 2 leaves K/32 = 2 scale groups per row of w2: the CUTLASS W4A4 swizzle cannot take it.
         Case{"ct-mxfp4", "sm100", {"tp=2"}, ""},
         // TP 8 leaves 16 intermediate elements per rank: half an MX scale block.

@@ -3,6 +3,7 @@
 // core codecs, and compare with the seeded source weights. A wrong nibble order, packing
 // direction or scale convention gives an error near 100%; the real formats stay within a few
 // percent (FP8, int8) or ~10% (4-bit) RMS.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -69,12 +70,13 @@ std::vector<float> dequantize(const std::string& family, const Reader& t, const 
     Bytes p = t(m + ".weight_packed"), s = t(m + ".weight_scale");
     float global = f32(t(m + ".weight_global_scale"), 0);  // a divisor
     each([&](uint64_t o, uint64_t k) { return fp4(p, o * K + k) * e4m3_to_float(s[o * (K / 16) + k / 16]) / global; });
-  } else if (family == "modelopt-nvfp4" || family == "modelopt-w4a16-nvfp4") {
+  } else if (family == "modelopt-nvfp4" || family == "modelopt-w4a16-nvfp4" || family == "nemotron-h-nvfp4" ||
+             family == "deepseek-v4-nvfp4") {
     Bytes p = t(m + ".weight"), s = t(m + ".weight_scale");
     float s2 = f32(t(m + ".weight_scale_2"), 0);  // a multiplier
     each([&](uint64_t o, uint64_t k) { return fp4(p, o * K + k) * e4m3_to_float(s[o * (K / 16) + k / 16]) * s2; });
-  } else if (family == "ct-mxfp4" || family.starts_with("quark-w-mxfp4") || family == "deepseek-v4-mxfp4") {
-    bool ct = family == "ct-mxfp4", v4 = family == "deepseek-v4-mxfp4";
+  } else if (family == "ct-mxfp4" || family == "ct-gpt-oss-mxfp4" || family.starts_with("quark-w-mxfp4") || family == "deepseek-v4-mxfp4") {
+    bool ct = family.starts_with("ct-"), v4 = family == "deepseek-v4-mxfp4";
     Bytes p = t(m + (ct ? ".weight_packed" : ".weight")), s = t(m + (v4 ? ".scale" : ".weight_scale"));
     each([&](uint64_t o, uint64_t k) { return fp4(p, o * K + k) * e8m0_to_float(s[o * (K / 32) + k / 32]); });
   } else if (family == "quark-w-mxfp6-e3m2") {
@@ -98,6 +100,14 @@ std::vector<float> dequantize(const std::string& family, const Reader& t, const 
     each([&](uint64_t o, uint64_t k) {
       size_t si = family == "ct-fp8-tensor" ? 0 : family == "ct-fp8-channel" ? o : (o / 128) * ceil_div(K, 128) + k / 128;
       return e4m3_to_float(q[o * K + k]) * bf16(s, si);
+    });
+  } else if (family == "ct-w4a8-int8") {
+    // int-quantized int4: the signed value itself in each I8 byte, a BF16 scale per 128 columns.
+    Bytes q = t(m + ".weight"), s = t(m + ".weight_scale");
+    each([&](uint64_t o, uint64_t k) {
+      int8_t v = static_cast<int8_t>(q[o * K + k]);
+      if (v < -8 || v > 7) throw std::runtime_error(m + ": int4 value out of [-8, 7]");
+      return static_cast<float>(v) * bf16(s, o * ceil_div(K, 128) + k / 128);
     });
   } else if (family == "ct-w8a8-int8") {
     Bytes q = t(m + ".weight"), s = t(m + ".weight_scale");
@@ -163,6 +173,7 @@ double tolerance(const std::string& family) {
 
 std::string module_name(const std::string& arch, uint64_t layer, uint64_t expert, const std::string& proj) {
   std::string l = std::to_string(layer), e = std::to_string(expert);
+  if (arch == "nemotron_h") return "backbone.layers." + l + ".mixer.experts." + e + "." + proj + "_proj";
   if (arch == "deepseek_v4") return "layers." + l + ".ffn.experts." + e + "." + (proj == "gate" ? "w1" : proj == "up" ? "w3" : "w2");
   if (arch == "mixtral")
     return "model.layers." + l + ".block_sparse_moe.experts." + e + "." + (proj == "gate" ? "w1" : proj == "up" ? "w3" : "w2");
@@ -176,8 +187,9 @@ TEST(SynthRoundTrip, EveryPerExpertFamilyApproximatesItsSource) {
   o.hidden = 256;
   o.intermediate = 384;
   for (const auto& family : synth_families()) {
-    if (family == "gpt-oss-mxfp4" || family == "quark-gpt-oss-w-mxfp4-a-fp8") continue;  // interleaved gate_up: their own tests below
-    if (family == "deepseek-v4-mxfp4") o.intermediate = 256;  // its FP8 shared expert needs whole 128 blocks
+    // Interleaved or fused 3-D experts: their own tests below.
+    if (family == "gpt-oss-mxfp4" || family == "quark-gpt-oss-w-mxfp4-a-fp8" || family == "gpt-oss-bf16" || family == "llama4-fp8") continue;
+    if (family.starts_with("deepseek-v4")) o.intermediate = 256;  // its FP8 shared expert needs whole 128 blocks
     SampleDims d = sample_dims(family, o);
     std::string dir = tmp.file(family);
     write_sample(family, dir, o);
@@ -185,6 +197,7 @@ TEST(SynthRoundTrip, EveryPerExpertFamilyApproximatesItsSource) {
     Reader t{set};
     const uint64_t layer = d.first_dense, expert = 1;
     for (const std::string proj : {"gate", "up", "down"}) {
+      if (d.arch == "nemotron_h" && proj == "gate") continue;  // non-gated experts: up and down only
       bool down = proj == "down";
       uint64_t O = down ? d.hidden : d.intermediate, K = down ? d.intermediate : d.hidden;
       Matrix src = linear_source(o.seed, expert_key(layer, expert, proj), O, K);
@@ -294,6 +307,145 @@ TEST(SynthRoundTrip, QuarkGptOssExpertsAreSlicesOfTheFusedLayout) {
     EXPECT_EQ(whole(x + "down_proj.weight_scale"), slice("down_proj_scales", e)) << e;
     EXPECT_EQ(whole(x + "down_proj.bias"), slice("down_proj_bias", e)) << e;
     EXPECT_GT(f32(quark.find(x + "gate_up_proj.input_scale")->data(), 0), 0.0f);
+  }
+}
+
+// llm-compressor linearizes gpt-oss before quantizing (ERRATA 15): for one seed, each expert's
+// gate_proj / up_proj rows are the even / odd rows of openai's interleaved gate_up_proj (MXFP4
+// scales are per row, so the bytes agree), down_proj is the expert's slice, and every
+// projection carries its own bias.
+TEST(SynthRoundTrip, LlmCompressorGptOssIsTheFusedLayoutDeinterleaved) {
+  test::TempDir tmp;
+  SampleOptions o;
+  o.seed = 6;
+  write_sample("gpt-oss-mxfp4", tmp.file("fused"), o);
+  write_sample("ct-gpt-oss-mxfp4", tmp.file("ct"), o);
+  SampleDims d = sample_dims("ct-gpt-oss-mxfp4", o);
+  st::ShardSet fused(tmp.file("fused")), ct(tmp.file("ct"));
+  const uint64_t H = d.hidden, I = d.intermediate;
+  const std::string p = "model.layers.0.mlp.experts.";
+  auto bytes = [](const st::ShardSet& set, const std::string& name) {
+    Bytes b = set.find(name)->data();
+    return std::vector<uint8_t>(b.begin(), b.end());
+  };
+  // Row `row` of expert `e` in a fused tensor of `rows` rows of `row_bytes` each.
+  auto fused_row = [&](const std::string& name, uint64_t e, uint64_t rows, uint64_t row, uint64_t row_bytes) {
+    Bytes all = fused.find(p + name)->data();
+    auto first = all.begin() + static_cast<std::ptrdiff_t>((e * rows + row) * row_bytes);
+    return std::vector<uint8_t>(first, first + static_cast<std::ptrdiff_t>(row_bytes));
+  };
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    const std::string x = p + std::to_string(e) + ".";
+    for (int which = 0; which < 2; ++which) {
+      const std::string proj = x + (which ? "up_proj." : "gate_proj.");
+      std::vector<uint8_t> weights, scales, bias;
+      for (uint64_t i = 0; i < I; ++i) {
+        auto w = fused_row("gate_up_proj_blocks", e, 2 * I, 2 * i + which, H / 2);
+        auto s = fused_row("gate_up_proj_scales", e, 2 * I, 2 * i + which, H / 32);
+        auto b = fused_row("gate_up_proj_bias", e, 2 * I, 2 * i + which, 2);
+        weights.insert(weights.end(), w.begin(), w.end());
+        scales.insert(scales.end(), s.begin(), s.end());
+        bias.insert(bias.end(), b.begin(), b.end());
+      }
+      EXPECT_EQ(bytes(ct, proj + "weight_packed"), weights) << proj;
+      EXPECT_EQ(bytes(ct, proj + "weight_scale"), scales) << proj;
+      EXPECT_EQ(bytes(ct, proj + "bias"), bias) << proj;
+    }
+    std::vector<uint8_t> down, down_scales, down_bias;
+    for (uint64_t r = 0; r < H; ++r) {
+      auto w = fused_row("down_proj_blocks", e, H, r, I / 2);
+      auto s = fused_row("down_proj_scales", e, H, r, I / 32);
+      auto b = fused_row("down_proj_bias", e, H, r, 2);
+      down.insert(down.end(), w.begin(), w.end());
+      down_scales.insert(down_scales.end(), s.begin(), s.end());
+      down_bias.insert(down_bias.end(), b.begin(), b.end());
+    }
+    EXPECT_EQ(bytes(ct, x + "down_proj.weight_packed"), down) << e;
+    EXPECT_EQ(bytes(ct, x + "down_proj.weight_scale"), down_scales) << e;
+    EXPECT_EQ(bytes(ct, x + "down_proj.bias"), down_bias) << e;
+  }
+}
+
+// gpt-oss BF16: input-major [E, H, 2I] with column 2i = gate_i and 2i+1 = up_i, down [E, I, H];
+// every element is its source weight rounded to BF16, biases likewise.
+TEST(SynthRoundTrip, GptOssBf16FusedColumnsInterleaveGateAndUp) {
+  test::TempDir tmp;
+  SampleOptions o;
+  o.seed = 4;
+  write_sample("gpt-oss-bf16", tmp.file("g"), o);
+  SampleDims d = sample_dims("gpt-oss-bf16", o);
+  st::ShardSet set(tmp.file("g"));
+  const uint64_t H = d.hidden, I = d.intermediate;
+  const std::string p = "model.layers.0.mlp.experts.";
+  Bytes gate_up = set.find(p + "gate_up_proj")->data(), gate_up_bias = set.find(p + "gate_up_proj_bias")->data();
+  Bytes down = set.find(p + "down_proj")->data(), down_bias = set.find(p + "down_proj_bias")->data();
+  auto rounded = [](float v) { return bf16_to_float(float_to_bf16(v)); };
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    for (int which = 0; which < 2; ++which) {
+      const std::string proj = which ? "up" : "gate";
+      Matrix src = linear_source(o.seed, expert_key(0, e, proj), I, H);
+      std::vector<float> b = bias_source(o.seed, expert_key(0, e, proj), I);
+      for (uint64_t i = 0; i < I; ++i) {
+        for (uint64_t h = 0; h < H; ++h)
+          ASSERT_EQ(bf16(gate_up, (e * H + h) * 2 * I + 2 * i + which), rounded(src.at(i, h))) << proj << " e" << e << " i" << i << " h" << h;
+        ASSERT_EQ(bf16(gate_up_bias, e * 2 * I + 2 * i + which), rounded(b[i])) << proj << " bias " << i;
+      }
+    }
+    Matrix src = linear_source(o.seed, expert_key(0, e, "down"), H, I);
+    std::vector<float> b = bias_source(o.seed, expert_key(0, e, "down"), H);
+    for (uint64_t h = 0; h < H; ++h) {
+      for (uint64_t i = 0; i < I; ++i) ASSERT_EQ(bf16(down, (e * I + i) * H + h), rounded(src.at(h, i))) << "down e" << e;
+      ASSERT_EQ(bf16(down_bias, e * H + h), rounded(b[h])) << "down bias " << h;
+    }
+  }
+}
+
+// Llama-4 ModelOpt FP8: input-major [E, H, 2I] with gate then up by halves, down [E, I, H], and
+// one scale per fused tensor for all experts, the amax over every expert / 448.
+TEST(SynthRoundTrip, Llama4Fp8ExpertsShareOneScalePerTensor) {
+  test::TempDir tmp;
+  SampleOptions o;
+  o.seed = 3;
+  o.experts = 4;
+  write_sample("llama4-fp8", tmp.file("l"), o);
+  SampleDims d = sample_dims("llama4-fp8", o);
+  st::ShardSet set(tmp.file("l"));
+  const uint64_t H = d.hidden, I = d.intermediate;
+  const std::string p = "language_model.model.layers.0.feed_forward.";
+  Bytes gate_up = set.find(p + "experts.gate_up_proj")->data(), down = set.find(p + "experts.down_proj")->data();
+  const float gate_up_scale = f32(set.find(p + "experts.gate_up_proj_weight_scale")->data(), 0);
+  const float down_scale = f32(set.find(p + "experts.down_proj_weight_scale")->data(), 0);
+  float gate_up_amax = 0.0f, down_amax = 0.0f;
+  for (uint64_t e = 0; e < d.experts; ++e) {
+    Matrix gate = linear_source(o.seed, expert_key(0, e, "gate"), I, H), up = linear_source(o.seed, expert_key(0, e, "up"), I, H);
+    Matrix dn = linear_source(o.seed, expert_key(0, e, "down"), H, I);
+    for (const Matrix* m : {&gate, &up}) gate_up_amax = std::max(gate_up_amax, abs_max(*m));
+    down_amax = std::max(down_amax, abs_max(dn));
+    std::vector<float> g(I * H), u(I * H), w(H * I);
+    for (uint64_t h = 0; h < H; ++h)
+      for (uint64_t i = 0; i < I; ++i) {
+        g[i * H + h] = e4m3_to_float(gate_up[(e * H + h) * 2 * I + i]) * gate_up_scale;
+        u[i * H + h] = e4m3_to_float(gate_up[(e * H + h) * 2 * I + I + i]) * gate_up_scale;
+        w[h * I + i] = e4m3_to_float(down[(e * I + i) * H + h]) * down_scale;
+      }
+    EXPECT_LT(relative_rms_error(g, gate), 0.04) << "gate e" << e;
+    EXPECT_LT(relative_rms_error(u, up), 0.04) << "up e" << e;
+    EXPECT_LT(relative_rms_error(w, dn), 0.04) << "down e" << e;
+  }
+  EXPECT_EQ(gate_up_scale, gate_up_amax / 448.0f);
+  EXPECT_EQ(down_scale, down_amax / 448.0f);
+  for (const char* input : {"experts.gate_up_proj_input_scale", "experts.down_proj_input_scale"})
+    EXPECT_GT(f32(set.find(p + input)->data(), 0), 0.0f) << input;
+  // The shared expert is a ModelOpt FP8 linear of its own (per-tensor scalar scale).
+  for (const std::string proj : {"gate", "up", "down"}) {
+    const std::string m = p + "shared_expert." + proj + "_proj";
+    const bool is_down = proj == "down";
+    const uint64_t O = is_down ? H : I, K = is_down ? I : H;
+    Bytes q = set.find(m + ".weight")->data();
+    const float s = f32(set.find(m + ".weight_scale")->data(), 0);
+    std::vector<float> w(O * K);
+    for (uint64_t i = 0; i < O * K; ++i) w[i] = e4m3_to_float(q[i]) * s;
+    EXPECT_LT(relative_rms_error(w, linear_source(o.seed, "layers.0.shared." + proj, O, K)), 0.04) << proj;
   }
 }
 

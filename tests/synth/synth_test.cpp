@@ -1,5 +1,6 @@
 // The synthetic checkpoint generator: determinism, readability of every family, names/dtypes/
 // shapes against checkpoint-formats.md, and atomic output.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
@@ -357,6 +359,149 @@ TEST(Synth, DeepSeekMixtralAndUnquantizedRows) {
   }
 }
 
+// The published layouts of ERRATA 11-16 that the readers take (tests/checkpoints/real_layouts.h
+// has the same grammar as byte-pattern fixtures).
+TEST(Synth, RealLayoutRows) {
+  TempDir tmp;
+  {
+    write_sample("nemotron-h-nvfp4", tmp.file("nh"), {});
+    st::ShardSet s(tmp.file("nh"));
+    const std::string m = "backbone.layers.0.mixer.";
+    expect_tensor(s, m + "experts.3.up_proj.weight", "U8", {128, 64});
+    expect_tensor(s, m + "experts.3.up_proj.weight_scale", "F8_E4M3", {128, 8});
+    expect_tensor(s, m + "experts.3.up_proj.weight_scale_2", "F32", {});
+    expect_tensor(s, m + "experts.3.up_proj.input_scale", "F32", {});
+    expect_tensor(s, m + "experts.3.down_proj.weight", "U8", {128, 64});
+    EXPECT_FALSE(s.find(m + "experts.3.gate_proj.weight").has_value()) << "Nemotron-H experts are not gated";
+    expect_tensor(s, m + "gate.weight", "BF16", {4, 128});
+    expect_tensor(s, m + "gate.e_score_correction_bias", "F32", {4});
+    expect_tensor(s, m + "shared_experts.up_proj.weight", "BF16", {128, 128});
+    expect_tensor(s, m + "shared_experts.down_proj.weight", "BF16", {128, 128});
+    expect_tensor(s, "backbone.embeddings.weight", "BF16", {16, 128});
+    expect_tensor(s, "backbone.norm_f.weight", "BF16", {128});
+    auto c = read_json(tmp.file("nh/config.json"));
+    EXPECT_EQ(c["mlp_hidden_act"], "relu2");
+    EXPECT_EQ(c["hybrid_override_pattern"], "E");
+    EXPECT_EQ(c["n_routed_experts"], 4);
+    EXPECT_EQ(c["moe_shared_expert_intermediate_size"], 128);
+    EXPECT_EQ(c["n_group"], 1);
+    EXPECT_EQ(c["topk_group"], 1);
+    EXPECT_EQ(c["norm_topk_prob"], true);
+    EXPECT_EQ(c["quantization_config"]["quant_algo"], "NVFP4");
+    auto side = read_json(tmp.file("nh/hf_quant_config.json"))["quantization"];
+    EXPECT_EQ(side["quant_algo"], "NVFP4");
+    EXPECT_EQ(side["exclude_modules"], nlohmann::json({"lm_head", "backbone.layers.*.mixer.gate", "backbone.layers.*.mixer.shared_experts.*"}));
+  }
+  {
+    write_sample("deepseek-v4-nvfp4", tmp.file("v4"), {});
+    st::ShardSet s(tmp.file("v4"));
+    const std::string x = "layers.0.ffn.experts.2.";
+    expect_tensor(s, x + "w1.weight", "U8", {128, 64});
+    expect_tensor(s, x + "w1.weight_scale", "F8_E4M3", {128, 8});
+    expect_tensor(s, x + "w3.weight_scale_2", "F32", {});
+    expect_tensor(s, x + "w2.input_scale", "F32", {});
+    EXPECT_FALSE(s.find(x + "w1.scale").has_value());
+    expect_tensor(s, "layers.0.ffn.shared_experts.w1.weight", "F8_E4M3", {128, 128});
+    expect_tensor(s, "layers.0.ffn.shared_experts.w1.scale", "F8_E8M0", {1, 1});
+    auto c = read_json(tmp.file("v4/config.json"));
+    EXPECT_EQ(c["expert_dtype"], "fp4");
+    EXPECT_EQ(c["quantization_config"]["quant_method"], "fp8");
+    EXPECT_EQ(c["quantization_config"]["moe_quant_algo"], "NVFP4");
+    // ModelOpt ties the gate and up global scales, as for modelopt-nvfp4.
+    EXPECT_EQ(s.find(x + "w1.weight_scale_2")->data()[0], s.find(x + "w3.weight_scale_2")->data()[0]);
+  }
+  {
+    write_sample("ct-gpt-oss-mxfp4", tmp.file("cg"), {});
+    st::ShardSet s(tmp.file("cg"));
+    const std::string x = "model.layers.0.mlp.experts.1.";
+    for (const char* proj : {"gate_proj", "up_proj"}) {
+      expect_tensor(s, x + proj + ".weight_packed", "U8", {192, 96});
+      expect_tensor(s, x + proj + ".weight_scale", "U8", {192, 6});
+      expect_tensor(s, x + proj + ".bias", "BF16", {192});
+    }
+    expect_tensor(s, x + "down_proj.weight_packed", "U8", {192, 96});
+    expect_tensor(s, x + "down_proj.bias", "BF16", {192});
+    expect_tensor(s, "model.layers.0.mlp.router.weight", "BF16", {4, 192});
+    auto q = read_json(tmp.file("cg/config.json"))["quantization_config"];
+    EXPECT_EQ(q["format"], "mxfp4-pack-quantized");
+    EXPECT_EQ(q["ignore"], nlohmann::json({"lm_head", "re:.*mlp.router$", "re:.*self_attn.*"}));
+  }
+  {
+    write_sample("ct-w4a8-int8", tmp.file("w4"), {});
+    st::ShardSet s(tmp.file("w4"));
+    const std::string x = "model.layers.0.mlp.experts.1.";
+    expect_tensor(s, x + "gate_proj.weight", "I8", {128, 128});
+    expect_tensor(s, x + "gate_proj.weight_scale", "BF16", {128, 1});
+    expect_tensor(s, x + "down_proj.weight", "I8", {128, 128});
+    EXPECT_FALSE(s.find(x + "gate_proj.weight_packed").has_value());
+    EXPECT_FALSE(s.find(x + "gate_proj.weight_shape").has_value());
+    int lowest = 0, highest = 0;
+    for (uint8_t b : s.find(x + "up_proj.weight")->data()) {
+      lowest = std::min<int>(lowest, static_cast<int8_t>(b));
+      highest = std::max<int>(highest, static_cast<int8_t>(b));
+    }
+    EXPECT_EQ(lowest, -8);
+    EXPECT_EQ(highest, 7);
+    auto q = read_json(tmp.file("w4/config.json"))["quantization_config"];
+    EXPECT_EQ(q["format"], "int-quantized");
+    auto g = q["config_groups"]["group_0"];
+    EXPECT_EQ(g["weights"]["num_bits"], 4);
+    EXPECT_EQ(g["weights"]["type"], "int");
+    EXPECT_EQ(g["weights"]["strategy"], "group");
+    EXPECT_EQ(g["weights"]["group_size"], 128);
+    EXPECT_EQ(g["input_activations"]["num_bits"], 8);
+    EXPECT_EQ(g["input_activations"]["type"], "int");
+    EXPECT_EQ(g["input_activations"]["strategy"], "token");
+    EXPECT_EQ(g["input_activations"]["dynamic"], true);
+  }
+  {
+    write_sample("llama4-fp8", tmp.file("l4"), {});
+    st::ShardSet s(tmp.file("l4"));
+    const std::string f = "language_model.model.layers.0.feed_forward.";
+    expect_tensor(s, f + "experts.gate_up_proj", "F8_E4M3", {4, 128, 256});
+    expect_tensor(s, f + "experts.down_proj", "F8_E4M3", {4, 128, 128});
+    for (const char* scalar : {"gate_up_proj_weight_scale", "down_proj_weight_scale", "gate_up_proj_input_scale", "down_proj_input_scale"})
+      expect_tensor(s, f + "experts." + scalar, "F32", {});
+    expect_tensor(s, f + "router.weight", "BF16", {4, 128});
+    expect_tensor(s, f + "shared_expert.gate_proj.weight", "F8_E4M3", {128, 128});
+    expect_tensor(s, f + "shared_expert.down_proj.weight_scale", "F32", {});
+    expect_tensor(s, "language_model.model.embed_tokens.weight", "BF16", {16, 128});
+    expect_tensor(s, "language_model.lm_head.weight", "BF16", {16, 128});
+    auto c = read_json(tmp.file("l4/config.json"));
+    EXPECT_EQ(c["text_config"]["num_local_experts"], 4);
+    EXPECT_EQ(c["text_config"]["num_experts_per_tok"], 1);  // Llama-4 routes top-1 with any expert count
+    EXPECT_EQ(c["text_config"]["hidden_size"], 128);
+    EXPECT_FALSE(c.contains("hidden_size"));
+    EXPECT_EQ(c["quantization_config"]["quant_method"], "modelopt");
+    EXPECT_EQ(c["quantization_config"]["quant_algo"], "FP8");
+    EXPECT_TRUE(fs::exists(tmp.file("l4/hf_quant_config.json")));
+  }
+  {
+    write_sample("gpt-oss-bf16", tmp.file("gb"), {});
+    st::ShardSet s(tmp.file("gb"));
+    const std::string x = "model.layers.0.mlp.experts.";
+    expect_tensor(s, x + "gate_up_proj", "BF16", {4, 192, 384});
+    expect_tensor(s, x + "gate_up_proj_bias", "BF16", {4, 384});
+    expect_tensor(s, x + "down_proj", "BF16", {4, 192, 192});
+    expect_tensor(s, x + "down_proj_bias", "BF16", {4, 192});
+    auto c = read_json(tmp.file("gb/config.json"));
+    EXPECT_FALSE(c.contains("quantization_config"));
+    EXPECT_EQ(c["torch_dtype"], "bfloat16");
+  }
+}
+
+// What `moepack inspect` and `plan` start from: every committed sample opens with the readers,
+// with the MoE layers and experts its config declares.
+TEST(Synth, EveryCommittedSampleOpensWithTheReaders) {
+  for (const auto& family : synth_families()) {
+    SCOPED_TRACE(family);
+    ckpt::Checkpoint c = ckpt::open_checkpoint(test::source_dir() + "/samples/" + family);
+    ASSERT_FALSE(c.layers.empty());
+    for (const auto& l : c.layers) EXPECT_EQ(l.num_experts, c.facts.num_experts) << l.prefix;
+    EXPECT_EQ(c.layers[0].gated, family != "nemotron-h-nvfp4");
+  }
+}
+
 TEST(Synth, OutputIsAtomicAndNeedsForceToReplace) {
   TempDir tmp;
   std::string dir = tmp.file("out");
@@ -399,8 +544,10 @@ TEST(Synth, CommittedSamplesMatchTheGenerator) {
     if (!fs::exists(committed + "/config.json")) continue;
     auto config = read_json(committed + "/config.json");
     SampleOptions o;  // seed 0, as regenerate.sh
+    // Llama-4 keeps its numbers in text_config.
+    const nlohmann::json& text = config.contains("text_config") ? config["text_config"] : config;
     for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
-      if (config.contains(key)) o.experts = config[key].get<int>();
+      if (text.contains(key)) o.experts = text[key].get<int>();
     write_sample(family, tmp.file(family), o);
     auto names = files_under(tmp.file(family));
     EXPECT_EQ(names, files_under(committed)) << family;
@@ -529,6 +676,68 @@ TEST(SynthRealShape, Qwen3GptqAndNvfp4Experts) {
     auto c = read_json(tmp.file("n/config.json"));
     EXPECT_EQ(c["num_experts"], 128);
     EXPECT_EQ(c["moe_intermediate_size"], 768);
+  }
+}
+
+TEST(SynthRealShape, GptOssExportsOfOtherProducers) {
+  TempDir tmp;
+  SampleOptions o;
+  o.real_shape = "gpt-oss-20b";
+  o.layers = 1;
+  {
+    write_sample("ct-gpt-oss-mxfp4", tmp.file("ct"), o);
+    st::ShardSet s(tmp.file("ct"));
+    const std::string x = "model.layers.0.mlp.experts.31.";
+    expect_tensor(s, x + "gate_proj.weight_packed", "U8", {2880, 1440});
+    expect_tensor(s, x + "gate_proj.weight_scale", "U8", {2880, 90});
+    expect_tensor(s, x + "gate_proj.bias", "BF16", {2880});
+    expect_tensor(s, x + "down_proj.weight_packed", "U8", {2880, 1440});
+    expect_tensor(s, "model.layers.0.self_attn.q_proj.weight", "BF16", {4096, 2880});  // ignored by the config
+  }
+  {
+    o.real_shape = "gpt-oss-120b";
+    write_sample("gpt-oss-bf16", tmp.file("bf16"), o);
+    st::ShardSet s(tmp.file("bf16"));
+    expect_tensor(s, "model.layers.0.mlp.experts.gate_up_proj", "BF16", {128, 2880, 5760});
+    expect_tensor(s, "model.layers.0.mlp.experts.down_proj", "BF16", {128, 2880, 2880});
+    // 6.4 GB of experts: sharded, with save_pretrained's 1-based names (only openai's MXFP4
+    // release counts from 0).
+    EXPECT_GT(s.files().size(), 1u);
+    char first[64];
+    std::snprintf(first, sizeof first, "bf16/model-00001-of-%05zu.safetensors", s.files().size());
+    EXPECT_TRUE(fs::exists(tmp.file(first))) << first;
+  }
+  {
+    SampleOptions q;
+    q.real_shape = "qwen3-30b-a3b";
+    q.layers = 1;
+    write_sample("ct-w4a8-int8", tmp.file("w4"), q);
+    st::ShardSet s(tmp.file("w4"));
+    expect_tensor(s, "model.layers.0.mlp.experts.127.gate_proj.weight", "I8", {768, 2048});
+    expect_tensor(s, "model.layers.0.mlp.experts.127.gate_proj.weight_scale", "BF16", {768, 16});
+    expect_tensor(s, "model.layers.0.mlp.experts.127.down_proj.weight_scale", "BF16", {2048, 6});
+  }
+}
+
+TEST(SynthRealShape, LayoutsWithoutAPresetAreRefusedByName) {
+  for (const char* family : {"nemotron-h-nvfp4", "llama4-fp8", "deepseek-v4-nvfp4"}) {
+    SampleOptions o;
+    o.real_shape = "deepseek-v3";
+    try {
+      sample_dims(family, o);
+      ADD_FAILURE() << family << " took the DeepSeek-V3 shapes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find("no real-shape model has the"), std::string::npos) << e.what();
+    }
+  }
+  SampleOptions o;
+  o.real_shape = "gpt-oss-20b";
+  try {
+    sample_dims("ct-nvfp4", o);
+    ADD_FAILURE() << "ct-nvfp4 took the gpt-oss shapes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("it fits qwen3-30b-a3b"), std::string::npos) << e.what();
   }
 }
 
