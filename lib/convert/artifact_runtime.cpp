@@ -1,0 +1,241 @@
+#include "lib/convert/artifact_runtime.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "formats/safetensors/file.h"
+#include "lib/core/error.h"
+#include "lib/experts/dequant.h"
+#include "lib/experts/moe.h"
+#include "packers/registry.h"
+
+namespace moepack::convert {
+namespace fs = std::filesystem;
+namespace ex = experts;
+namespace {
+
+// ---- the artifact's tensors ----------------------------------------------------------------
+
+class ArtifactFiles {
+ public:
+  explicit ArtifactFiles(std::string dir) : dir_(std::move(dir)) {}
+  const st::File& file(const std::string& name) {
+    auto& slot = files_[name];
+    if (!slot) slot = std::make_unique<st::File>((fs::path(dir_) / name).string());
+    return *slot;
+  }
+  // Bytes of a packed tensor, checked against its header (the integrity check hashed them).
+  std::vector<uint8_t> read(const artifact::PackedTensor& t) {
+    const st::File& f = file(t.file);
+    const st::TensorInfo* info = f.find(t.name);
+    if (!info) throw_bad_input(dir_ + "/" + t.file, t.name, "missing from the file the manifest names");
+    std::vector<uint8_t> bytes(static_cast<size_t>(info->num_bytes()));
+    f.read(*info, 0, bytes);
+    return bytes;
+  }
+  // A pass-through tensor (e.g. the router's correction bias) in whichever file holds it.
+  std::optional<OwnedTensor> find_tensor(const artifact::Manifest& m, const std::string& name) {
+    for (const auto& fe : m.files) {
+      if (!fe.name.ends_with(".safetensors")) continue;
+      const st::File& f = file(fe.name);
+      if (const st::TensorInfo* info = f.find(name)) {
+        OwnedTensor t(info->dtype, info->shape);
+        f.read(*info, 0, t.bytes);
+        return t;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<st::File>> files_;
+};
+
+DType dtype_of(const std::string& name, const std::string& where) {
+  auto d = dtype_from_name(name);
+  if (!d) throw_bad_input(where, "", "unknown dtype `" + name + "`");
+  return *d;
+}
+
+// One rank of one layer as the runtime reads it: every per-expert tensor's bytes and layout.
+struct RankTensorsRead {
+  struct Role {
+    std::vector<uint8_t> bytes;
+    std::shared_ptr<const packers::Layout> layout;
+    OwnedTensor canonical_template;  // dtype and shape of one expert's canonical tensor
+    uint64_t slab = 0;
+  };
+  std::map<std::string, Role> roles;
+  uint64_t first_expert = 0, local_experts = 0;
+};
+
+RankTensorsRead read_rank(ArtifactFiles& files, const artifact::Layer& layer, const artifact::RankTensors& rank, uint64_t first_expert, uint64_t local,
+                          const std::string& manifest_path) {
+  RankTensorsRead r;
+  r.first_expert = first_expert;
+  r.local_experts = local;
+  for (const auto& [role, t] : rank.tensors) {
+    if (!t.per_expert) continue;  // per-layer reductions (input scales) do not enter the float computation
+    if (t.canonical_dtype.empty())
+      throw_bad_input(manifest_path, t.name, "the manifest does not record the canonical form of the packed tensors (written by an older moepack): convert again to verify");
+    RankTensorsRead::Role rr;
+    rr.bytes = files.read(t);
+    if (local == 0 || rr.bytes.size() % local) throw_bad_input(manifest_path, t.name, std::to_string(rr.bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
+    rr.slab = rr.bytes.size() / local;
+    rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(t.layout));
+    rr.canonical_template = OwnedTensor(dtype_of(t.canonical_dtype, manifest_path), t.canonical_shape);
+    if (byte_size(rr.canonical_template.dtype, t.canonical_shape) == 0) throw_bad_input(manifest_path, t.name, "empty canonical shape");
+    r.roles.emplace(role, std::move(rr));
+  }
+  (void)layer;
+  return r;
+}
+
+OwnedTensor unpack_expert(const RankTensorsRead::Role& role, uint64_t local_index) {
+  OwnedTensor out = role.canonical_template;
+  role.layout->unpack(std::span<const uint8_t>(role.bytes).subspan(static_cast<size_t>(local_index * role.slab), static_cast<size_t>(role.slab)), out);
+  return out;
+}
+
+// The float weights of one expert from its canonical tensors (keyed by role).
+ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
+                                 const std::string& where) {
+  auto get = [&](const std::string& role) -> const OwnedTensor* {
+    auto it = t.find(role);
+    return it == t.end() ? nullptr : &it->second;
+  };
+  const OwnedTensor* w13 = get("w13_weight");
+  const OwnedTensor* w2 = get("w2_weight");
+  if (!w13 || !w2) throw_bad_input(where, "", "w13_weight and w2_weight are needed to run the experts");
+  const bool scaled = ex::format_info(format).block != 0;
+  const OwnedTensor* s13 = scaled ? get("w13_weight_scale") : nullptr;
+  const OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
+  if (scaled && (!s13 || !s2)) throw_bad_input(where, "", "block scales are needed to run " + std::string(ex::format_info(format).name) + " experts");
+  ex::ExpertMatrices m;
+  m.w13 = ex::dequantize(format, *w13, s13, n13, hidden);
+  m.w2 = ex::dequantize(format, *w2, s2, hidden, inter);
+  if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
+  if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
+  return m;
+}
+
+ex::ActivationSpec activation_of(const artifact::Layer& l) {
+  ex::ActivationSpec a;
+  a.name = l.activation;
+  a.swiglu_limit = l.swiglu_limit;
+  a.swiglu_alpha = l.swiglu_alpha;
+  a.swiglu_beta = l.swiglu_beta;
+  return a;
+}
+
+}  // namespace
+
+struct ArtifactRuntime::Impl {
+  std::string dir, manifest_path;
+  artifact::Manifest manifest;
+  ArtifactFiles files;
+  Impl(const std::string& d, const std::string& mp) : dir(d), manifest_path(mp), manifest(artifact::read_manifest(mp)), files(d) {}
+};
+
+ArtifactRuntime::ArtifactRuntime(const std::string& artifact_dir) {
+  const std::string mp = (fs::path(artifact_dir) / artifact::kManifestFileName).string();
+  if (!fs::is_regular_file(mp)) throw_bad_input(artifact_dir, "", std::string("not a moepack artifact: there is no ") + artifact::kManifestFileName + " (convert writes one)");
+  impl_ = std::make_unique<Impl>(artifact_dir, mp);
+}
+ArtifactRuntime::~ArtifactRuntime() = default;
+
+const artifact::Manifest& ArtifactRuntime::manifest() const { return impl_->manifest; }
+const std::string& ArtifactRuntime::manifest_path() const { return impl_->manifest_path; }
+
+size_t ArtifactRuntime::layer_index(const std::string& prefix) const {
+  const auto& layers = impl_->manifest.layers;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].prefix == prefix) return i;
+  std::string known;
+  for (const auto& l : layers) known += (known.empty() ? "" : ", ") + l.prefix;
+  throw Error(ErrorKind::usage, "the artifact has no MoE layer `" + prefix + "` (its layers: " + known + ")");
+}
+
+std::optional<std::string> ArtifactRuntime::cannot_run(size_t i) const {
+  const artifact::Layer& l = impl_->manifest.layers.at(i);
+  if (!l.routing) return "the manifest does not record how the layer routes (written by an older moepack): convert again to run it";
+  if (!ex::weight_format_of(l.family, l.weight_key.value_or(""))) return "the runtime experts cannot run family " + l.family + " yet";
+  for (const auto& r : l.ranks)
+    for (const auto& [role, t] : r.tensors)
+      if (t.canonical_dtype.empty()) return "the manifest does not record the canonical form of " + t.name + " (written by an older moepack): convert again to run it";
+  return std::nullopt;
+}
+
+ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, uint64_t tokens) {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  if (auto why = cannot_run(i)) throw Error(ErrorKind::bad_input, L.prefix + ": " + *why);
+  ex::RoutingSpec rs;
+  rs.method = L.routing->method;
+  rs.top_k = L.top_k;
+  rs.n_group = L.routing->n_group;
+  rs.topk_group = L.routing->topk_group;
+  rs.renormalize = L.routing->renormalize;
+  rs.routed_scaling_factor = L.routing->routed_scaling_factor.value_or(1.0);
+  if (L.routing->correction_bias) {
+    auto bias = impl_->files.find_tensor(impl_->manifest, *L.routing->correction_bias);
+    if (!bias) throw_bad_input(impl_->manifest_path, *L.routing->correction_bias, "the router's correction bias is not in the artifact");
+    rs.correction_bias = ex::float_values(*bias);
+  }
+  return ex::route(logits, tokens, L.num_experts, rs);
+}
+
+std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens) {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  if (auto why = cannot_run(i)) throw Error(ErrorKind::bad_input, L.prefix + ": " + *why);
+  const uint64_t T = tokens, H = L.hidden_size, E = L.num_experts, Hp = L.padded_hidden_size, P = L.padded_intermediate_size;
+  if (x.size() != T * H) throw Error(ErrorKind::bad_input, L.prefix + ": hidden states hold " + std::to_string(x.size()) + " values, expected " + std::to_string(T) + " x " + std::to_string(H));
+  const ex::WeightFormat format = *ex::weight_format_of(L.family, L.weight_key.value_or(""));
+  const auto rows = ex::parse_w13_rows(L.w13_rows);
+  if (!rows) throw_bad_input(impl_->manifest_path, L.prefix, "unknown w13_rows `" + L.w13_rows + "`");
+  const ex::ActivationSpec act = activation_of(L);
+  const bool expert_parallel = impl_->manifest.target.value("ep", false);
+  std::vector<float> xp(static_cast<size_t>(T * Hp), 0.0f);
+  for (uint64_t t = 0; t < T; ++t) std::copy_n(x.data() + t * H, H, xp.data() + t * Hp);
+  std::vector<double> total(static_cast<size_t>(T * H), 0.0);
+  const uint64_t local = expert_parallel ? E / std::max<uint64_t>(1, L.ranks.size()) : E;
+  const ex::MoeShape rank_shape{Hp, P, L.gated, *rows};
+  const uint64_t n13 = L.gated ? 2 * P : P;
+  for (const auto& rank : L.ranks) {
+    const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
+    RankTensorsRead rt = read_rank(impl_->files, L, rank, first, local, impl_->manifest_path);
+    const std::string where = impl_->manifest_path + " (" + L.prefix + ", rank " + std::to_string(rank.rank) + ")";
+    ex::ExpertSource source = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
+      if (e < rt.first_expert || e >= rt.first_expert + rt.local_experts) return std::nullopt;
+      std::map<std::string, OwnedTensor> canonical;
+      for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert));
+      return matrices_from(canonical, format, n13, Hp, P, where);
+    };
+    std::vector<double> out(static_cast<size_t>(T * Hp), 0.0);
+    ex::accumulate_experts(xp, T, routing, source, rank_shape, act, out);
+    for (uint64_t t = 0; t < T; ++t)
+      for (uint64_t h = 0; h < H; ++h) total[t * H + h] += out[t * Hp + h];
+  }
+  return std::vector<float>(total.begin(), total.end());
+}
+
+std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& L, const std::vector<float>& x,
+                                 const ex::Routing& routing, uint64_t tokens) {
+  const ckpt::MoeLayer* sl = source.find_layer(L.prefix);
+  if (!sl) throw_bad_input(source_path, L.prefix, "the source has no such MoE layer");
+  const auto format = ex::weight_format_of(L.family, L.weight_key.value_or(""));
+  if (!format) throw Error(ErrorKind::bad_input, L.prefix + ": the runtime experts cannot run family " + L.family + " yet");
+  const uint64_t I = sl->intermediate_size, H = sl->hidden_size;
+  const uint64_t n13 = sl->gated ? 2 * I : I;
+  const ex::MoeShape shape{H, I, sl->gated, sl->recipe.w13_order == ckpt::W13Order::interleaved ? ex::W13Rows::interleaved : ex::W13Rows::gate_up_halves};
+  ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
+    ckpt::ExpertParams p = ckpt::read_expert_params(source, *sl, e);
+    return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")");
+  };
+  std::vector<double> out(static_cast<size_t>(tokens * H), 0.0);
+  ex::accumulate_experts(x, tokens, routing, reference, shape, activation_of(L), out);
+  return std::vector<float>(out.begin(), out.end());
+}
+
+}  // namespace moepack::convert

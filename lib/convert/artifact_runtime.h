@@ -1,0 +1,53 @@
+// Running an artifact's MoE layers from the artifact alone (ARTIFACT.md "Enough to run a
+// layer"): the manifest says how each layer routes and activates and what each packed tensor
+// unpacks to; each rank's packed slabs go through their layout's inverse, are dequantized
+// through lib/experts' format table and computed at that rank's padded sizes; tensor-parallel
+// ranks' outputs are summed, expert-parallel ranks run their own experts. This is the
+// emulation of every packed layout that `verify` and `run` use, on any machine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/experts/routing.h"
+
+namespace moepack::convert {
+
+class ArtifactRuntime {
+ public:
+  // Reads ARTIFACT/moepack.json. Throws Error(bad_input) when it is not an artifact.
+  explicit ArtifactRuntime(const std::string& artifact_dir);
+  ~ArtifactRuntime();
+  ArtifactRuntime(const ArtifactRuntime&) = delete;
+  ArtifactRuntime& operator=(const ArtifactRuntime&) = delete;
+
+  const artifact::Manifest& manifest() const;
+  const std::string& manifest_path() const;
+  // The index of the layer with this prefix; Error(usage) naming the prefixes when there is none.
+  size_t layer_index(const std::string& prefix) const;
+  // Why the runtime experts cannot run layer `i` (an old manifest, a family they do not run
+  // yet); nullopt when they can.
+  std::optional<std::string> cannot_run(size_t i) const;
+
+  // Routes router logits [tokens, experts] as layer `i` does (its correction bias is read from
+  // the artifact).
+  experts::Routing route(size_t i, const std::vector<float>& logits, uint64_t tokens);
+  // The layer's output [tokens, hidden] for hidden states [tokens, hidden].
+  std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The reference: the same layer computed from the source checkpoint's canonical params at their
+// real sizes (no padding, no rank slicing), with the artifact layer's routing and activation.
+std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& layer,
+                                 const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
+
+}  // namespace moepack::convert
