@@ -28,7 +28,9 @@ nlohmann::ordered_json report_json(const convert::VerifyReport& r) {
     layers.push_back({{"prefix", l.prefix}, {"family", l.family}, {"backend", l.backend}, {"ranks", l.ranks},
                       {"compared_with", l.compared_with.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.compared_with)},
                       {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
-                      {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)}});
+                      {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)},
+                      {"fast_cpu", l.fast_cpu_isa.empty() ? nlohmann::ordered_json(nullptr)
+                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}}});
   return {{"ok", r.ok()},
           {"tokens", r.tokens},
           {"seed", r.seed},
@@ -52,6 +54,8 @@ void print_text(const convert::VerifyReport& r, const VerifyCliOptions& o) {
     if (!l.compared_with.empty()) std::printf(": vs %s, max abs %.3g, rel %.3g (tolerance %.0e)", l.compared_with.c_str(), l.max_abs_error, l.max_rel_error, l.tolerance);
     else if (l.ok) std::printf(": ran; nothing to compare with (give --source or --golden)");
     std::printf("\n");
+    if (!l.fast_cpu_isa.empty())
+      std::printf("       fast CPU experts (%s): rel %.3g (tolerance %.0e)\n", l.fast_cpu_isa.c_str(), l.fast_max_rel_error, l.fast_tolerance);
     if (!l.note.empty()) std::printf("       %s\n", l.note.c_str());
   }
   for (const auto& p : r.golden_problems) std::printf("  golden FAIL %s\n", p.c_str());

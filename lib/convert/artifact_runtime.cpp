@@ -1,8 +1,10 @@
 #include "lib/convert/artifact_runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "formats/safetensors/file.h"
 #include "lib/core/error.h"
@@ -218,6 +220,96 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       for (uint64_t h = 0; h < H; ++h) total[t * H + h] += out[t * Hp + h];
   }
   return std::vector<float>(total.begin(), total.end());
+}
+
+namespace {
+constexpr const char* kCpuWeight = "cpu.sgl_convert_weight_packed(mxfp4)";
+constexpr const char* kCpuScale = "cpu.sgl_convert_scale_packed(e8m0)";
+constexpr const char* kBiasF32 = "vllm.bias_f32";
+}  // namespace
+
+bool ArtifactRuntime::has_fast_cpu(size_t i) const {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  if (cannot_run(i) || ex::weight_format_of(L.family, L.weight_key.value_or("")) != ex::WeightFormat::mxfp4) return false;
+  for (const auto& r : L.ranks) {
+    for (const char* role : {"w13_weight", "w2_weight"})
+      if (!r.tensors.count(role) || r.tensors.at(role).layout != kCpuWeight) return false;
+    for (const char* role : {"w13_weight_scale", "w2_weight_scale"})
+      if (!r.tensors.count(role) || r.tensors.at(role).layout != kCpuScale) return false;
+    for (const char* role : {"w13_bias", "w2_bias"})
+      if (r.tensors.count(role) && r.tensors.at(role).layout != kBiasF32) return false;
+  }
+  return true;
+}
+
+uint64_t ArtifactRuntime::routed_weight_bytes(size_t i, const ex::Routing& routing) const {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  std::vector<bool> routed(static_cast<size_t>(L.num_experts), false);
+  for (uint32_t e : routing.ids)
+    if (e < routed.size()) routed[e] = true;
+  const bool expert_parallel = impl_->manifest.target.value("ep", false);
+  const uint64_t local = expert_parallel ? L.num_experts / std::max<uint64_t>(1, L.ranks.size()) : L.num_experts;
+  uint64_t total = 0;
+  for (const auto& r : L.ranks) {
+    const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(r.rank) : 0;
+    for (const auto& [role, t] : r.tensors) {
+      if (!t.per_expert || local == 0) continue;
+      const uint64_t slab = byte_size(*dtype_from_name(t.dtype), t.shape) / local;
+      for (uint64_t e = first; e < first + local; ++e)
+        if (routed[e]) total += slab;
+    }
+  }
+  return total;
+}
+
+std::vector<float> ArtifactRuntime::run_fast_cpu(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens,
+                                                 const ex::CpuMxfp4Options& options) {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  if (!has_fast_cpu(i)) throw Error(ErrorKind::usage, L.prefix + ": not in the CPU MXFP4 layout the fast CPU experts read (backend " + L.backend + ")");
+  const uint64_t H = L.hidden_size, E = L.num_experts, Hp = L.padded_hidden_size, P = L.padded_intermediate_size;
+  const bool expert_parallel = impl_->manifest.target.value("ep", false);
+  const uint64_t local = expert_parallel ? E / std::max<uint64_t>(1, L.ranks.size()) : E;
+  const ex::MoeShape shape{Hp, P, L.gated, *ex::parse_w13_rows(L.w13_rows)};
+  std::vector<float> total(static_cast<size_t>(tokens * H), 0.0f);
+  for (const auto& rank : L.ranks) {
+    const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
+    // The packed slabs in place (the artifact's own mapping); biases copied to aligned floats.
+    std::map<std::string, std::span<const uint8_t>> bytes;
+    for (const auto& [role, t] : rank.tensors) {
+      if (!t.per_expert) continue;
+      const st::File& f = impl_->files.file(t.file);
+      const st::TensorInfo* info = f.find(t.name);
+      if (!info) throw_bad_input(impl_->manifest_path, t.name, "missing from the file the manifest names");
+      bytes[role] = f.data(*info);
+    }
+    auto slab = [&](const std::string& role, uint64_t e) -> std::span<const uint8_t> {
+      auto it = bytes.find(role);
+      if (it == bytes.end()) return {};
+      const uint64_t per = it->second.size() / local;
+      return it->second.subspan(static_cast<size_t>(e * per), static_cast<size_t>(per));
+    };
+    std::vector<std::vector<float>> w13_bias(static_cast<size_t>(local)), w2_bias(static_cast<size_t>(local));
+    std::vector<ex::CpuMxfp4Expert> experts(static_cast<size_t>(local));
+    std::vector<const ex::CpuMxfp4Expert*> by_id(static_cast<size_t>(E), nullptr);
+    for (uint64_t e = 0; e < local; ++e) {
+      ex::CpuMxfp4Expert& c = experts[e];
+      c.w13 = slab("w13_weight", e).data();
+      c.w13_scale = slab("w13_weight_scale", e).data();
+      c.w2 = slab("w2_weight", e).data();
+      c.w2_scale = slab("w2_weight_scale", e).data();
+      for (auto [role, dst, ptr] : {std::tuple{"w13_bias", &w13_bias[e], &c.w13_bias}, std::tuple{"w2_bias", &w2_bias[e], &c.w2_bias}}) {
+        auto b = slab(role, e);
+        if (b.empty()) continue;
+        dst->resize(b.size() / 4);
+        std::memcpy(dst->data(), b.data(), b.size());
+        *ptr = dst->data();
+      }
+      by_id[first + e] = &c;
+    }
+    std::vector<float> out = ex::cpu_mxfp4_moe(x, tokens, H, routing, by_id, shape, activation_of(L), options);
+    for (size_t k = 0; k < total.size(); ++k) total[k] += out[k];
+  }
+  return total;
 }
 
 std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& L, const std::vector<float>& x,

@@ -14,6 +14,7 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "lib/experts/cpu_mxfp4.h"
 #include "lib/experts/routing.h"
 
 namespace moepack::convert {
@@ -39,6 +40,15 @@ class ArtifactRuntime {
   experts::Routing route(size_t i, const std::vector<float>& logits, uint64_t tokens);
   // The layer's output [tokens, hidden] for hidden states [tokens, hidden].
   std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
+
+  // Whether layer `i` is in the CPU MXFP4 layout (cpu-amx artifacts) that the fast CPU experts
+  // read directly (lib/experts/cpu_mxfp4.h).
+  bool has_fast_cpu(size_t i) const;
+  // The same output from the fast CPU experts, reading the packed bytes in place (mapped).
+  std::vector<float> run_fast_cpu(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens,
+                                  const experts::CpuMxfp4Options& options = {});
+  // Packed bytes of the experts layer `i` routes to (what a forward pass reads), for benchmarks.
+  uint64_t routed_weight_bytes(size_t i, const experts::Routing& routing) const;
 
  private:
   struct Impl;

@@ -46,6 +46,11 @@ struct LayerVerdict {
   double tolerance = 0;        // on the relative error
   bool ok = true;
   std::string note;            // why a layer was not run, or what differed
+  // CPU layouts also run through the fast CPU experts (BF16 activations): their ISA and error
+  // against the same comparison ("" when the layer has no fast kernel).
+  std::string fast_cpu_isa;
+  double fast_max_rel_error = 0;
+  double fast_tolerance = 0;
 };
 
 struct VerifyReport {
@@ -56,8 +61,10 @@ struct VerifyReport {
   bool ok() const;
 };
 
-// The relative tolerance of a family's comparison (documented in moepack-verify(1)).
+// The relative tolerance of a family's comparison (documented in moepack-verify(1)), and of the
+// fast CPU experts, whose activations are rounded to BF16.
 double verify_tolerance(const std::string& family);
+double fast_cpu_tolerance();
 
 // Throws Error(bad_input) for an unreadable artifact, source or golden file, Error(usage) for
 // options that cannot work (both --golden and --write-golden, zero tokens).

@@ -1,0 +1,256 @@
+#include "lib/experts/cpu_mxfp4.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the masked-off source of unmasked
+// operations, which -Wmaybe-uninitialized reports once they are inlined: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
+
+namespace moepack::experts {
+namespace {
+
+constexpr uint64_t kBlockRows = 32;  // sgl-kernel BLOCK_N: rows per packed block
+constexpr uint64_t kGroup = 32;      // MX block: K elements per E8M0 scale
+constexpr uint64_t kTokenTile = 4;   // tokens sharing one decode of a weight column pair
+
+// E2M1 code -> BF16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6, then the negatives), twice: `vpermw`
+// indexes a full 32-entry register (indices here are below 16).
+alignas(64) constexpr uint16_t kE2M1Bf16[32] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+                                                0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+                                                0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+                                                0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+
+// A GEMM against one packed MXFP4 weight: out[m][n] = sum_k W[n][k] · x[m][k] (+ bias[n]),
+// with x given as BF16 bits [M, K]. N and K are multiples of 32.
+struct PackedGemm {
+  const uint8_t* w;
+  const uint8_t* scale;
+  const float* bias;
+  uint64_t n, k;
+};
+
+// ---- portable kernel ----------------------------------------------------------------------
+
+void gemm_block_scalar(const PackedGemm& g, uint64_t nb, const uint16_t* x, uint64_t m0, uint64_t m1, float* out) {
+  const uint64_t kbytes = g.k / 2, groups = g.k / kGroup;
+  const uint8_t* wb = g.w + nb * kBlockRows * kbytes;
+  const uint8_t* sb = g.scale + nb * kBlockRows * groups;
+  for (uint64_t m = m0; m < m1; ++m) {
+    const uint16_t* xm = x + m * g.k;
+    float total[kBlockRows] = {};
+    for (uint64_t grp = 0; grp < groups; ++grp) {
+      float acc[kBlockRows] = {};
+      for (uint64_t kb = grp * (kGroup / 2); kb < (grp + 1) * (kGroup / 2); ++kb) {
+        const float x0 = bf16_to_float(xm[2 * kb]), x1 = bf16_to_float(xm[2 * kb + 1]);
+        const uint8_t* col = wb + kb * kBlockRows;
+        for (uint64_t j = 0; j < kBlockRows; ++j) {
+          const float xv = (j & 1) ? x1 : x0;
+          acc[j / 2] += e2m1_to_float(col[j] & 0xF) * xv;
+          acc[kBlockRows / 2 + j / 2] += e2m1_to_float(col[j] >> 4) * xv;
+        }
+      }
+      for (uint64_t r = 0; r < kBlockRows; ++r) total[r] += acc[r] * e8m0_to_float(sb[grp * kBlockRows + r]);
+    }
+    for (uint64_t r = 0; r < kBlockRows; ++r) out[m * g.n + nb * kBlockRows + r] = total[r] + (g.bias ? g.bias[nb * kBlockRows + r] : 0.0f);
+  }
+}
+
+// ---- AVX-512 BF16 kernel ------------------------------------------------------------------
+
+#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl")))
+
+MOEPACK_AVX512_BF16 inline __m512 e8m0_to_ps(__m128i bytes) {
+  // 2^(s-127) is the float with exponent field s: s << 23. s = 0 is 2^-127 (a subnormal,
+  // 0x00400000) and s = 255 is NaN.
+  const __m512i s = _mm512_cvtepu8_epi32(bytes);
+  __m512i bits = _mm512_slli_epi32(s, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(bits);
+}
+
+MOEPACK_AVX512_BF16 void gemm_block_avx512(const PackedGemm& g, uint64_t nb, const uint16_t* x, uint64_t m0, uint64_t m1, float* out) {
+  const uint64_t kbytes = g.k / 2, groups = g.k / kGroup;
+  const uint8_t* wb = g.w + nb * kBlockRows * kbytes;
+  const uint8_t* sb = g.scale + nb * kBlockRows * groups;
+  const __m512i lut = _mm512_load_si512(kE2M1Bf16);
+  const __m512i low_mask = _mm512_set1_epi16(0x0F);
+  for (uint64_t mt = m0; mt < m1; mt += kTokenTile) {
+    const uint64_t tile = std::min<uint64_t>(kTokenTile, m1 - mt);
+    __m512 total[kTokenTile][2];
+    for (uint64_t t = 0; t < kTokenTile; ++t) total[t][0] = total[t][1] = _mm512_setzero_ps();
+    for (uint64_t grp = 0; grp < groups; ++grp) {
+      __m512 acc[kTokenTile][2];
+      for (uint64_t t = 0; t < kTokenTile; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+      for (uint64_t kb = grp * (kGroup / 2); kb < (grp + 1) * (kGroup / 2); ++kb) {
+        const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kb * kBlockRows)));
+        const __m512bh rows_lo = (__m512bh)_mm512_permutexvar_epi16(_mm512_and_si512(wide, low_mask), lut);
+        const __m512bh rows_hi = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
+        for (uint64_t t = 0; t < tile; ++t) {
+          uint32_t pair;
+          std::memcpy(&pair, x + (mt + t) * g.k + 2 * kb, 4);
+          const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+          acc[t][0] = _mm512_dpbf16_ps(acc[t][0], rows_lo, xb);
+          acc[t][1] = _mm512_dpbf16_ps(acc[t][1], rows_hi, xb);
+        }
+      }
+      const uint8_t* s = sb + grp * kBlockRows;
+      const __m512 s_lo = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+      const __m512 s_hi = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)));
+      for (uint64_t t = 0; t < tile; ++t) {
+        total[t][0] = _mm512_fmadd_ps(acc[t][0], s_lo, total[t][0]);
+        total[t][1] = _mm512_fmadd_ps(acc[t][1], s_hi, total[t][1]);
+      }
+    }
+    const __m512 b_lo = g.bias ? _mm512_loadu_ps(g.bias + nb * kBlockRows) : _mm512_setzero_ps();
+    const __m512 b_hi = g.bias ? _mm512_loadu_ps(g.bias + nb * kBlockRows + 16) : _mm512_setzero_ps();
+    for (uint64_t t = 0; t < tile; ++t) {
+      float* o = out + (mt + t) * g.n + nb * kBlockRows;
+      _mm512_storeu_ps(o, _mm512_add_ps(total[t][0], b_lo));
+      _mm512_storeu_ps(o + 16, _mm512_add_ps(total[t][1], b_hi));
+    }
+  }
+}
+
+MOEPACK_AVX512_BF16 void to_bf16_avx512(const float* in, uint16_t* out, uint64_t n) {
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(in + i)));
+  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
+void to_bf16(CpuIsa isa, const float* in, uint16_t* out, uint64_t n) {
+  if (isa == CpuIsa::avx512_bf16) return to_bf16_avx512(in, out, n);
+  for (uint64_t i = 0; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
+// out [M, N] = W x, row blocks spread over the arena's threads; each output value is computed
+// by one thread in one order, so the bytes do not depend on the thread count.
+void packed_gemm(CpuIsa isa, const PackedGemm& g, const uint16_t* x, uint64_t m, float* out) {
+  const uint64_t blocks = g.n / kBlockRows;
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, blocks), [&](const tbb::blocked_range<uint64_t>& r) {
+    for (uint64_t nb = r.begin(); nb < r.end(); ++nb) {
+      if (isa == CpuIsa::avx512_bf16) gemm_block_avx512(g, nb, x, 0, m, out);
+      else gemm_block_scalar(g, nb, x, 0, m, out);
+    }
+  });
+}
+
+float activation_of(const ActivationSpec& a, bool gated, float g, float u) {
+  auto silu = [](float v) { return v / (1.0f + std::exp(-v)); };
+  if (!gated) {
+    if (a.name == "silu_no_mul") return silu(g);
+    if (a.name == "relu2_no_mul") return g > 0 ? g * g : 0.0f;
+    if (a.name == "gelu_no_mul") return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f)));
+    return 0.5f * g * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (g + 0.044715f * g * g * g)));
+  }
+  if (a.name == "swigluoai") {
+    const float limit = static_cast<float>(a.swiglu_limit.value_or(7.0)), alpha = static_cast<float>(a.swiglu_alpha.value_or(1.702)),
+                beta = static_cast<float>(a.swiglu_beta.value_or(1.0));
+    g = std::min(g, limit);
+    u = std::clamp(u, -limit, limit);
+    return (u + beta) * g / (1.0f + std::exp(-alpha * g));
+  }
+  if (a.swiglu_limit) {
+    g = std::min(g, static_cast<float>(*a.swiglu_limit));
+    u = std::clamp(u, static_cast<float>(-*a.swiglu_limit), static_cast<float>(*a.swiglu_limit));
+  }
+  if (a.name == "silu") return silu(g) * u;
+  if (a.name == "gelu") return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))) * u;
+  if (a.name == "gelu_tanh") return 0.5f * g * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (g + 0.044715f * g * g * g))) * u;
+  return (g > 0 ? g * g : 0.0f) * u;  // relu2
+}
+
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::avx512_bf16 ? "avx512_bf16" : "scalar"; }
+
+CpuIsa best_cpu_isa() {
+  static const CpuIsa isa = [] {
+    const char* forced = std::getenv("MOEPACK_CPU_ISA");
+    if (forced && std::string_view(forced) == "scalar") return CpuIsa::scalar;
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512bf16");
+    return avx512 ? CpuIsa::avx512_bf16 : CpuIsa::scalar;
+  }();
+  return isa;
+}
+
+std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, uint64_t hidden, const Routing& routing,
+                                 const std::vector<const CpuMxfp4Expert*>& experts, const MoeShape& s, const ActivationSpec& activation,
+                                 const CpuMxfp4Options& options) {
+  check_activation(activation);
+  const uint64_t Hp = s.hidden, P = s.inter, n13 = s.gated ? 2 * P : P;
+  if (Hp % kBlockRows || P % kBlockRows || n13 % kBlockRows)
+    throw Error(ErrorKind::bad_input, "the CPU MXFP4 layout needs hidden and intermediate sizes that are multiples of 32 (got " + std::to_string(Hp) + ", " + std::to_string(P) + ")");
+  if (hidden > Hp || x.size() != tokens * hidden || routing.tokens != tokens) throw_internal("cpu_mxfp4_moe: sizes");
+  if (options.isa == CpuIsa::avx512_bf16 && best_cpu_isa() != CpuIsa::avx512_bf16 && std::getenv("MOEPACK_CPU_ISA") == nullptr)
+    throw Error(ErrorKind::usage, "this CPU has no AVX-512 BF16");
+
+  // Tokens of each expert, in token order.
+  std::vector<std::vector<std::pair<uint32_t, float>>> per_expert(experts.size());
+  for (uint64_t t = 0; t < tokens; ++t)
+    for (uint64_t j = 0; j < routing.top_k; ++j) {
+      const uint32_t e = routing.ids[t * routing.top_k + j];
+      if (e >= experts.size()) throw_internal("cpu_mxfp4_moe: expert id out of range");
+      per_expert[e].push_back({static_cast<uint32_t>(t), routing.weights[t * routing.top_k + j]});
+    }
+  uint64_t max_tokens = 0;
+  for (const auto& v : per_expert) max_tokens = std::max<uint64_t>(max_tokens, v.size());
+
+  // Workspace, sized once for the busiest expert (nothing is allocated per expert).
+  std::vector<float> xf(static_cast<size_t>(max_tokens * Hp)), h(static_cast<size_t>(max_tokens * n13)), a(static_cast<size_t>(max_tokens * P)),
+      y(static_cast<size_t>(max_tokens * Hp));
+  std::vector<uint16_t> xb(static_cast<size_t>(max_tokens * Hp)), ab(static_cast<size_t>(max_tokens * P));
+  std::vector<float> out(static_cast<size_t>(tokens * hidden), 0.0f);
+
+  auto body = [&] {
+    for (uint64_t e = 0; e < experts.size(); ++e) {
+      const auto& list = per_expert[e];
+      if (list.empty() || !experts[e]) continue;
+      const CpuMxfp4Expert& ex = *experts[e];
+      const uint64_t m = list.size();
+      std::fill(xf.begin(), xf.begin() + static_cast<std::ptrdiff_t>(m * Hp), 0.0f);
+      for (uint64_t i = 0; i < m; ++i) std::copy_n(x.data() + list[i].first * hidden, hidden, xf.data() + i * Hp);
+      to_bf16(options.isa, xf.data(), xb.data(), m * Hp);
+      packed_gemm(options.isa, {ex.w13, ex.w13_scale, ex.w13_bias, n13, Hp}, xb.data(), m, h.data());
+      for (uint64_t i = 0; i < m; ++i) {
+        const float* hi = h.data() + i * n13;
+        float* ai = a.data() + i * P;
+        for (uint64_t j = 0; j < P; ++j) {
+          if (!s.gated) {
+            ai[j] = activation_of(activation, false, hi[j], 0.0f);
+            continue;
+          }
+          const bool inter = s.rows == W13Rows::interleaved, up_first = s.rows == W13Rows::up_gate_halves;
+          const float g = inter ? hi[2 * j] : up_first ? hi[P + j] : hi[j];
+          const float u = inter ? hi[2 * j + 1] : up_first ? hi[j] : hi[P + j];
+          ai[j] = activation_of(activation, true, g, u);
+        }
+      }
+      to_bf16(options.isa, a.data(), ab.data(), m * P);
+      packed_gemm(options.isa, {ex.w2, ex.w2_scale, ex.w2_bias, Hp, P}, ab.data(), m, y.data());
+      for (uint64_t i = 0; i < m; ++i) {
+        float* o = out.data() + list[i].first * hidden;
+        const float w = list[i].second;
+        for (uint64_t c = 0; c < hidden; ++c) o[c] += w * y[i * Hp + c];
+      }
+    }
+  };
+  if (options.threads > 0) tbb::task_arena(options.threads).execute(body);
+  else body();
+  return out;
+}
+
+}  // namespace moepack::experts

@@ -1,0 +1,108 @@
+// The fast CPU experts against the exact emulation of the same cpu-amx artifact: awkward sizes
+// (hidden and intermediate any multiple of 32, not of 64 or 128), tensor-parallel ranks,
+// thread counts (same bytes), and the portable kernel against the AVX-512 one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/artifact_runtime.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "lib/experts/cpu_mxfp4.h"
+#include "lib/synth/synth.h"
+#include "support/test_support.h"
+
+namespace moepack::convert {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<float> normal(uint64_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(static_cast<int64_t>(s >> 33) % 2001 - 1000) / 500.0f;
+  }
+  return v;
+}
+
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
+struct Case {
+  std::string family;
+  uint64_t hidden, intermediate;
+  int tp;
+};
+
+class FastCpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
+  const Case c = GetParam();
+  test::TempDir dir;
+  synth::SampleOptions so;
+  so.hidden = static_cast<int>(c.hidden);
+  so.intermediate = static_cast<int>(c.intermediate);
+  so.experts = 8;
+  so.seed = 3;
+  synth::write_sample(c.family, dir.file("src"), so);
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(dir.file("src"));
+  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("cpu-amx"));
+  dep.parallel.tp = c.tp;
+  ConvertRequest req;
+  req.target_json = {{"device", "cpu-amx"}};
+  fs::create_directories(dir.file("a"));
+  execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
+
+  ArtifactRuntime rt(dir.file("a"));
+  ASSERT_TRUE(rt.has_fast_cpu(0));
+  const artifact::Layer& L = rt.manifest().layers[0];
+  const uint64_t T = 11;  // not a multiple of the 4-token tile
+  std::vector<float> x = normal(T * L.hidden_size, 1), logits = normal(T * L.num_experts, 2);
+  experts::Routing routing = rt.route(0, logits, T);
+  const std::vector<float> exact = rt.run(0, x, routing, T);
+  experts::CpuMxfp4Options one, two;
+  one.threads = 1;
+  two.threads = 2;
+  const std::vector<float> f1 = rt.run_fast_cpu(0, x, routing, T, one), f2 = rt.run_fast_cpu(0, x, routing, T, two);
+  EXPECT_EQ(f1, f2) << "the same bytes for any thread count";
+  EXPECT_LT(rel_error(f1, exact), 2e-2);
+  EXPECT_GT(rel_error(f1, exact), 0.0) << "BF16 activations round: an exact match would mean the fast path did not run";
+  experts::CpuMxfp4Options portable;
+  portable.isa = experts::CpuIsa::scalar;
+  const std::vector<float> fs_ = rt.run_fast_cpu(0, x, routing, T, portable);
+  EXPECT_LT(rel_error(fs_, f1), 1e-4) << "the portable kernel computes the same sums";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FastCpu,
+                         ::testing::Values(Case{"gpt-oss-mxfp4", 96, 160, 1}, Case{"gpt-oss-mxfp4", 192, 192, 2}, Case{"quark-w-mxfp4", 32, 224, 1},
+                                           Case{"quark-gpt-oss-w-mxfp4-a-fp8", 160, 96, 1}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.family + "_" + std::to_string(i.param.hidden) + "x" + std::to_string(i.param.intermediate) + "_tp" +
+                                           std::to_string(i.param.tp);
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(FastCpuLayout, OtherLayoutsAreNotRunByTheFastKernels) {
+  test::TempDir dir;
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(test::source_dir() + "/samples/gpt-oss-mxfp4");
+  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("sm90"));
+  ConvertRequest req;
+  fs::create_directories(dir.file("a"));
+  execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
+  ArtifactRuntime rt(dir.file("a"));
+  EXPECT_FALSE(rt.has_fast_cpu(0));
+}
+
+}  // namespace
+}  // namespace moepack::convert
