@@ -123,6 +123,45 @@ MOEPACK_AVX512_BF16 void gemm_block_avx512(const PackedGemm& g, uint64_t nb, con
   }
 }
 
+// One token (decode): with a single activation row there are only two accumulator chains per
+// block, and each vdpbf16ps waits for the previous one on its chain. Four banks (column pair
+// kb mod 4) keep eight chains in flight, so the loop runs at the decode's throughput, not the
+// instruction's latency. The banks are summed in a fixed order, so results stay deterministic.
+MOEPACK_AVX512_BF16 void gemm_block_avx512_one_token(const PackedGemm& g, uint64_t nb, const uint16_t* x, uint64_t m, float* out) {
+  const uint64_t kbytes = g.k / 2, groups = g.k / kGroup;
+  const uint8_t* wb = g.w + nb * kBlockRows * kbytes;
+  const uint8_t* sb = g.scale + nb * kBlockRows * groups;
+  const __m512i lut = _mm512_load_si512(kE2M1Bf16);
+  const __m512i low_mask = _mm512_set1_epi16(0x0F);
+  const uint16_t* xm = x + m * g.k;
+  __m512 total_lo = _mm512_setzero_ps(), total_hi = _mm512_setzero_ps();
+  for (uint64_t grp = 0; grp < groups; ++grp) {
+    __m512 lo[4], hi[4];
+    for (int b = 0; b < 4; ++b) lo[b] = hi[b] = _mm512_setzero_ps();
+    const uint64_t kb0 = grp * (kGroup / 2);
+    for (uint64_t kb = kb0; kb < kb0 + kGroup / 2; kb += 4) {
+      for (int b = 0; b < 4; ++b) {
+        const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + (kb + b) * kBlockRows)));
+        uint32_t pair;
+        std::memcpy(&pair, xm + 2 * (kb + b), 4);
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+        lo[b] = _mm512_dpbf16_ps(lo[b], (__m512bh)_mm512_permutexvar_epi16(_mm512_and_si512(wide, low_mask), lut), xb);
+        hi[b] = _mm512_dpbf16_ps(hi[b], (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut), xb);
+      }
+    }
+    const __m512 sum_lo = _mm512_add_ps(_mm512_add_ps(lo[0], lo[1]), _mm512_add_ps(lo[2], lo[3]));
+    const __m512 sum_hi = _mm512_add_ps(_mm512_add_ps(hi[0], hi[1]), _mm512_add_ps(hi[2], hi[3]));
+    const uint8_t* s = sb + grp * kBlockRows;
+    total_lo = _mm512_fmadd_ps(sum_lo, e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))), total_lo);
+    total_hi = _mm512_fmadd_ps(sum_hi, e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16))), total_hi);
+  }
+  float* o = out + m * g.n + nb * kBlockRows;
+  const __m512 b_lo = g.bias ? _mm512_loadu_ps(g.bias + nb * kBlockRows) : _mm512_setzero_ps();
+  const __m512 b_hi = g.bias ? _mm512_loadu_ps(g.bias + nb * kBlockRows + 16) : _mm512_setzero_ps();
+  _mm512_storeu_ps(o, _mm512_add_ps(total_lo, b_lo));
+  _mm512_storeu_ps(o + 16, _mm512_add_ps(total_hi, b_hi));
+}
+
 MOEPACK_AVX512_BF16 void to_bf16_avx512(const float* in, uint16_t* out, uint64_t n) {
   uint64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(in + i)));
@@ -140,7 +179,8 @@ void packed_gemm(CpuIsa isa, const PackedGemm& g, const uint16_t* x, uint64_t m,
   const uint64_t blocks = g.n / kBlockRows;
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, blocks), [&](const tbb::blocked_range<uint64_t>& r) {
     for (uint64_t nb = r.begin(); nb < r.end(); ++nb) {
-      if (isa == CpuIsa::avx512_bf16) gemm_block_avx512(g, nb, x, 0, m, out);
+      if (isa == CpuIsa::avx512_bf16 && m == 1) gemm_block_avx512_one_token(g, nb, x, 0, out);
+      else if (isa == CpuIsa::avx512_bf16) gemm_block_avx512(g, nb, x, 0, m, out);
       else gemm_block_scalar(g, nb, x, 0, m, out);
     }
   });

@@ -8,8 +8,10 @@
 
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/artifact_runtime.h"
+#include "lib/convert/bench_experts.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/core/error.h"
 #include "lib/experts/cpu_mxfp4.h"
 #include "lib/synth/synth.h"
 #include "support/test_support.h"
@@ -102,6 +104,39 @@ TEST(FastCpuLayout, OtherLayoutsAreNotRunByTheFastKernels) {
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
   ArtifactRuntime rt(dir.file("a"));
   EXPECT_FALSE(rt.has_fast_cpu(0));
+}
+
+// The benchmark's report: every figure present and consistent (no timing is asserted).
+TEST(BenchExperts, ReportsEveryTokenCountWithTheMachinesLimits) {
+  test::TempDir dir;
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(test::source_dir() + "/samples/gpt-oss-mxfp4");
+  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("cpu-amx"));
+  ConvertRequest req;
+  fs::create_directories(dir.file("a"));
+  execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
+  BenchOptions o;
+  o.artifact = dir.file("a");
+  o.tokens = {1, 3};
+  o.threads = 1;
+  o.min_seconds = 0.0;
+  BenchReport r = bench_experts(o);
+  EXPECT_GT(r.stream_read_gbps, 0.0);
+  EXPECT_EQ(r.num_experts, 4u);
+  EXPECT_EQ(r.layout, "cpu.sgl_convert_weight_packed(mxfp4)");
+  ASSERT_EQ(r.results.size(), 2u);
+  for (const auto& x : r.results) {
+    EXPECT_GT(x.ms, 0.0);
+    EXPECT_GT(x.weight_bytes, 0u);
+    EXPECT_GT(x.gflops, 0.0);
+    EXPECT_EQ(x.onednn_bf16_gflops.has_value(), bench_has_onednn());
+  }
+  // One token reads its top-2 experts; three tokens read at least as many.
+  EXPECT_LE(r.results[0].weight_bytes, r.results[1].weight_bytes);
+  test::TempDir gpu;
+  fs::create_directories(gpu.file("a"));
+  execute_plan(build_conversion_plan(ck, decide_layers(ck, oracle::default_deployment(oracle::parse_target("sm90"))), req), gpu.file("a"), ExecutorOptions{});
+  o.artifact = gpu.file("a");
+  EXPECT_THROW(bench_experts(o), Error) << "GPU layouts are proven by emulation, not benchmarked";
 }
 
 }  // namespace

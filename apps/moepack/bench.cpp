@@ -1,0 +1,97 @@
+// `moepack bench experts ARTIFACT [--layer PREFIX] [--tokens 1,8,64,512] [--threads N] [--seed S] [--json]`
+// (CLI.md "bench --json"): lib/convert/bench_experts times, this file prints.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "lib/convert/bench_experts.h"
+#include "lib/core/error.h"
+#include "lib/core/json_output.h"
+
+namespace moepack::cli {
+namespace {
+
+struct BenchCliOptions {
+  convert::BenchOptions bench;
+  std::string layer, tokens = "1,8,64,512";
+  bool json = false;
+};
+
+std::vector<uint64_t> parse_tokens(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t pos = 0;
+    unsigned long long v = 0;
+    try {
+      v = std::stoull(item, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != item.size() || v == 0 || v > 1u << 20) throw Error(ErrorKind::usage, "--tokens: `" + item + "` is not a token count (1 to 1048576; e.g. 1,8,64,512)");
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error(ErrorKind::usage, "--tokens needs at least one count");
+  return out;
+}
+
+nlohmann::ordered_json opt(const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); }
+
+nlohmann::ordered_json report_json(const convert::BenchReport& r) {
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (const auto& x : r.results)
+    results.push_back({{"tokens", x.tokens}, {"ms", x.ms}, {"weight_bytes", x.weight_bytes}, {"gbps", x.gbps}, {"fraction_of_stream", x.fraction_of_stream},
+                       {"gflops", x.gflops}, {"onednn_bf16_gflops", opt(x.onednn_bf16_gflops)}, {"ratio_to_onednn", opt(x.ratio_to_onednn)}});
+  return {{"machine", {{"cpu", r.cpu}, {"threads", r.threads}, {"isa", r.isa}, {"stream_read_gbps", r.stream_read_gbps}, {"onednn_bf16_gflops", opt(r.onednn_bf16_gflops)}}},
+          {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
+                     {"intermediate_size", r.intermediate_size}}},
+          {"results", results}};
+}
+
+int run_bench(BenchCliOptions& o) {
+  if (!o.layer.empty()) o.bench.layer = o.layer;
+  o.bench.tokens = parse_tokens(o.tokens);
+  const convert::BenchReport r = convert::bench_experts(o.bench);
+  if (o.json) {
+    std::cout << safe_json_text(report_json(r)) << std::endl;
+    return 0;
+  }
+  std::printf("machine  %s, %d threads, %s; stream read %.1f GB/s", r.cpu.c_str(), r.threads, r.isa.c_str(), r.stream_read_gbps);
+  if (r.onednn_bf16_gflops) std::printf("; oneDNN bf16 %.0f GFLOP/s", *r.onednn_bf16_gflops);
+  std::printf("\nlayer    %s: %llu experts, top-%llu, hidden %llu, intermediate %llu (%s)\n", r.prefix.c_str(), static_cast<unsigned long long>(r.num_experts),
+              static_cast<unsigned long long>(r.top_k), static_cast<unsigned long long>(r.hidden_size), static_cast<unsigned long long>(r.intermediate_size), r.layout.c_str());
+  std::printf("%8s %10s %12s %8s %9s %9s %9s\n", "tokens", "ms", "weight MB", "GB/s", "of stream", "GFLOP/s", "/ oneDNN");
+  for (const auto& x : r.results) {
+    std::printf("%8llu %10.3f %12.1f %8.1f %8.0f%% %9.1f", static_cast<unsigned long long>(x.tokens), x.ms, static_cast<double>(x.weight_bytes) / 1e6, x.gbps,
+                100 * x.fraction_of_stream, x.gflops);
+    if (x.ratio_to_onednn) std::printf(" %8.2fx", *x.ratio_to_onednn);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+CommandRegistration reg(70, [](CLI::App& app) {
+  auto opts = std::make_shared<BenchCliOptions>();
+  auto* bench = app.add_subcommand("bench", "Time the runtime experts against this machine's measured limits");
+  bench->require_subcommand(1);
+  auto* ex = bench->add_subcommand("experts", "Time the fast CPU experts on one MoE layer of a cpu-amx artifact");
+  ex->add_option("ARTIFACT", opts->bench.artifact, "Artifact directory (converted for cpu-amx)")->required();
+  ex->add_option("--layer", opts->layer, "MoE layer prefix (default: the first)");
+  ex->add_option("--tokens", opts->tokens, "Token counts, comma-separated (default 1,8,64,512)");
+  ex->add_option("--threads", opts->bench.threads, "Threads (default: all hardware threads)");
+  ex->add_option("--seed", opts->bench.seed, "Seed of the activations and routing");
+  ex->add_flag("--json", opts->json, "Print one JSON object (CLI.md bench --json)");
+  ex->callback([opts] {
+    global_flags().json = opts->json;
+    set_exit_code(run_bench(*opts));
+  });
+});
+
+}  // namespace
+}  // namespace moepack::cli
