@@ -1,6 +1,7 @@
 #include "lib/convert/artifact_runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -188,11 +189,45 @@ ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, u
   return ex::route(logits, tokens, L.num_experts, rs);
 }
 
+ex::Routing ArtifactRuntime::routing_from(size_t i, const std::vector<int64_t>& ids, const std::vector<float>& weights, uint64_t tokens, uint64_t k,
+                                          const std::string& where, const std::string& ids_name, const std::string& weights_name) const {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  const uint64_t E = L.num_experts;
+  if (k == 0) throw_bad_input(where, ids_name, "k (the experts per token) is 0");
+  if (k > E) throw_bad_input(where, ids_name, std::to_string(k) + " experts per token, but layer " + L.prefix + " has " + std::to_string(E) + " experts");
+  if (ids.size() != tokens * k) throw_bad_input(where, ids_name, "holds " + std::to_string(ids.size()) + " ids, expected " + std::to_string(tokens) + " x " + std::to_string(k));
+  if (weights.size() != tokens * k)
+    throw_bad_input(where, weights_name, "holds " + std::to_string(weights.size()) + " weights, expected " + std::to_string(tokens) + " x " + std::to_string(k));
+  ex::Routing r;
+  r.tokens = tokens;
+  r.top_k = k;
+  r.ids.resize(ids.size());
+  r.weights = weights;
+  for (uint64_t t = 0; t < tokens; ++t)
+    for (uint64_t j = 0; j < k; ++j) {
+      const int64_t id = ids[t * k + j];
+      const std::string at = "[" + std::to_string(t) + ", " + std::to_string(j) + "]";
+      if (id < 0 || static_cast<uint64_t>(id) >= E)
+        throw_bad_input(where, ids_name, "id " + std::to_string(id) + " at " + at + " is not an expert of layer " + L.prefix + " (0 to " + std::to_string(E - 1) + ")");
+      for (uint64_t p = 0; p < j; ++p)
+        if (ids[t * k + p] == id) throw_bad_input(where, ids_name, "expert " + std::to_string(id) + " appears twice for token " + std::to_string(t));
+      if (!std::isfinite(weights[t * k + j])) throw_bad_input(where, weights_name, "the weight at " + at + " is not finite");
+      r.ids[t * k + j] = static_cast<uint32_t>(id);
+    }
+  return r;
+}
+
 std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens) {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
   if (auto why = cannot_run(i)) throw Error(ErrorKind::bad_input, L.prefix + ": " + *why);
   const uint64_t T = tokens, H = L.hidden_size, E = L.num_experts, Hp = L.padded_hidden_size, P = L.padded_intermediate_size;
   if (x.size() != T * H) throw Error(ErrorKind::bad_input, L.prefix + ": hidden states hold " + std::to_string(x.size()) + " values, expected " + std::to_string(T) + " x " + std::to_string(H));
+  if (routing.tokens != T || routing.ids.size() != T * routing.top_k || routing.weights.size() != T * routing.top_k)
+    throw Error(ErrorKind::bad_input, L.prefix + ": the routing is for " + std::to_string(routing.tokens) + " tokens x " + std::to_string(routing.top_k) +
+                                          " experts, with " + std::to_string(routing.ids.size()) + " ids and " + std::to_string(routing.weights.size()) +
+                                          " weights; the hidden states have " + std::to_string(T) + " tokens");
+  for (uint32_t id : routing.ids)
+    if (id >= E) throw Error(ErrorKind::bad_input, L.prefix + ": the routing names expert " + std::to_string(id) + "; the layer has " + std::to_string(E));
   const ex::WeightFormat format = *ex::weight_format_of(L.family, L.weight_key.value_or(""));
   const auto rows = ex::parse_w13_rows(L.w13_rows);
   if (!rows) throw_bad_input(impl_->manifest_path, L.prefix, "unknown w13_rows `" + L.w13_rows + "`");

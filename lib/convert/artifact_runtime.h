@@ -38,7 +38,16 @@ class ArtifactRuntime {
   // Routes router logits [tokens, experts] as layer `i` does (its correction bias is read from
   // the artifact).
   experts::Routing route(size_t i, const std::vector<float>& logits, uint64_t tokens);
-  // The layer's output [tokens, hidden] for hidden states [tokens, hidden].
+  // A routing given by the caller instead of the router (`moepack run` with topk_ids and
+  // topk_weights): `ids` and `weights` are [tokens, k]. Throws Error(bad_input), naming `where`
+  // and `ids_name`/`weights_name`, when the sizes disagree, k is 0 or above the layer's experts,
+  // an id is negative, not below the number of experts or repeated within a token, or a weight
+  // is not finite.
+  experts::Routing routing_from(size_t i, const std::vector<int64_t>& ids, const std::vector<float>& weights, uint64_t tokens, uint64_t k,
+                                const std::string& where, const std::string& ids_name, const std::string& weights_name) const;
+  // The layer's output [tokens, hidden] for hidden states [tokens, hidden]. Throws
+  // Error(bad_input) when `routing` does not fit the layer (its token count, its sizes, an
+  // expert id not below the number of experts).
   std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
 
   // Whether layer `i` is in the CPU MXFP4 layout (cpu-amx artifacts) that the fast CPU experts

@@ -1,0 +1,149 @@
+// `moepack diff A B [--json]` (CLI.md): two artifacts or checkpoints compared tensor by tensor,
+// and for two artifacts their manifests (formats/artifact/diff). Exit 0 when identical, 5 when
+// they differ. Parsing and printing only.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/moepack/command.h"
+#include "formats/artifact/diff.h"
+#include "lib/core/error.h"
+#include "lib/core/json_output.h"
+#include "lib/core/tensor.h"
+
+namespace moepack::cli {
+namespace {
+using ojson = nlohmann::ordered_json;
+
+struct DiffCliOptions {
+  std::string a, b;
+  bool json = false;
+};
+
+template <typename T>
+ojson or_null(const std::optional<T>& v) {
+  return v ? ojson(*v) : ojson(nullptr);
+}
+
+ojson tensor_json(const artifact::DiffTensor& t) { return {{"file", t.file}, {"dtype", t.dtype}, {"shape", t.shape}}; }
+
+ojson report_json(const artifact::DiffReport& r) {
+  auto side = [](const artifact::DiffSide& s) {
+    return ojson{{"path", s.path}, {"kind", s.kind}, {"safetensors_files", s.safetensors_files}, {"tensors", s.tensors}};
+  };
+  auto one_sided = [](const std::vector<artifact::OneSidedTensor>& v) {
+    ojson arr = ojson::array();
+    for (const auto& t : v) arr.push_back({{"name", t.key}, {"file", t.tensor.file}, {"dtype", t.tensor.dtype}, {"shape", t.tensor.shape}});
+    return arr;
+  };
+  ojson different = ojson::array();
+  for (const auto& d : r.different) {
+    const st::TensorComparison& c = d.comparison;
+    different.push_back({{"name", d.key},
+                         {"a", tensor_json(d.a)},
+                         {"b", tensor_json(d.b)},
+                         {"dtype_differs", c.dtype_differs},
+                         {"shape_differs", c.shape_differs},
+                         {"bytes_compared", c.bytes_compared},
+                         {"differing_bytes", c.bytes_compared ? ojson(c.differing_bytes) : ojson(nullptr)},
+                         {"first_diff_byte", or_null(c.first_diff_byte)},
+                         {"values_compared", c.values_compared},
+                         {"differing_elements", c.values_compared ? ojson(c.differing_elements) : ojson(nullptr)},
+                         {"first_diff_element", or_null(c.first_diff_element)},
+                         {"max_abs_diff", c.values_compared ? ojson(c.max_abs_diff) : ojson(nullptr)},
+                         {"nonfinite_mismatches", c.values_compared ? ojson(c.nonfinite_mismatches) : ojson(nullptr)}});
+  }
+  ojson manifest = nullptr;
+  if (r.manifests_compared) {
+    ojson diffs = ojson::array();
+    for (const auto& m : r.manifest) diffs.push_back({{"path", m.path}, {"in_a", m.a.has_value()}, {"in_b", m.b.has_value()}, {"a", or_null(m.a)}, {"b", or_null(m.b)}});
+    manifest = {{"differences", diffs}};
+  }
+  ojson files_different = ojson::array();
+  for (const auto& f : r.files_different)
+    files_different.push_back({{"name", f.name}, {"a_bytes", f.a_bytes}, {"b_bytes", f.b_bytes}, {"first_diff_byte", f.first_diff_byte}});
+  return {{"identical", r.identical()},
+          {"a", side(r.a)},
+          {"b", side(r.b)},
+          {"tensors", {{"compared", r.tensors_compared}, {"identical", r.tensors_identical}, {"only_in_a", one_sided(r.only_in_a)},
+                       {"only_in_b", one_sided(r.only_in_b)}, {"different", different}}},
+          {"manifest", manifest},
+          {"files", {{"only_in_a", r.files_only_in_a}, {"only_in_b", r.files_only_in_b}, {"different", files_different}}}};
+}
+
+std::string brief(const std::optional<ojson>& v) {
+  if (!v) return "(absent)";
+  std::string s = safe_json_text(*v, -1);
+  return s.size() > 100 ? s.substr(0, 97) + "..." : s;
+}
+
+std::string tensor_text(const artifact::DiffTensor& t) { return t.dtype + " " + shape_string(t.shape) + " in " + t.file; }
+
+void print_text(const artifact::DiffReport& r) {
+  auto side = [](const char* label, const artifact::DiffSide& s) {
+    std::printf("%s %s (%s: %llu tensors in %llu safetensors files)\n", label, s.path.c_str(), s.kind.c_str(), static_cast<unsigned long long>(s.tensors),
+                static_cast<unsigned long long>(s.safetensors_files));
+  };
+  side("A", r.a);
+  side("B", r.b);
+  std::printf("tensors: %llu compared, %llu identical, %zu different, %zu only in A, %zu only in B\n", static_cast<unsigned long long>(r.tensors_compared),
+              static_cast<unsigned long long>(r.tensors_identical), r.different.size(), r.only_in_a.size(), r.only_in_b.size());
+  for (const auto& t : r.only_in_a) std::printf("  only in A  %s (%s)\n", t.key.c_str(), tensor_text(t.tensor).c_str());
+  for (const auto& t : r.only_in_b) std::printf("  only in B  %s (%s)\n", t.key.c_str(), tensor_text(t.tensor).c_str());
+  for (const auto& d : r.different) {
+    const st::TensorComparison& c = d.comparison;
+    std::printf("  differs    %s", d.key.c_str());
+    if (c.dtype_differs || c.shape_differs) std::printf(": %s vs %s", tensor_text(d.a).c_str(), tensor_text(d.b).c_str());
+    else std::printf(" (%s)", tensor_text(d.a).c_str());
+    std::printf("\n");
+    if (c.bytes_compared && c.first_diff_byte)
+      std::printf("             %llu bytes differ, the first at byte %llu of the tensor\n", static_cast<unsigned long long>(c.differing_bytes),
+                  static_cast<unsigned long long>(*c.first_diff_byte));
+    else if (c.bytes_compared)
+      std::printf("             same bytes\n");
+    if (c.values_compared && c.first_diff_element) {
+      std::printf("             %llu values differ, the first at element %llu; max abs difference %.6g", static_cast<unsigned long long>(c.differing_elements),
+                  static_cast<unsigned long long>(*c.first_diff_element), c.max_abs_diff);
+      if (c.nonfinite_mismatches) std::printf(", %llu where a value is NaN or infinite", static_cast<unsigned long long>(c.nonfinite_mismatches));
+      std::printf("\n");
+    } else if (c.values_compared && !c.bytes_compared) {
+      std::printf("             same values\n");
+    }
+    if (!c.bytes_compared && !c.values_compared) std::printf("             contents not compared (different sizes)\n");
+  }
+  if (r.manifests_compared) {
+    std::printf("manifests: %zu differences\n", r.manifest.size());
+    for (const auto& m : r.manifest) std::printf("  %s: %s vs %s\n", m.path.c_str(), brief(m.a).c_str(), brief(m.b).c_str());
+  }
+  for (const auto& f : r.files_only_in_a) std::printf("file only in A  %s\n", f.c_str());
+  for (const auto& f : r.files_only_in_b) std::printf("file only in B  %s\n", f.c_str());
+  for (const auto& f : r.files_different)
+    std::printf("file differs    %s (%llu vs %llu bytes), first at byte %llu\n", f.name.c_str(), static_cast<unsigned long long>(f.a_bytes),
+                static_cast<unsigned long long>(f.b_bytes), static_cast<unsigned long long>(f.first_diff_byte));
+  std::printf("%s\n", r.identical() ? "identical" : "different");
+}
+
+int run_diff(const DiffCliOptions& o) {
+  const artifact::DiffReport r = artifact::diff(o.a, o.b);
+  if (o.json) std::cout << safe_json_text(report_json(r)) << std::endl;
+  else print_text(r);
+  return r.identical() ? 0 : static_cast<int>(ErrorKind::verify_failed);
+}
+
+CommandRegistration reg(55, [](CLI::App& app) {
+  auto opts = std::make_shared<DiffCliOptions>();
+  auto* sub = app.add_subcommand("diff", "Compare two artifacts or checkpoints tensor by tensor (and two artifacts' manifests); exit 5 when they differ");
+  sub->add_option("A", opts->a, "Artifact directory, checkpoint directory or .safetensors file")->required();
+  sub->add_option("B", opts->b, "Artifact directory, checkpoint directory or .safetensors file")->required();
+  sub->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-diff(1))");
+  sub->callback([opts] {
+    global_flags().json = opts->json;
+    set_exit_code(run_diff(*opts));
+  });
+});
+
+}  // namespace
+}  // namespace moepack::cli
