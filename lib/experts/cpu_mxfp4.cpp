@@ -162,6 +162,66 @@ MOEPACK_AVX512_BF16 void gemm_block_avx512_one_token(const PackedGemm& g, uint64
   _mm512_storeu_ps(o + 16, _mm512_add_ps(total_hi, b_hi));
 }
 
+// ---- AVX2 kernel ---------------------------------------------------------------------------
+
+#define MOEPACK_AVX2 __attribute__((target("avx2,fma")))
+
+// Eight E2M1 codes (low bits of 32-bit lanes) as floats: magnitude from an 8-entry table
+// (vpermps reads the low three index bits), sign from bit 3.
+MOEPACK_AVX2 inline __m256 e2m1_to_ps_avx2(__m256i codes, __m256 magnitudes) {
+  const __m256 mag = _mm256_permutevar8x32_ps(magnitudes, codes);
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(8)), 28);
+  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+}
+
+MOEPACK_AVX2 inline __m256 e8m0_to_ps_avx2(const uint8_t* s) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  __m256i bits = _mm256_slli_epi32(v, 23);
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(v, _mm256_setzero_si256()));
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(v, _mm256_set1_epi32(255)));
+  return _mm256_castsi256_ps(bits);
+}
+
+// One token at a time: the 32 bytes of a column pair hold, in lanes of eight, (row, k) pairs of
+// rows 4v..4v+3 (low nibbles, v = 0..3) and 16+4v.. (high nibbles); each lane accumulates W·x for
+// its own k, and the two k of a row are added per scale group.
+MOEPACK_AVX2 void gemm_block_avx2(const PackedGemm& g, uint64_t nb, const uint16_t* x, uint64_t m0, uint64_t m1, float* out) {
+  const uint64_t kbytes = g.k / 2, groups = g.k / kGroup;
+  const uint8_t* wb = g.w + nb * kBlockRows * kbytes;
+  const uint8_t* sb = g.scale + nb * kBlockRows * groups;
+  const __m256 magnitudes = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  const __m256i low_mask = _mm256_set1_epi32(0x0F);
+  for (uint64_t m = m0; m < m1; ++m) {
+    const uint16_t* xm = x + m * g.k;
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (uint64_t grp = 0; grp < groups; ++grp) {
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (uint64_t kb = grp * (kGroup / 2); kb < (grp + 1) * (kGroup / 2); ++kb) {
+        const float x0 = bf16_to_float(xm[2 * kb]), x1 = bf16_to_float(xm[2 * kb + 1]);
+        const __m256 xv = _mm256_setr_ps(x0, x1, x0, x1, x0, x1, x0, x1);
+        const uint8_t* col = wb + kb * kBlockRows;
+        for (int v = 0; v < 4; ++v) {
+          const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(col + 8 * v)));
+          acc[v] = _mm256_fmadd_ps(e2m1_to_ps_avx2(_mm256_and_si256(bytes, low_mask), magnitudes), xv, acc[v]);
+          acc[4 + v] = _mm256_fmadd_ps(e2m1_to_ps_avx2(_mm256_srli_epi32(bytes, 4), magnitudes), xv, acc[4 + v]);
+        }
+      }
+      // Pairs (row, k0) + (row, k1): hadd interleaves 128-bit halves, the permute restores row order.
+      const uint8_t* s = sb + grp * kBlockRows;
+      for (int q = 0; q < 4; ++q) {
+        const __m256 rows = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(acc[2 * q], acc[2 * q + 1])), 0xD8));
+        total[q] = _mm256_fmadd_ps(rows, e8m0_to_ps_avx2(s + 8 * q), total[q]);
+      }
+    }
+    float* o = out + m * g.n + nb * kBlockRows;
+    for (int q = 0; q < 4; ++q) {
+      const __m256 b = g.bias ? _mm256_loadu_ps(g.bias + nb * kBlockRows + 8 * q) : _mm256_setzero_ps();
+      _mm256_storeu_ps(o + 8 * q, _mm256_add_ps(total[q], b));
+    }
+  }
+}
+
 MOEPACK_AVX512_BF16 void to_bf16_avx512(const float* in, uint16_t* out, uint64_t n) {
   uint64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(in + i)));
@@ -181,6 +241,7 @@ void packed_gemm(CpuIsa isa, const PackedGemm& g, const uint16_t* x, uint64_t m,
     for (uint64_t nb = r.begin(); nb < r.end(); ++nb) {
       if (isa == CpuIsa::avx512_bf16 && m == 1) gemm_block_avx512_one_token(g, nb, x, 0, out);
       else if (isa == CpuIsa::avx512_bf16) gemm_block_avx512(g, nb, x, 0, m, out);
+      else if (isa == CpuIsa::avx2) gemm_block_avx2(g, nb, x, 0, m, out);
       else gemm_block_scalar(g, nb, x, 0, m, out);
     }
   });
@@ -213,16 +274,35 @@ float activation_of(const ActivationSpec& a, bool gated, float g, float u) {
 
 }  // namespace
 
-std::string_view cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::avx512_bf16 ? "avx512_bf16" : "scalar"; }
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::avx512_bf16: return "avx512_bf16";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::scalar: return "scalar";
+  }
+  return "scalar";
+}
+
+bool cpu_supports(CpuIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case CpuIsa::avx512_bf16:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+    case CpuIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuIsa::scalar: return true;
+  }
+  return false;
+}
 
 CpuIsa best_cpu_isa() {
   static const CpuIsa isa = [] {
+    // The ordered list, best first, ending in the portable kernel; MOEPACK_CPU_ISA caps it.
     const char* forced = std::getenv("MOEPACK_CPU_ISA");
-    if (forced && std::string_view(forced) == "scalar") return CpuIsa::scalar;
-    __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                        __builtin_cpu_supports("avx512bf16");
-    return avx512 ? CpuIsa::avx512_bf16 : CpuIsa::scalar;
+    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
+      if (forced && cpu_isa_name(isa) != forced && isa != CpuIsa::scalar) continue;
+      if (cpu_supports(isa)) return isa;
+    }
+    return CpuIsa::scalar;
   }();
   return isa;
 }
@@ -235,8 +315,7 @@ std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, u
   if (Hp % kBlockRows || P % kBlockRows || n13 % kBlockRows)
     throw Error(ErrorKind::bad_input, "the CPU MXFP4 layout needs hidden and intermediate sizes that are multiples of 32 (got " + std::to_string(Hp) + ", " + std::to_string(P) + ")");
   if (hidden > Hp || x.size() != tokens * hidden || routing.tokens != tokens) throw_internal("cpu_mxfp4_moe: sizes");
-  if (options.isa == CpuIsa::avx512_bf16 && best_cpu_isa() != CpuIsa::avx512_bf16 && std::getenv("MOEPACK_CPU_ISA") == nullptr)
-    throw Error(ErrorKind::usage, "this CPU has no AVX-512 BF16");
+  if (!cpu_supports(options.isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels");
 
   // Tokens of each expert, in token order.
   std::vector<std::vector<std::pair<uint32_t, float>>> per_expert(experts.size());

@@ -13,7 +13,8 @@
 // row accumulators. The E8M0 scales are packed per block as [groups, 32 rows], so the 16 scales
 // of a group's rows are one contiguous load; they multiply the group's partial sums (a power of
 // two: exact). AMX is not needed: vLLM's CPU MXFP4 path requires it, these kernels run the same
-// artifact on AVX-512 BF16 machines, and fall back to portable C++ elsewhere.
+// artifact on AVX-512 BF16 machines, on AVX2 machines (E2M1 decoded to float with vpermps, FMA),
+// and fall back to portable C++ elsewhere (AMX tiles are not used yet).
 //
 // Numerics: activations are rounded to BF16 before each GEMM (as vLLM's CPU kernels take
 // them), weights are exact in BF16, products accumulate in FP32. Against the double-precision
@@ -40,10 +41,11 @@ struct CpuMxfp4Expert {
 };
 
 // The instruction sets a kernel can use, best first; the list ends with the portable one.
-enum class CpuIsa { avx512_bf16, scalar };
+enum class CpuIsa { avx512_bf16, avx2, scalar };
 std::string_view cpu_isa_name(CpuIsa isa);
-// The best kernel this machine runs (CPU features probed once). MOEPACK_CPU_ISA=scalar forces
-// the portable one (tests compare the two).
+bool cpu_supports(CpuIsa isa);
+// The best kernel this machine runs, from the ordered list avx512_bf16, avx2, scalar (CPU
+// features probed once). MOEPACK_CPU_ISA=avx2 or =scalar picks that one (tests compare them).
 CpuIsa best_cpu_isa();
 
 struct CpuMxfp4Options {

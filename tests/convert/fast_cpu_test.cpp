@@ -78,10 +78,19 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   EXPECT_EQ(f1, f2) << "the same bytes for any thread count";
   EXPECT_LT(rel_error(f1, exact), 2e-2);
   EXPECT_GT(rel_error(f1, exact), 0.0) << "BF16 activations round: an exact match would mean the fast path did not run";
-  experts::CpuMxfp4Options portable;
-  portable.isa = experts::CpuIsa::scalar;
-  const std::vector<float> fs_ = rt.run_fast_cpu(0, x, routing, T, portable);
-  EXPECT_LT(rel_error(fs_, f1), 1e-4) << "the portable kernel computes the same sums";
+  // Every kernel of the ordered list this machine runs computes the same sums (up to float
+  // summation order) and is itself thread-count stable.
+  for (experts::CpuIsa isa : {experts::CpuIsa::avx512_bf16, experts::CpuIsa::avx2, experts::CpuIsa::scalar}) {
+    if (!experts::cpu_supports(isa)) continue;
+    SCOPED_TRACE(std::string(experts::cpu_isa_name(isa)));
+    experts::CpuMxfp4Options k1, k2;
+    k1.isa = k2.isa = isa;
+    k1.threads = 1;
+    k2.threads = 2;
+    const std::vector<float> a = rt.run_fast_cpu(0, x, routing, T, k1);
+    EXPECT_EQ(a, rt.run_fast_cpu(0, x, routing, T, k2));
+    EXPECT_LT(rel_error(a, f1), 1e-4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, FastCpu,
