@@ -16,7 +16,7 @@
 // Drawn example, N = 6 (I = 3), rows of any width:
 //   canonical rows  0:g0  1:u0  2:g1  3:u1  4:g2  5:u2
 //   packed rows     0:g0  1:g1  2:g2  3:u0  4:u1  5:u2     (source rows 0 2 4 1 3 5)
-// (FlashInfer CUTLASS's `deinterleave_up_first` in flashinfer_common.h is the same split with
+// (FlashInfer CUTLASS's `deinterleave_up_first` in common.h is the same split with
 // the halves the other way round.)
 //
 // Canonical input: one expert's w13 tensor in the row order vLLM's loader holds, I padding
@@ -27,20 +27,31 @@
 // same, so this layout does too (it reproduces vLLM's bytes; it does not judge them).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class AiterDeinterleaveGateUpRowsLayout final : public Layout {
+class AiterDeinterleaveGateUpRowsLayout final : public IndexMap<AiterDeinterleaveGateUpRowsLayout> {
  public:
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: row copies
 
   // Index map: the packed row that canonical row r of an N-row tensor goes to.
   static uint64_t packed_row(uint64_t rows, uint64_t r) { return (r % 2) * (rows / 2) + r / 2; }
+
+  // Units are elements; a row's elements move together.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint64_t c = 0; c < cols; ++c) fn(r * cols + c, packed_row(rows, r) * cols + c);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 };
 
 }  // namespace moepack::packers

@@ -13,7 +13,8 @@
 //       [M/32, 2, 16, G8/8, 2, 4], permutes (0,3,5,2,4,1).
 //   ROCm/aiter : aiter/utility/fp4_utils.py @ v0.1.19 `e8m0_shuffle(scale)` = `shuffle_scale(scale)`.
 //   vllm-project/vllm : vllm/_aiter_ops.py `shuffle_scale_a16w4`;
-//     vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9 (callers: aiter_common.h).
+//     vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9 (callers: the AITER path
+//     table in registry.cpp).
 //
 // Both branches give the SAME byte order for the same [N, G] block (checked in the tests); they
 // differ in padding and in how the result is shaped. Each 32-row block n1 and group of 8 scale
@@ -53,7 +54,7 @@
 // scale has N = H padded to 128, so only an odd expert count with H % 256 == 128 would).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
@@ -64,22 +65,40 @@ enum class AiterScaleShuffle {
   e8m0_param3d,          // e8m0_shuffle, parameter viewed back to [E, N, G8]
 };
 
-class AiterShuffleScaleLayout final : public Layout {
+class AiterShuffleScaleLayout final : public IndexMap<AiterShuffleScaleLayout> {
  public:
+  static constexpr uint64_t kBlockRows = 32;  // N_Pack * N_Lane
+  static constexpr uint64_t kLanes = 16;      // N_Lane
+  static constexpr uint64_t kGroupPad = 8;    // K_Pack * K_Lane: scale columns per 256-byte tile
+
   explicit AiterShuffleScaleLayout(AiterScaleShuffle variant) : variant_(variant) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  Accepts accepts() const override;
+  Units units(DType) const override { return {.pad_byte = pad_byte()}; }
   std::vector<uint64_t> parameter_shape(uint64_t num_experts, std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 
-  // Index map: canonical scale (n, g) of an [N, G] expert -> packed byte offset (for a shape
-  // packed_shape accepts).
-  uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t g) const;
   // The byte vLLM leaves in padded scale columns (g >= G).
   uint8_t pad_byte() const;
+
+  // Index map (the header's): row n is r0 (np = 0) or r1 (np = 1) of lane nl in block n1, and
+  // g = 8*k1 + 4*kp + kl; offset = n1*32*G8 + k1*256 + kl*64 + nl*4 + kp*2 + np.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], groups = shape[1], padded_groups = round_up(groups, kGroupPad), half = rows / 2;
+    for (uint64_t n = 0; n < rows; ++n) {
+      const uint64_t n1 = gate_up() ? (n % half) / kLanes : n / kBlockRows;
+      const uint64_t np = gate_up() ? n / half : (n / kLanes) % 2;
+      const uint64_t row = n1 * kBlockRows * padded_groups + (n % kLanes) * 4 + np;
+      for (uint64_t g = 0; g < groups; ++g) fn(n * groups + g, row + (g / kGroupPad) * 256 + (g % 4) * 64 + ((g / 4) % 2) * 2);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {shape[0], round_up(shape[1], kGroupPad)};
+  }
 
  private:
   bool gate_up() const { return variant_ == AiterScaleShuffle::guinterleave_gate_up; }
@@ -92,13 +111,22 @@ class AiterShuffleScaleLayout final : public Layout {
 // parameters it keeps are float8_e8m0fnu (upstream: the SITU branch of
 // `convert_weight_to_mxfp4_moe_kernel_format`, vllm/.../fused_moe/oracle/mxfp4.py @ e9d1398d9).
 // Canonical input: any one-byte tensor (E8M0 scale bytes); shape unchanged.
-class E8m0ViewLayout final : public Layout {
+class E8m0ViewLayout final : public IndexMap<E8m0ViewLayout> {
  public:
   std::string name() const override { return "torch.view(float8_e8m0fnu)"; }
   DType packed_dtype(DType) const override { return DType::F8_E8M0; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: one copy
+
+  // Index map: byte i stays byte i.
+  template <class Fn>
+  void visit(DType dtype, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t bytes = byte_size(dtype, shape);
+    for (uint64_t i = 0; i < bytes; ++i) fn(i, i);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 };
 
 }  // namespace moepack::packers

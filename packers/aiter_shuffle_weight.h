@@ -10,7 +10,7 @@
 //      (NLane, 16); vLLM always passes NLane = 16, so it is the same transform.
 //   vllm-project/vllm : vllm/_aiter_ops.py (`shuffle_weights`, `shuffle_weight_a16w4`) and
 //     vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9 (the callers; see
-//     aiter_common.h for which path uses which form).
+//     the AITER path table in registry.cpp for which path uses which form).
 //   The FP4 tensor is viewed as uint8 first (element size 1), so the 16-element inner run is
 //   16 bytes = 32 FP4 codes; bytes move whole, nibble order inside a byte is unchanged.
 //
@@ -48,30 +48,44 @@
 // The packed tensor has the same dtype and shape [N, K/2]; the parameter is [E, N, K/2].
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
 enum class AiterWeightShuffle { plain, guinterleave, guinterleave_gate_up };
 
-class AiterShuffleWeightLayout final : public Layout {
+class AiterShuffleWeightLayout final : public IndexMap<AiterShuffleWeightLayout> {
  public:
+  // The tile: 16 rows (NLane) by 16 bytes (the 16-byte load of one lane).
+  static constexpr uint64_t kTileRows = 16;
+  static constexpr uint64_t kTileBytes = 16;
+
   explicit AiterShuffleWeightLayout(AiterWeightShuffle variant) : variant_(variant) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 16-byte runs
 
-  // Index map: canonical byte (n, kb) of an [N, C] expert -> packed byte offset (for a shape
-  // packed_shape accepts).
-  uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t kb) const;
+  // Index map: canonical byte (n, kb) of an [N, C] expert lands in tile (B, kb/16) of packed
+  // 16-row block B, at row n%16 and byte kb%16:
+  //   offset = ((B * (C/16) + kb/16) * 16 + n%16) * 16 + kb%16
+  //   B = n/16, or with gate_up 2*((n % (N/2)) / 16) + n / (N/2) (gate and up blocks alternate)
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape[1], half = rows / 2;
+    for (uint64_t n = 0; n < rows; ++n) {
+      const uint64_t block = variant_ == AiterWeightShuffle::guinterleave_gate_up ? 2 * ((n % half) / kTileRows) + n / half
+                                                                                 : n / kTileRows;
+      const uint64_t row = block * cols * kTileRows + (n % kTileRows) * kTileBytes;
+      for (uint64_t kb = 0; kb < cols; ++kb) fn(n * cols + kb, row + (kb / kTileBytes) * kTileRows * kTileBytes + kb % kTileBytes);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
 
  private:
-  // Canonical row of row `lane` (0..15) of the 16-row block that comes `block`-th in packed order.
-  uint64_t block_row(uint64_t rows, uint64_t block, uint64_t lane) const;
-
   AiterWeightShuffle variant_;
 };
 

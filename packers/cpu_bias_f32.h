@@ -22,27 +22,44 @@
 //   BF16 scalar 0.5 = 00 3F  ->  00 00 00 3F
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class BiasToF32Layout final : public Layout {
+// Units are elements, cast on the way (Units::converts). Narrowing back with
+// round-to-nearest-even is exact for every value pack produced.
+class BiasToF32Layout final : public IndexMap<BiasToF32Layout> {
  public:
   std::string name() const override { return "vllm.bias_f32"; }
   DType packed_dtype(DType) const override { return DType::F32; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  // Narrows with round-to-nearest-even (exact for values pack produced).
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
+
+  // Index map: element i -> element i.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    for (uint64_t i = 0; i < shape[0]; ++i) fn(i, i);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0]}; }
 };
 
-class ScalarToF32Layout final : public Layout {
+class ScalarToF32Layout final : public IndexMap<ScalarToF32Layout> {
  public:
   std::string name() const override { return "vllm.scalar_f32"; }
   DType packed_dtype(DType) const override { return DType::F32; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
+
+  // Index map: the one element stays.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t>, Fn&& fn) const {
+    fn(0, 0);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t>) const override { return {}; }
 };
 
 }  // namespace moepack::packers

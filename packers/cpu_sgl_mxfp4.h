@@ -42,17 +42,19 @@
 // and E8M0 scale bytes [N, K/32], with the CPU padding (I, H to 32) applied.
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class CpuSglWeightPackedMxfp4Layout final : public Layout {
+inline constexpr uint64_t kSglBlockN = 32;  // sgl-kernel block_size_n()
+
+class CpuSglWeightPackedMxfp4Layout final : public IndexMap<CpuSglWeightPackedMxfp4Layout> {
  public:
   std::string name() const override { return "cpu.sgl_convert_weight_packed(mxfp4)"; }
   DType packed_dtype(DType) const override { return DType::U8; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType) const override { return {.canonical_bits = 4, .packed_bits = 4}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: whole bytes
 
   // Index map at nibble granularity: FP4 element (row, k) -> packed byte offset, and whether it
   // is that byte's high nibble.
@@ -60,19 +62,46 @@ class CpuSglWeightPackedMxfp4Layout final : public Layout {
     uint64_t byte_offset;
     bool high;
   };
-  static NibblePosition packed_position(std::span<const uint64_t> canonical_shape, uint64_t row, uint64_t k);
+  static NibblePosition packed_position(std::span<const uint64_t> canonical_shape, uint64_t row, uint64_t k) {
+    const uint64_t bytes_per_row = canonical_shape[1];
+    const uint64_t block = row / kSglBlockN, r = row % kSglBlockN, kb = k / 2;
+    const uint64_t j = 2 * (r % (kSglBlockN / 2)) + k % 2;
+    return {block * kSglBlockN * bytes_per_row + kb * kSglBlockN + j, r >= kSglBlockN / 2};
+  }
+
+  // Units are FP4 codes: (row, k) is unit row*K + k, the packed unit 2*byte + high.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], k_elems = 2 * shape[1];
+    for (uint64_t row = 0; row < rows; ++row)
+      for (uint64_t k = 0; k < k_elems; ++k) {
+        const NibblePosition p = packed_position(shape, row, k);
+        fn(row * k_elems + k, 2 * p.byte_offset + (p.high ? 1 : 0));
+      }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
 };
 
-class CpuSglScalePackedLayout final : public Layout {
+class CpuSglScalePackedLayout final : public IndexMap<CpuSglScalePackedLayout> {
  public:
   std::string name() const override { return "cpu.sgl_convert_scale_packed(e8m0)"; }
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
 
-  // Index map: canonical scale byte (n, g) -> packed byte offset.
-  static uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t g);
+  // Index map: each 32-row block transposed, scale (n, g) -> (n/32)*32*G + 32*g + n%32.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t groups = shape[1];
+    for (uint64_t n = 0; n < shape[0]; ++n) {
+      const uint64_t row = (n / kSglBlockN) * kSglBlockN * groups + n % kSglBlockN;
+      for (uint64_t g = 0; g < groups; ++g) fn(n * groups + g, row + g * kSglBlockN);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
 };
 
 }  // namespace moepack::packers

@@ -29,29 +29,29 @@
 // order ([w1; w3] for w13), no padding. Packed: U8 [N, K/32] (same size, bytes swizzled).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-// Byte offset of scale (m, c) in one expert's 128x4-swizzled slab with Cp = round_up(cols, 4).
-inline uint64_t sf_128x4_offset(uint64_t m, uint64_t c, uint64_t cols_padded) {
-  return (m / 128) * cols_padded * 128 + (c / 4) * 512 + (m % 32) * 16 + ((m / 32) % 4) * 4 + c % 4;
-}
-
-// Swizzles a row-major [rows, cols] byte matrix whose rows are taken from `row_source`
-// (packed row r <- in row row_source[r]); rows % 128 == 0 and cols % 4 == 0 (callers check).
-void sf_128x4_swizzle(std::span<const uint8_t> in, std::span<uint8_t> out, uint64_t rows, uint64_t cols,
-                      const std::vector<uint64_t>& row_source);
-void sf_128x4_unswizzle(std::span<const uint8_t> out, std::span<uint8_t> in, uint64_t rows, uint64_t cols,
-                        const std::vector<uint64_t>& row_source);
-
-class CutlassMxfp4ScaleSwizzleLayout final : public Layout {
+// The atom's offset function, sf_128x4_offset, is in common.h: FlashInfer's and triton_kernels'
+// layouts use it too.
+class CutlassMxfp4ScaleSwizzleLayout final : public IndexMap<CutlassMxfp4ScaleSwizzleLayout> {
  public:
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+
+  // Index map: scale (m, c) -> sf_128x4_offset(m, c, C); no padding (C % 4 == 0, M % 128 == 0).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    for (uint64_t m = 0; m < shape[0]; ++m) {
+      const uint64_t row = sf_128x4_row_offset(m, shape[1]);
+      for (uint64_t c = 0; c < shape[1]; ++c) fn(m * shape[1] + c, row + sf_128x4_column_offset(c));
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
 };
 
 }  // namespace moepack::packers

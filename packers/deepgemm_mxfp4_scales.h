@@ -33,20 +33,28 @@
 // branch for arch 12 with an f32 (1, 32) recipe.
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class DeepGemmMxfp4ScaleLayout final : public Layout {
+class DeepGemmMxfp4ScaleLayout final : public IndexMap<DeepGemmMxfp4ScaleLayout> {
  public:
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::I32; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override { return {}; }
 
-  // Index map: byte offset of canonical scale (mn, c) in the packed buffer.
-  static uint64_t packed_offset(uint64_t mn, uint64_t c, uint64_t mn_aligned) { return 4 * ((c / 4) * mn_aligned + mn) + c % 4; }
+  // Index map: scale (mn, c) -> byte 4*((c/4)*MNa + mn) + c%4 (byte c%4 of int32 word (c/4, mn)).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape[1], mn_aligned = round_up(rows, 4);
+    for (uint64_t mn = 0; mn < rows; ++mn)
+      for (uint64_t c = 0; c < cols; ++c) fn(mn * cols + c, 4 * ((c / 4) * mn_aligned + mn) + c % 4);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {round_up(shape[1], 4) / 4, round_up(shape[0], 4)};
+  }
 };
 
 }  // namespace moepack::packers

@@ -37,17 +37,16 @@
 //   in  row n : s(n,0) s(n,1) s(n,2) s(n,3) s(n,4) ...
 //   out row 0 : s(0,0) s(0,1) s(0,2) s(0,3) s(1,0) s(1,1) s(1,2) s(1,3) s(2,0) ...
 //
-// ---- SM100 (MXFP8 activations) scales: CUTLASS 128x4 swizzle (cutlass_sf_128x4.h) of the
+// ---- SM100 (MXFP8 activations) scales: CUTLASS 128x4 swizzle (sf_128x4_offset, common.h) of the
 // row-reordered [N][C]; vLLM reshapes each expert back, so N % 128 == 0 and C % 4 == 0.
 //
 // Canonical inputs (one expert, I and H already padded to 128 by vLLM): weight U8 [N, K/2],
 // scale U8 [N, K/32] E8M0, bias BF16/F16/F32 [N]. w13 tensors carry the checkpoint family's row
-// order: `deinterleave_up_first` expects gpt-oss' interleaved [g0,u0,...], `swap_halves`
-// expects stacked [w1; w3]; w2 tensors use `identity`.
+// order (RowOrder, common.h): `deinterleave_up_first` expects gpt-oss' interleaved [g0,u0,...],
+// `swap_halves` expects stacked [w1; w3]; w2 tensors use `identity`.
 #pragma once
 
-#include "packers/flashinfer_common.h"
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
@@ -59,18 +58,18 @@ enum class FiCutlassTensor {
   bias_bf16,          // rows reordered, cast to BF16
 };
 
-class FlashinferCutlassMxfp4Layout final : public Layout {
+class FlashinferCutlassMxfp4Layout final : public IndexMap<FlashinferCutlassMxfp4Layout> {
  public:
-  FlashinferCutlassMxfp4Layout(FiCutlassTensor tensor, fi_detail::RowOrder rows) : tensor_(tensor), rows_(rows) {}
+  FlashinferCutlassMxfp4Layout(FiCutlassTensor tensor, RowOrder rows) : tensor_(tensor), rows_(rows) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override;
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk for the weights
 
-  // Index maps. Row reorder: canonical row feeding reordered row r.
-  uint64_t source_row(uint64_t r, uint64_t rows) const { return fi_detail::source_row(rows_, r, rows); }
+  // Row reorder: canonical row feeding reordered row r.
+  uint64_t source_row(uint64_t r, uint64_t rows) const { return row_order_source(rows_, r, rows); }
 
   // SM90 FP4 interleave of an already reordered [rows][k_elems/2] matrix: where FP4 value
   // (n, k) goes, as packed byte offset and nibble (0 low, 1 high).
@@ -78,16 +77,50 @@ class FlashinferCutlassMxfp4Layout final : public Layout {
     uint64_t byte;
     unsigned nibble;
   };
-  static NibblePosition sm90_weight_position(uint64_t n, uint64_t k, uint64_t k_elems);
+  static NibblePosition sm90_weight_position(uint64_t n, uint64_t k, uint64_t k_elems) {
+    const uint64_t row_bytes = k_elems / 2, c = k / 2, lane = c % 32;
+    const uint64_t row = 16 * (n / 16) + n % 8 + 8 * ((lane / 8) % 2);
+    return {row * row_bytes + 32 * (c / 32) + sm90_lane_column(lane) + k % 2, static_cast<unsigned>((n % 16) / 8)};
+  }
+  // Packed-byte column of lane l inside its 32-byte run (the kernel's interleaved lane id).
+  static uint64_t sm90_lane_column(uint64_t lane) { return 16 * (lane / 16) + 4 * (lane % 4) + 2 * ((lane % 8) / 4); }
   // SM90 scale interleave: packed byte offset of scale (n, c) in an [rows][cols] matrix.
   static uint64_t sm90_scale_offset(uint64_t n, uint64_t c, uint64_t rows) { return (c / 4) * 4 * rows + 4 * n + c % 4; }
 
- private:
-  uint64_t check_shape(DType dtype, std::span<const uint64_t> shape) const;
-  std::vector<uint64_t> row_sources(uint64_t rows) const;
+  // Index map: reordered row r gathers canonical row source_row(r), then the tensor's own
+  // placement. Units are bytes (FP4 codes for weight_sm90, elements for the bias).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1, k_elems = 2 * cols;
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint64_t source = source_row(r, rows);
+      if (tensor_ == FiCutlassTensor::weight_sm90) {
+        for (uint64_t k = 0; k < k_elems; ++k) {
+          const NibblePosition p = sm90_weight_position(r, k, k_elems);
+          fn(source * k_elems + k, 2 * p.byte + p.nibble);
+        }
+        continue;
+      }
+      if (tensor_ == FiCutlassTensor::scale_128x4) {
+        const uint64_t row = sf_128x4_row_offset(r, cols);
+        for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, row + sf_128x4_column_offset(c));
+      } else if (tensor_ == FiCutlassTensor::scale_sm90) {
+        for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, sm90_scale_offset(r, c, rows));
+      } else {
+        for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, r * cols + c);
+      }
+    }
+  }
 
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    if (tensor_ == FiCutlassTensor::scale_sm90) return {shape[1] / 4, 4 * shape[0]};
+    return {shape.begin(), shape.end()};
+  }
+
+ private:
   FiCutlassTensor tensor_;
-  fi_detail::RowOrder rows_;
+  RowOrder rows_;
 };
 
 }  // namespace moepack::packers

@@ -2,17 +2,11 @@
 // flashinfer_trtllm_mxfp4.h.
 #include "packers/flashinfer_trtllm_mxfp4.h"
 
-#include <cstring>
-
-#include "packers/cutlass_sf_128x4.h"
-
 namespace moepack::packers {
 
-using fi_detail::RowOrder;
-
 std::string FlashinferTrtllmMxfp4Layout::name() const {
-  const std::string rows = "rows=" + std::string(fi_detail::row_order_id(rows_));
-  const std::string version = std::string(fi_detail::kFlashInferVersion);
+  const std::string rows = "rows=" + std::string(row_order_id(rows_));
+  const std::string version(pins::kFlashInfer);
   switch (tensor_) {
     case TrtllmTensor::weight:
       return "flashinfer.trtllm_shuffle_matrix_a(" + rows + ",epilogue_tile_m=128," + version + ")";
@@ -33,77 +27,36 @@ DType FlashinferTrtllmMxfp4Layout::packed_dtype(DType canonical) const {
   return canonical;
 }
 
-// Returns the row count after checking the rules of this tensor kind.
-uint64_t FlashinferTrtllmMxfp4Layout::check_shape(DType dtype, std::span<const uint64_t> shape) const {
-  uint64_t rows = 0;
+Accepts FlashinferTrtllmMxfp4Layout::accepts() const {
+  Accepts a;
+  a.rows_multiple = kShuffleBlock;
+  a.rows_rule = "shuffle_matrix_a with epilogue_tile_m=128 needs rows % 32 == 0";
   if (tensor_ == TrtllmTensor::bias) {
-    rows = fi_detail::expect_bias_vector(name(), dtype, shape);
-  } else {
-    const fi_detail::ByteMatrix m = fi_detail::expect_byte_matrix(name(), dtype, shape);
-    rows = m.rows;
-    if (tensor_ == TrtllmTensor::scale && (m.rows % 128 != 0 || m.cols % 4 != 0))
-      fi_detail::refuse(name(), shape,
-                        "shuffle_matrix_sf_a needs rows % 128 == 0, and vLLM's reshape of the 128x4-swizzled "
-                        "scales back to [N, K/32] needs (K/32) % 4 == 0");
+    a.dtypes = Accepts::Dtypes::float_bias;
+    a.ranks = Accepts::rank(1);
+    a.what = "one expert's 1-D bias [rows]";
   }
-  if (rows % fi_detail::kTrtllmShuffleBlock != 0)
-    fi_detail::refuse(name(), shape, "shuffle_matrix_a with epilogue_tile_m=128 needs rows % 32 == 0");
-  return rows;
+  if (tensor_ == TrtllmTensor::scale) {
+    a.rows_multiple = 128;
+    a.rows_rule = a.last_rule =
+        "shuffle_matrix_sf_a needs rows % 128 == 0, and vLLM's reshape of the 128x4-swizzled scales back to [N, K/32] "
+        "needs (K/32) % 4 == 0";
+    a.last_multiple = 4;
+  }
+  return a;
 }
 
-uint64_t FlashinferTrtllmMxfp4Layout::source_row(uint64_t r, uint64_t rows) const {
-  return fi_detail::source_row(rows_, fi_detail::trtllm_shuffle_source_row(r), rows);
-}
-
-std::vector<uint64_t> FlashinferTrtllmMxfp4Layout::row_sources(uint64_t rows) const {
-  std::vector<uint64_t> sources(rows);
-  for (uint64_t r = 0; r < rows; ++r) sources[r] = source_row(r, rows);
-  return sources;
-}
-
-std::vector<uint64_t> FlashinferTrtllmMxfp4Layout::packed_shape(std::span<const uint64_t> canonical_shape) const {
-  const DType probe = tensor_ == TrtllmTensor::bias ? DType::F32 : DType::U8;
-  check_shape(probe, canonical_shape);
-  return {canonical_shape.begin(), canonical_shape.end()};
+Units FlashinferTrtllmMxfp4Layout::units(DType canonical) const {
+  if (tensor_ != TrtllmTensor::bias) return {};
+  return {.canonical_bits = static_cast<unsigned>(dtype_bits(canonical)), .packed_bits = 32, .converts = true};
 }
 
 void FlashinferTrtllmMxfp4Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  const uint64_t rows = check_shape(canonical.dtype, canonical.shape);
-  const std::vector<uint64_t> sources = row_sources(rows);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
-  fi_detail::expect_buffer(name(), "packed", packed.size(), byte_size(packed_dtype(canonical.dtype), canonical.shape));
-  switch (tensor_) {
-    case TrtllmTensor::weight:
-      fi_detail::gather_rows(canonical.bytes, packed, sources, canonical.shape[1]);
-      break;
-    case TrtllmTensor::scale:
-      sf_128x4_swizzle(canonical.bytes, packed, rows, canonical.shape[1], sources);
-      break;
-    case TrtllmTensor::bias:
-      for (uint64_t r = 0; r < rows; ++r)
-        fi_detail::cast_element(canonical.dtype, canonical.bytes, sources[r], DType::F32, packed, r);
-      break;
-  }
-}
-
-void FlashinferTrtllmMxfp4Layout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
-  const uint64_t rows = check_shape(canonical.dtype, canonical.shape);
-  const std::vector<uint64_t> sources = row_sources(rows);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
-  fi_detail::expect_buffer(name(), "packed", packed.size(), byte_size(packed_dtype(canonical.dtype), canonical.shape));
-  switch (tensor_) {
-    case TrtllmTensor::weight:
-      fi_detail::scatter_rows(packed, canonical.bytes, sources, canonical.shape[1]);
-      break;
-    case TrtllmTensor::scale:
-      sf_128x4_unswizzle(packed, canonical.bytes, rows, canonical.shape[1], sources);
-      break;
-    case TrtllmTensor::bias:
-      // Exact for BF16/F16/F32 canonical biases: every such value is an F32.
-      for (uint64_t r = 0; r < rows; ++r)
-        fi_detail::cast_element(DType::F32, packed, r, canonical.dtype, canonical.bytes, sources[r]);
-      break;
-  }
+  if (tensor_ != TrtllmTensor::weight) return pack_by_map(canonical, packed);
+  expect_pack_args(canonical, packed);
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
+  for (uint64_t r = 0; r < rows; ++r)
+    std::memcpy(packed.data() + r * cols, canonical.bytes.data() + source_row(r, rows) * cols, cols);
 }
 
 TrtllmGemm1Scalars trtllm_mxfp4_gemm1_scalars(uint64_t num_local_experts, std::optional<float> alpha,

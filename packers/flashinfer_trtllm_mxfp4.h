@@ -14,8 +14,10 @@
 //     csrc/nv_internal/cpp/kernels/quantization.cu `block_scale_interleave_kernel`) @ v0.6.17
 //
 // Each tensor is a gather of rows: out[r] = in[pre(S(r))], where pre is the row order vLLM
-// applies first (flashinfer_common.h) and S the shuffle of blocks of 32 rows
-// (epilogue_tile_m = 128): S(r) = (r/32)*32 + 4*(r%8) + (r%32)/8.
+// applies first (RowOrder, common.h) and S the shuffle of blocks of 32 rows
+// (epilogue_tile_m = 128; flashinfer/utils.py `get_shuffle_matrix_a_row_indices`):
+//   S(r) = (r/32)*32 + 4*(r%8) + (r%32)/8
+//   out rows 0..9 <- in rows 0 4 8 12 16 20 24 28 1 5   (block 32 maps the same way, offset 32)
 //
 //   gpt-oss w13 (rows=swap_pairs), I = 128 so 256 rows [g0,u0,g1,u1,...]:
 //     packed row : 0   1   2   3   4 ...  7   8   9  ... 31 | 32  33 ...
@@ -29,7 +31,7 @@
 // H to 256, so every row count is a multiple of 128 and every scale row a multiple of 4):
 //   weight : U8 [N, K/2] FP4 pairs           -> U8 [N, K/2]; N % 32 == 0
 //   scale  : U8 [N, K/32] E8M0               -> rows gathered, then the CUTLASS 128x4 swizzle
-//            (cutlass_sf_128x4.h) of the gathered matrix; vLLM views the bytes as float8_e4m3fn
+//            (sf_128x4_offset, common.h) of the gathered matrix; vLLM views the bytes as float8_e4m3fn
 //            [N, K/32], so the packed dtype is F8_E4M3 (the bytes are still E8M0 codes);
 //            N % 128 == 0 and (K/32) % 4 == 0, as vLLM's reshape back to [N, K/32] requires
 //   bias   : BF16/F16/F32 [N]                -> F32 [N] (vLLM `.to(torch.float32)`), rows gathered
@@ -43,32 +45,53 @@
 
 #include <optional>
 
-#include "packers/flashinfer_common.h"
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
 enum class TrtllmTensor { weight, scale, bias };
 
-class FlashinferTrtllmMxfp4Layout final : public Layout {
+class FlashinferTrtllmMxfp4Layout final : public IndexMap<FlashinferTrtllmMxfp4Layout> {
  public:
-  FlashinferTrtllmMxfp4Layout(TrtllmTensor tensor, fi_detail::RowOrder rows) : tensor_(tensor), rows_(rows) {}
+  // Rows per shuffle block for epilogue_tile_m = 128 (flashinfer `get_shuffle_block_size`).
+  static constexpr uint64_t kShuffleBlock = 32;
+
+  FlashinferTrtllmMxfp4Layout(TrtllmTensor tensor, RowOrder rows) : tensor_(tensor), rows_(rows) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override;
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: weight rows copied whole
 
-  // Index map: the canonical row that packed row r comes from (rows = the tensor's row count).
-  uint64_t source_row(uint64_t r, uint64_t rows) const;
+  // The canonical row that packed row r comes from (rows = the tensor's row count).
+  uint64_t source_row(uint64_t r, uint64_t rows) const {
+    const uint64_t shuffled = (r / kShuffleBlock) * kShuffleBlock + (kShuffleBlock / 8) * (r % 8) + (r % kShuffleBlock) / 8;
+    return row_order_source(rows_, shuffled, rows);
+  }
+
+  // Index map: packed row r gathers canonical row source_row(r); the weight and bias keep the
+  // row's bytes (or its one element) in place, the scale puts them in the 128x4 atom.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint64_t source = source_row(r, rows);
+      if (tensor_ == TrtllmTensor::scale) {
+        const uint64_t row = sf_128x4_row_offset(r, cols);
+        for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, row + sf_128x4_column_offset(c));
+      } else {
+        for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, r * cols + c);
+      }
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 
  private:
-  uint64_t check_shape(DType dtype, std::span<const uint64_t> shape) const;
-  std::vector<uint64_t> row_sources(uint64_t rows) const;
-
   TrtllmTensor tensor_;
-  fi_detail::RowOrder rows_;
+  RowOrder rows_;
 };
 
 // gemm1_alpha, gemm1_beta, gemm1_clamp_limit as vLLM keeps them: F32 [num_experts] each, every

@@ -1,21 +1,19 @@
 #include "packers/identity.h"
 
-#include <algorithm>
-
-#include "lib/core/error.h"
-
 namespace moepack::packers {
 
-void UnchangedLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  if (packed.size() != canonical.bytes.size())
-    throw_internal("vllm.unchanged: " + std::to_string(canonical.bytes.size()) + " canonical bytes, " + std::to_string(packed.size()) + " packed");
-  std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
+Accepts UnchangedLayout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::any;
+  a.ranks = Accepts::kAnyRank;
+  a.allows_empty = true;  // a parameter vLLM keeps as loaded may be anything, even empty
+  return a;
 }
 
-void UnchangedLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
-  if (packed.size() != canonical.bytes.size())
-    throw_internal("vllm.unchanged: " + std::to_string(packed.size()) + " packed bytes, " + std::to_string(canonical.bytes.size()) + " canonical");
-  std::copy(packed.begin(), packed.end(), canonical.bytes.begin());
+void UnchangedLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+  // std::copy, not memcpy: an empty tensor has null data pointers, which memcpy may not take.
+  std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
 }
 
 }  // namespace moepack::packers

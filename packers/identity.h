@@ -8,19 +8,26 @@
 // (vllm-project/vllm : vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9.)
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class UnchangedLayout final : public Layout {
+class UnchangedLayout final : public IndexMap<UnchangedLayout> {
  public:
   std::string name() const override { return "vllm.unchanged"; }
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override {
-    return {canonical_shape.begin(), canonical_shape.end()};
+  Accepts accepts() const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: one copy
+
+  // Index map: byte i stays byte i.
+  template <class Fn>
+  void visit(DType dtype, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t bytes = byte_size(dtype, shape);
+    for (uint64_t i = 0; i < bytes; ++i) fn(i, i);
   }
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 };
 
 }  // namespace moepack::packers

@@ -6,9 +6,16 @@
 // column), w13 scale U8 [2I, H/32] (E8M0). A packed [E, ...] parameter is the concatenation of
 // the per-expert packed slabs, expert 0 first, so the converter streams expert by expert.
 //
-// Every layout is defined once as an index map (canonical element -> packed position); `pack`
-// is a bulk path checked against that map in tests, `unpack` is the exact inverse (used by the
-// emulation experts and round-trip tests), `name` is the manifest's `layout` string.
+// Every layout is defined once as an index map (canonical element -> packed position, see
+// packers/index_map.h, the base every packer derives from); `pack` and `unpack` (the exact
+// inverse, used by the emulation experts on one expert's slab at a time, and by the artifact
+// check) are derived from it, `name` is the manifest's `layout` string.
+//
+// There is no canonical_shape(packed shape): it is not derivable for every layout. Padding
+// layouts map several canonical sizes to one packed size (triton_kernels.Strided with
+// k_groups_pad=4 packs [N, 5] .. [N, 8] to [N, 8]; BlackwellMXValue pads K/2 to 128, Hopper
+// and Blackwell scales pad N and K/32, DeepGEMM pads MN to 4, AITER scales pad K/32 to 8), so
+// a reader of an artifact takes the canonical shape from the manifest, not from the slab.
 #pragma once
 
 #include <cstdint>
@@ -43,16 +50,5 @@ class Layout {
     return shape;
   }
 };
-
-// FP4 nibble access in a row-major U8 tensor of `cols` logical FP4 elements per row
-// (cols/2 bytes per row; element c of a row is the low nibble of byte c/2 when c is even).
-inline uint8_t get_nibble(std::span<const uint8_t> bytes, uint64_t row, uint64_t cols, uint64_t col) {
-  uint8_t b = bytes[static_cast<size_t>(row * (cols / 2) + col / 2)];
-  return (col & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xF);
-}
-inline void set_nibble(std::span<uint8_t> bytes, uint64_t row, uint64_t cols, uint64_t col, uint8_t code) {
-  uint8_t& b = bytes[static_cast<size_t>(row * (cols / 2) + col / 2)];
-  b = (col & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | (code & 0xF));
-}
 
 }  // namespace moepack::packers

@@ -2,16 +2,11 @@
 // are in marlin_mxfp4.h.
 #include "packers/marlin_mxfp4.h"
 
-#include <cstring>
-
-#include "packers/flashinfer_common.h"
+#include <vector>
 
 namespace moepack::packers {
 
 namespace {
-
-constexpr std::string_view kVllm = fi_detail::kVllmCommit;
-constexpr uint64_t kChunk = 1024;  // values per permutation run = one Marlin tile
 
 // `scale_perm_single` of get_scale_perms: within 32 columns, x = 8i + j takes 2i + X[j].
 constexpr std::array<uint64_t, 8> kSingleOffsets = {0, 1, 8, 9, 16, 17, 24, 25};
@@ -23,34 +18,40 @@ uint64_t grouped_perm(uint64_t x) { return (x / 64) * 64 + (x % 64) / 8 + 8 * (x
 constexpr uint8_t kFp8ExponentBias = 6;
 constexpr uint8_t kFp8LargestScale = 255 - kFp8ExponentBias;
 
+const std::string kMarlinRowsRule = "Marlin needs N % 64 == 0 (tile_n_size)";
+
+// One lane's tiled offsets in get_weight_perm (num_bits 4): 16*row + col + 8*block over the
+// lane's rows (4 of them, or 8 with FP8 activations), for both 8-column blocks.
+std::vector<uint64_t> lane_offsets(uint64_t lane, bool a8) {
+  const uint64_t col = lane / 4;
+  std::vector<uint64_t> offsets;
+  for (uint64_t block = 0; block < 2; ++block) {
+    if (a8) {
+      for (uint64_t rbase : {4 * (lane % 4), 4 * (lane % 4 + 4)})
+        for (uint64_t d = 0; d < 4; ++d) offsets.push_back(16 * (rbase + d) + col + 8 * block);
+    } else {
+      for (uint64_t row : {2 * (lane % 4), 2 * (lane % 4) + 1, 2 * (lane % 4 + 4), 2 * (lane % 4 + 4) + 1})
+        offsets.push_back(16 * row + col + 8 * block);
+    }
+  }
+  return offsets;
+}
+
 }  // namespace
 
 // ---- weight -----------------------------------------------------------------------------------
 
 MarlinMxfp4WeightLayout::MarlinMxfp4WeightLayout(MarlinActivation act) : act_(act) {
-  // get_weight_perm(num_bits=4, is_a_8bit): per lane i the tiled offsets of its 32 values
-  // (16*row + col + 8*block over the lane's rows, then the next subtiles), then each group of 8
-  // reordered by the nibble interleave.
+  // get_weight_perm(num_bits=4, is_a_8bit): per lane the tiled offsets of its values, repeated
+  // over the next subtiles, then each group of 8 reordered by the nibble interleave.
   const bool a8 = act_ == MarlinActivation::fp8;
-  std::array<uint16_t, 1024> raw{};
+  const uint64_t repeats = a8 ? 2 : 4, stride = a8 ? 512 : 256;
+  std::array<uint16_t, kChunk> raw{};
   size_t pos = 0;
-  for (uint64_t i = 0; i < 32; ++i) {
-    const uint64_t col = i / 4;
-    std::array<uint64_t, 16> lane{};
-    size_t count = 0;
-    for (uint64_t block = 0; block < 2; ++block) {
-      if (a8) {
-        for (uint64_t rbase : {4 * (i % 4), 4 * (i % 4 + 4)})
-          for (uint64_t d = 0; d < 4; ++d) lane[count++] = 16 * (rbase + d) + col + 8 * block;
-      } else {
-        for (uint64_t row : {2 * (i % 4), 2 * (i % 4) + 1, 2 * (i % 4 + 4), 2 * (i % 4 + 4) + 1})
-          lane[count++] = 16 * row + col + 8 * block;
-      }
-    }
-    const uint64_t repeats = a8 ? 2 : 4;
-    const uint64_t stride = a8 ? 512 : 256;
+  for (uint64_t lane = 0; lane < 32; ++lane) {
+    const std::vector<uint64_t> offsets = lane_offsets(lane, a8);
     for (uint64_t j = 0; j < repeats; ++j)
-      for (size_t v = 0; v < count; ++v) raw[pos++] = static_cast<uint16_t>(lane[v] + stride * j);
+      for (uint64_t offset : offsets) raw[pos++] = static_cast<uint16_t>(offset + stride * j);
   }
   const std::array<uint64_t, 8> interleave =
       a8 ? std::array<uint64_t, 8>{0, 4, 1, 5, 2, 6, 3, 7} : std::array<uint64_t, 8>{0, 2, 4, 6, 1, 3, 5, 7};
@@ -59,69 +60,39 @@ MarlinMxfp4WeightLayout::MarlinMxfp4WeightLayout(MarlinActivation act) : act_(ac
 }
 
 std::string MarlinMxfp4WeightLayout::name() const {
-  return std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") +
-         (act_ == MarlinActivation::fp8 ? "1" : "0") + "," + std::string(kVllm) + ")";
+  return std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (act_ == MarlinActivation::fp8 ? "1" : "0") +
+         "," + std::string(pins::kVllm) + ")";
 }
 
-MarlinMxfp4WeightLayout::Shape MarlinMxfp4WeightLayout::check_shape(DType dtype, std::span<const uint64_t> shape) const {
-  const fi_detail::ByteMatrix m = fi_detail::expect_byte_matrix(name(), dtype, shape);
-  if (m.rows % 64 != 0) fi_detail::refuse(name(), shape, "Marlin needs N % 64 == 0 (tile_n_size)");
-  if ((2 * m.cols) % tile_k() != 0)
-    fi_detail::refuse(name(), shape, "Marlin needs K % " + std::to_string(tile_k()) + " == 0 (tile_k_size)");
-  return {m.rows, 2 * m.cols};
+Accepts MarlinMxfp4WeightLayout::accepts() const {
+  Accepts a;
+  a.rows_multiple = 64;
+  a.rows_rule = kMarlinRowsRule;
+  a.last_multiple = tile_k() / 2;  // bytes of FP4 pairs
+  a.last_rule = "Marlin needs K % " + std::to_string(tile_k()) + " == 0 (tile_k_size)";
+  return a;
 }
 
-std::vector<uint64_t> MarlinMxfp4WeightLayout::packed_shape(std::span<const uint64_t> canonical_shape) const {
-  const Shape s = check_shape(DType::U8, canonical_shape);
-  return {s.k / 16, 2 * s.n};
-}
-
-MarlinMxfp4WeightLayout::Element MarlinMxfp4WeightLayout::source(uint64_t f, uint64_t n_cols) const {
-  // marlin_permute_weights: tiles [tile_k x 16] laid k-tile major, then 16-column subtile, then
-  // row, then column; each run of 1024 is gathered through perm_.
-  const uint64_t t = (f / kChunk) * kChunk + perm_[f % kChunk];
-  const uint64_t nn = t % 16;
-  const uint64_t kk = (t / 16) % tile_k();
-  const uint64_t rest = t / (16 * tile_k());
-  return {(rest / (n_cols / 16)) * tile_k() + kk, (rest % (n_cols / 16)) * 16 + nn};
-}
-
+// Builds each packed word whole. Within a chunk the source offsets (dk, dn) are the same for
+// every chunk; a chunk spans `subtiles` 16-column subtiles of one k-tile.
 void MarlinMxfp4WeightLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  const Shape s = check_shape(canonical.dtype, canonical.shape);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), s.n * s.k / 2);
-  fi_detail::expect_buffer(name(), "packed", packed.size(), s.n * s.k / 2);
-  // Within a chunk the source offsets (dk, dn) are the same for every chunk; a chunk spans
-  // `subtiles` 16-column subtiles of one k-tile.
+  expect_pack_args(canonical, packed);
+  const uint64_t n_cols = canonical.shape[0], k_elems = 2 * canonical.shape[1];
   std::array<uint16_t, kChunk> dk{}, dn{};
   for (uint64_t p = 0; p < kChunk; ++p) {
     dk[p] = static_cast<uint16_t>((perm_[p] / 16) % tile_k());
     dn[p] = static_cast<uint16_t>((perm_[p] / (16 * tile_k())) * 16 + perm_[p] % 16);
   }
   const uint64_t subtiles = kChunk / (16 * tile_k());
-  const uint64_t chunks_per_ktile = s.n / 16 / subtiles;
-  const uint64_t chunks = s.n * s.k / kChunk;
-  for (uint64_t c = 0; c < chunks; ++c) {
-    const uint64_t k0 = (c / chunks_per_ktile) * tile_k();
-    const uint64_t n0 = (c % chunks_per_ktile) * subtiles * 16;
+  const uint64_t chunks_per_ktile = n_cols / 16 / subtiles;
+  for (uint64_t c = 0; c < n_cols * k_elems / kChunk; ++c) {
+    const uint64_t k0 = (c / chunks_per_ktile) * tile_k(), n0 = (c % chunks_per_ktile) * subtiles * 16;
     for (uint64_t w = 0; w < kChunk / 8; ++w) {
       uint32_t word = 0;
-      for (uint64_t v = 0; v < 8; ++v) {
-        const uint64_t p = 8 * w + v;
-        word |= static_cast<uint32_t>(get_nibble(canonical.bytes, n0 + dn[p], s.k, k0 + dk[p])) << (4 * v);
-      }
+      for (uint64_t v = 0; v < 8; ++v)
+        word |= static_cast<uint32_t>(get_nibble(canonical.bytes, n0 + dn[8 * w + v], k_elems, k0 + dk[8 * w + v])) << (4 * v);
       std::memcpy(packed.data() + 4 * (c * (kChunk / 8) + w), &word, 4);
     }
-  }
-}
-
-void MarlinMxfp4WeightLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
-  const Shape s = check_shape(canonical.dtype, canonical.shape);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), s.n * s.k / 2);
-  fi_detail::expect_buffer(name(), "packed", packed.size(), s.n * s.k / 2);
-  for (uint64_t f = 0; f < s.n * s.k; ++f) {
-    const Element e = source(f, s.n);
-    const uint8_t byte = packed[f / 2];
-    set_nibble(canonical.bytes, e.n, s.k, e.k, static_cast<uint8_t>((f % 2) ? byte >> 4 : byte & 0xF));
   }
 }
 
@@ -129,13 +100,18 @@ void MarlinMxfp4WeightLayout::unpack(std::span<const uint8_t> packed, OwnedTenso
 
 std::string MarlinMxfp4ScaleLayout::name() const {
   return std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") +
-         (act_ == MarlinActivation::fp8 ? "fp8" : "16bit") + "," + std::string(kVllm) + ")";
+         (act_ == MarlinActivation::fp8 ? "fp8" : "16bit") + "," + std::string(pins::kVllm) + ")";
 }
 
-std::vector<uint64_t> MarlinMxfp4ScaleLayout::packed_shape(std::span<const uint64_t> canonical_shape) const {
-  const fi_detail::ByteMatrix m = fi_detail::expect_byte_matrix(name(), DType::U8, canonical_shape);
-  if (m.rows % 64 != 0) fi_detail::refuse(name(), canonical_shape, "Marlin needs N % 64 == 0");
-  return {m.cols, m.rows};
+Accepts MarlinMxfp4ScaleLayout::accepts() const {
+  Accepts a;
+  a.rows_multiple = 64;
+  a.rows_rule = kMarlinRowsRule;
+  if (act_ == MarlinActivation::fp8) {
+    a.largest_value = kFp8LargestScale;
+    a.value_rule = "E8M0 scale bytes above 249 are refused: vLLM's fp8-activation Marlin path asserts max <= 249 before adding 6";
+  }
+  return a;
 }
 
 uint64_t MarlinMxfp4ScaleLayout::source_column(uint64_t x, uint64_t groups) const {
@@ -148,80 +124,32 @@ uint64_t MarlinMxfp4ScaleLayout::source_column(uint64_t x, uint64_t groups) cons
   return groups > 1 ? grouped_perm(y) : single_perm(y);
 }
 
-void MarlinMxfp4ScaleLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  const std::vector<uint64_t> shape = packed_shape(canonical.shape);
-  fi_detail::expect_byte_matrix(name(), canonical.dtype, canonical.shape);
-  const uint64_t rows = canonical.shape[0], groups = canonical.shape[1];
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), rows * groups);
-  fi_detail::expect_buffer(name(), "packed", packed.size(), rows * groups);
-  std::vector<uint64_t> columns(rows);
-  for (uint64_t x = 0; x < rows; ++x) columns[x] = source_column(x, groups);
-  for (uint64_t g = 0; g < groups; ++g) {
-    for (uint64_t x = 0; x < rows; ++x) {
-      const uint8_t code = canonical.bytes[columns[x] * groups + g];
-      if (act_ == MarlinActivation::fp8) {
-        if (code > kFp8LargestScale)
-          fi_detail::refuse(name(), canonical.shape,
-                            "E8M0 scale byte " + std::to_string(code) + " at row " + std::to_string(columns[x]) +
-                                " group " + std::to_string(g) +
-                                " exceeds 249: vLLM's fp8-activation Marlin path asserts max <= 249 before adding 6");
-        packed[g * rows + x] = static_cast<uint8_t>(code + kFp8ExponentBias);
-      } else {
-        packed[g * rows + x] = code;
-      }
-    }
-  }
-}
+uint64_t MarlinMxfp4ScaleLayout::encode_unit(DType, uint64_t value, uint64_t) const { return value + kFp8ExponentBias; }
 
-void MarlinMxfp4ScaleLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
-  packed_shape(canonical.shape);
-  fi_detail::expect_byte_matrix(name(), canonical.dtype, canonical.shape);
-  const uint64_t rows = canonical.shape[0], groups = canonical.shape[1];
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), rows * groups);
-  fi_detail::expect_buffer(name(), "packed", packed.size(), rows * groups);
-  for (uint64_t g = 0; g < groups; ++g)
-    for (uint64_t x = 0; x < rows; ++x) {
-      const uint8_t stored = packed[g * rows + x];
-      // pack adds 6 on the fp8-activation path, so a stored byte below 6 comes from no scale
-      // (a damaged or foreign artifact); subtracting would wrap it to a huge exponent.
-      if (act_ == MarlinActivation::fp8 && stored < kFp8ExponentBias)
-        fi_detail::refuse(name(), canonical.shape,
-                          "packed E8M0 byte " + std::to_string(stored) + " at column " + std::to_string(x) + " group " + std::to_string(g) +
-                              " is below 6, which no scale packs to (the fp8-activation path adds 6)");
-      canonical.bytes[source_column(x, groups) * groups + g] =
-          act_ == MarlinActivation::fp8 ? static_cast<uint8_t>(stored - kFp8ExponentBias) : stored;
-    }
+uint64_t MarlinMxfp4ScaleLayout::decode_unit(DType canonical, uint64_t value, uint64_t canonical_unit) const {
+  // pack adds 6 on the fp8-activation path, so a stored byte below 6 comes from no scale
+  // (a damaged or foreign artifact); subtracting would wrap it to a huge exponent.
+  if (value < kFp8ExponentBias)
+    throw Error(ErrorKind::bad_input, name() + ": packed E8M0 byte " + std::to_string(value) + " for canonical scale " +
+                                          std::to_string(canonical_unit) + " (" + std::string(dtype_name(canonical)) +
+                                          ") is below 6, which no scale packs to (the fp8-activation path adds 6)");
+  return value - kFp8ExponentBias;
 }
 
 // ---- bias -------------------------------------------------------------------------------------
 
-std::string MarlinBiasLayout::name() const { return "vllm.marlin_permute_bias(params_dtype=bf16," + std::string(kVllm) + ")"; }
+std::string MarlinBiasLayout::name() const { return "vllm.marlin_permute_bias(params_dtype=bf16," + std::string(pins::kVllm) + ")"; }
+
+Accepts MarlinBiasLayout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::float_bias;
+  a.ranks = Accepts::rank(1);
+  a.what = "one expert's 1-D bias [rows]";
+  a.rows_multiple = 32;
+  a.rows_rule = "marlin_permute_bias needs N % 32 == 0";
+  return a;
+}
 
 uint64_t MarlinBiasLayout::source_index(uint64_t x) { return single_perm(x); }
-
-std::vector<uint64_t> MarlinBiasLayout::packed_shape(std::span<const uint64_t> canonical_shape) const {
-  const uint64_t rows = fi_detail::expect_bias_vector(name(), DType::BF16, canonical_shape);
-  if (rows % 32 != 0) fi_detail::refuse(name(), canonical_shape, "marlin_permute_bias needs N % 32 == 0");
-  return {rows};
-}
-
-void MarlinBiasLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  const uint64_t rows = packed_shape(canonical.shape)[0];
-  fi_detail::expect_bias_vector(name(), canonical.dtype, canonical.shape);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
-  fi_detail::expect_buffer(name(), "packed", packed.size(), 2 * rows);
-  for (uint64_t x = 0; x < rows; ++x)
-    fi_detail::cast_element(canonical.dtype, canonical.bytes, source_index(x), DType::BF16, packed, x);
-}
-
-void MarlinBiasLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
-  const uint64_t rows = packed_shape(canonical.shape)[0];
-  fi_detail::expect_bias_vector(name(), canonical.dtype, canonical.shape);
-  fi_detail::expect_buffer(name(), "canonical", canonical.bytes.size(), byte_size(canonical.dtype, canonical.shape));
-  fi_detail::expect_buffer(name(), "packed", packed.size(), 2 * rows);
-  // Exact only for a BF16 canonical bias; wider biases were rounded by the cast.
-  for (uint64_t x = 0; x < rows; ++x)
-    fi_detail::cast_element(DType::BF16, packed, x, canonical.dtype, canonical.bytes, source_index(x));
-}
 
 }  // namespace moepack::packers

@@ -52,68 +52,111 @@
 
 #include <array>
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
 enum class MarlinActivation { bits16, fp8 };
 
-class MarlinMxfp4WeightLayout final : public Layout {
+class MarlinMxfp4WeightLayout final : public IndexMap<MarlinMxfp4WeightLayout> {
  public:
+  static constexpr uint64_t kChunk = 1024;  // values per permutation run = one Marlin tile
+
   explicit MarlinMxfp4WeightLayout(MarlinActivation act);
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::I32; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType) const override { return {.canonical_bits = 4, .packed_bits = 4}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: whole words
 
   // Index map, as the reference builds it: packed value f (word f/8, nibble f%8) takes
   // q[k][n] = `source(f, N)`.
   struct Element {
     uint64_t k, n;
   };
-  Element source(uint64_t f, uint64_t n_cols) const;
+  Element source(uint64_t f, uint64_t n_cols) const {
+    // marlin_permute_weights: tiles [tile_k x 16] laid k-tile major, then 16-column subtile, then
+    // row, then column; each run of 1024 is gathered through perm_.
+    const uint64_t t = (f / kChunk) * kChunk + perm_[f % kChunk];
+    const uint64_t nn = t % 16, kk = (t / 16) % tile_k(), rest = t / (16 * tile_k());
+    return {(rest / (n_cols / 16)) * tile_k() + kk, (rest % (n_cols / 16)) * 16 + nn};
+  }
+
+  // Units are FP4 codes: canonical (n, k) is unit n*K + k, packed value f is unit f.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t n_cols = shape[0], k_elems = 2 * shape[1];
+    for (uint64_t f = 0; f < n_cols * k_elems; ++f) {
+      const Element e = source(f, n_cols);
+      fn(e.n * k_elems + e.k, f);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {2 * shape[1] / 16, 2 * shape[0]};
+  }
 
  private:
-  struct Shape {
-    uint64_t n, k;
-  };
-  Shape check_shape(DType dtype, std::span<const uint64_t> shape) const;
   uint64_t tile_k() const { return act_ == MarlinActivation::fp8 ? 32 : 16; }
 
   MarlinActivation act_;
   // get_weight_perm(4, is_a_8bit) with its nibble interleave applied: packed value p of a
   // 1024-value chunk takes tiled value perm_[p] of the same chunk.
-  std::array<uint16_t, 1024> perm_{};
+  std::array<uint16_t, kChunk> perm_{};
 };
 
-class MarlinMxfp4ScaleLayout final : public Layout {
+class MarlinMxfp4ScaleLayout final : public IndexMap<MarlinMxfp4ScaleLayout> {
  public:
   explicit MarlinMxfp4ScaleLayout(MarlinActivation act) : act_(act) {}
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::F8_E8M0; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  // FP8 activations add 6 to every byte (encode_unit / decode_unit).
+  Units units(DType) const override { return {.converts = act_ == MarlinActivation::fp8}; }
 
-  // Index map: packed column x of every packed row g comes from canonical row
-  // `source_column(x, groups)` (column g); FP8 activations add 6 to the byte.
+  // Packed column x of every packed row g comes from canonical row `source_column(x, groups)`
+  // (column g).
   uint64_t source_column(uint64_t x, uint64_t groups) const;
+
+  // Index map: canonical (source_column(x), g) -> packed (g, x).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], groups = shape[1];
+    for (uint64_t x = 0; x < rows; ++x) {
+      const uint64_t source = source_column(x, groups);
+      for (uint64_t g = 0; g < groups; ++g) fn(source * groups + g, g * rows + x);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[1], shape[0]}; }
+  uint64_t encode_unit(DType canonical, uint64_t value, uint64_t canonical_unit) const override;
+  uint64_t decode_unit(DType canonical, uint64_t value, uint64_t canonical_unit) const override;
 
  private:
   MarlinActivation act_;
 };
 
-class MarlinBiasLayout final : public Layout {
+class MarlinBiasLayout final : public IndexMap<MarlinBiasLayout> {
  public:
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::BF16; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override {
+    return {.canonical_bits = static_cast<unsigned>(dtype_bits(canonical)), .packed_bits = 16, .converts = true};
+  }
 
-  // Index map of `marlin_permute_bias` (the "single" scale permutation).
+  // Index map of `marlin_permute_bias` (the "single" scale permutation): packed x <- canonical source_index(x).
   static uint64_t source_index(uint64_t x);
+
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    for (uint64_t x = 0; x < shape[0]; ++x) fn(source_index(x), x);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0]}; }
 };
 
 }  // namespace moepack::packers

@@ -30,157 +30,168 @@ std::unique_ptr<Layout> make() {
   return std::make_unique<L>(Args...);
 }
 
+// One row per layout: the factory and a line for `moepack plan` / docs. The id is not written
+// here: it is the packer's own name(), so the manifest string has one source.
+struct RowSpec {
+  LayoutFactory make;
+  std::string_view summary;
+};
+
+// The AITER rows by vLLM path: which path uses which layout id (vllm-project/vllm :
+// vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9). Abbreviations, each
+// standing for the full registered id:
+//   DI      = vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)
+//   SW(x)   = aiter.shuffle_weight(layout=16x16,x,v0.1.19)   SW() = ...(layout=16x16,v0.1.19)
+//   SS(x)   = aiter.shuffle_scale(x,v0.1.19)
+//   E8(p)   = aiter.e8m0_shuffle(param=p,v0.1.19)
+//   VIEW    = torch.view(float8_e8m0fnu)            F32 = vllm.bias_f32
+//   gu=g    = is_guinterleave=1,gate_up=g
+// Stages of one tensor are joined by " | " in application order (registry.h pipelines).
+//
+//   backend, converter                 tensor      layout id
+//   AITER_MXFP4_BF16, gpt-oss          w13_weight  DI | SW(gu=1)
+//   (GptOssMxfp4MoEMethod,             w2_weight   SW(gu=0)
+//    QuarkOCP_MX_MoEMethod W4A16)      w13 scale   DI | SS(gu=1)
+//                                      w2 scale    SS(gu=0)
+//                                      w13_bias    F32 | DI
+//                                      w2_bias     F32
+//   AITER_MXFP4_BF16, generic          w13_weight  SW(gu=1)
+//   (Mxfp4MoEMethod, not gfx1250,      w2_weight   SW(gu=0)
+//    activation other than SITU)       w13 scale   SS(gu=1)
+//                                      w2 scale    SS(gu=0)
+//                                      biases      F32
+//   AITER_MXFP4_BF16, generic, SITU    w13_weight  SW(gu=G)    G = 1 iff VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4
+//                                      w2_weight   SW(gu=0)        (and AITER fused MoE enabled)
+//                                      w13 scale   VIEW | SS(gu=G)
+//                                      w2 scale    VIEW | E8(2d)
+//                                      biases      F32
+//   AITER_MXFP4_MXFP4 (W4A4; the       w13, w2     SW()        (`shuffle_weights`; rows as loaded)
+//   generic converter delegates to     scales      E8(3d)
+//   the gpt-oss one)                   biases      F32
+//   AITER_MXFP4_FP8 (W4A8)             all         triton_kernels layouts (`_swizzle_mxfp4`), nothing AITER's
+//
+// AITER_MXFP4_BF16 on gfx1250 takes the triton_kernels path of the generic converter.
+
 // clang-format off
+constexpr RowSpec kRows[] = {
+  // ---- triton_kernels v3.5.1 (vLLM OAI Triton MoE, MXFP4) ----
+  {&make<TritonStridedLayout>,
+   "identity: values on sm<90 / SM90+torch<2.8.1 / ROCm, scales on sm<90 and ROCm other than gfx950"},
+  {&make<TritonStridedLayout, uint64_t{4}>,
+   "SM90 scales with torch<2.8.1: identity after vLLM's zero pad of K/32 to a multiple of 4"},
+  {&make<TritonHopperMXValueLayout>,
+   "SM90 MXFP4 weights: 16x32-byte tile swizzle plus 4-nibble bit twiddle"},
+  {&make<TritonHopperMXScaleLayout, uint64_t{8}>, "SM90 MXFP4 scales, 8 warps (vLLM default)"},
+  {&make<TritonHopperMXScaleLayout, uint64_t{4}>, "SM90 MXFP4 scales, 4 warps (older batched-MoE choice)"},
+  {&make<TritonBlackwellMXValueLayout>,
+   "SM100 MXFP4 weights: K bytes zero-padded to 128"},
+  {&make<TritonBlackwellMXScaleLayout>,
+   "SM100 MXFP4 scales: CUTLASS 128x4 tiles, N to 128, K/32 to 8"},
+  {&make<TritonCdna4MXScaleLayout>,
+   "gfx950 MXFP4 scales (TP<=2): 32-row x 8-group preshuffle"},
+  {&make<TritonShuffleWeightLayout>,
+   "generic MXFP4 converter, TRITON only: interleave the two halves of the last axis (w13 weight/scale/bias)"},
+  // ---- CPU (sgl-kernel via vLLM csrc/cpu/sgl-kernels) ----
+  {&make<CpuSglWeightPackedMxfp4Layout>,
+   "CPU AMX MXFP4 weights: per 32-row block, [32, K/2] -> [K/2, 32] with the 32-way nibble split"},
+  {&make<CpuSglScalePackedLayout>,
+   "CPU AMX E8M0 scales: per 32-row block, [32, G] -> [G, 32]"},
+  {&make<BiasToF32Layout>, "MoE bias widened to fp32 (CPU, Triton, AITER MXFP4 paths)"},
+  {&make<ScalarToF32Layout>, "per-expert scalar widened to fp32 (static input scales kept as [E] fp32)"},
+  {&make<UnchangedLayout>, "kept as loaded: DeepGEMM/CUTLASS W4A4 weights, XPU, EMULATION, b12x"},
+  // ---- FlashInfer / Marlin / other layouts (append rows below) ----
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, RowOrder::identity>,
+   "TRT-LLM-gen MXFP4 weight rows (w2): shuffle_matrix_a, 32-row blocks"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, RowOrder::identity>,
+   "TRT-LLM-gen MXFP4 E8M0 scales (w2): row shuffle then 128x4 swizzle, viewed as e4m3"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, RowOrder::identity>,
+   "TRT-LLM-gen MXFP4 bias (w2): f32, row shuffle"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, RowOrder::swap_pairs>,
+   "TRT-LLM-gen MXFP4 weight rows (gpt-oss interleaved w13): shuffle_matrix_a, 32-row blocks"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, RowOrder::swap_pairs>,
+   "TRT-LLM-gen MXFP4 E8M0 scales (gpt-oss interleaved w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, RowOrder::swap_pairs>,
+   "TRT-LLM-gen MXFP4 bias (gpt-oss interleaved w13): f32, row shuffle"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen MXFP4 weight rows (stacked [w1;w3] w13): shuffle_matrix_a, 32-row blocks"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen MXFP4 E8M0 scales (stacked [w1;w3] w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
+  {&make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen MXFP4 bias (stacked [w1;w3] w13): f32, row shuffle"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, RowOrder::identity>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (w2)"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, RowOrder::identity>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (w2): FP4 mixed-GEMM interleave"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, RowOrder::identity>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (w2): 128x4 swizzle"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, RowOrder::identity>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (w2): [K/128, 4N]"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, RowOrder::identity>,
+   "FlashInfer CUTLASS MXFP4 bias (w2): bf16"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, RowOrder::deinterleave_up_first>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (gpt-oss w13 -> [up; gate])"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, RowOrder::deinterleave_up_first>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (gpt-oss w13 -> [up; gate]): FP4 mixed-GEMM interleave"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, RowOrder::deinterleave_up_first>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (gpt-oss w13 -> [up; gate]): 128x4 swizzle"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, RowOrder::deinterleave_up_first>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (gpt-oss w13 -> [up; gate]): [K/128, 4N]"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, RowOrder::deinterleave_up_first>,
+   "FlashInfer CUTLASS MXFP4 bias (gpt-oss w13 -> [up; gate]): bf16"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, RowOrder::swap_halves>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight ([w1;w3] w13 -> [w3;w1])"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, RowOrder::swap_halves>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight ([w1;w3] w13 -> [w3;w1]): FP4 mixed-GEMM interleave"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, RowOrder::swap_halves>,
+   "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales ([w1;w3] w13 -> [w3;w1]): 128x4 swizzle"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, RowOrder::swap_halves>,
+   "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales ([w1;w3] w13 -> [w3;w1]): [K/128, 4N]"},
+  {&make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, RowOrder::swap_halves>,
+   "FlashInfer CUTLASS MXFP4 bias ([w1;w3] w13 -> [w3;w1]): bf16"},
+  {&make<CutlassMxfp4ScaleSwizzleLayout>,
+   "vLLM CUTLASS W4A4 MXFP4 (compressed-tensors/AutoRound, SM100-SM110) scales: 128x4 per expert"},
+  {&make<MarlinMxfp4WeightLayout, MarlinActivation::bits16>,
+   "Marlin MXFP4 weights, 16-bit activations: 4-bit Marlin repack to I32 [K/16, 2N]"},
+  {&make<MarlinMxfp4WeightLayout, MarlinActivation::fp8>,
+   "Marlin MXFP4 weights, FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8): 4-bit Marlin repack to I32 [K/16, 2N]"},
+  {&make<MarlinMxfp4ScaleLayout, MarlinActivation::bits16>,
+   "Marlin MXFP4 E8M0 scales, 16-bit activations: [G, N] permuted"},
+  {&make<MarlinMxfp4ScaleLayout, MarlinActivation::fp8>,
+   "Marlin MXFP4 E8M0 scales, FP8 activations, +6 exponent bias: [G, N] permuted"},
+  {&make<MarlinBiasLayout>,
+   "Marlin MoE bias: single scale permutation, bf16"},
+  {&make<DeepGemmMxfp4ScaleLayout>,
+   "DeepGEMM MXFP4 scales (SM100): 4 E8M0 per int32, MN-major, MN padded to 4"},
+  // ---- AITER v0.1.19 (ROCm AITER_MXFP4_BF16 / AITER_MXFP4_MXFP4; the path table above) ----
+  {&make<AiterShuffleWeightLayout, AiterWeightShuffle::plain>,
+   "AITER W4A4 MXFP4 weights (`shuffle_weights`, w13 and w2): 16-row x 16-byte tiles"},
+  {&make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave>,
+   "AITER A16W4 MXFP4 w2 weight (shuffle_weight_a16w4 / is_guinterleave, gate_up=False): 16x16-byte tiles"},
+  {&make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave_gate_up>,
+   "AITER A16W4 MXFP4 w13 weight ([gate; up] rows): 16x16-byte tiles, gate and up 16-row blocks alternating"},
+  {&make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave>,
+   "AITER A16W4 MXFP4 w2 E8M0 scales (shuffle_scale_a16w4, gate_up=False): G to 8 with 0x7F, [E*N, G8]"},
+  {&make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave_gate_up>,
+   "AITER A16W4 MXFP4 w13 E8M0 scales ([gate; up] rows): gate/up row pairs per lane, G to 8 with 0x7F, [E*N, G8]"},
+  {&make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param2d>,
+   "AITER e8m0_shuffle kept 2-D [E*N, G8] (generic AITER_MXFP4_BF16 SiTU w2 scale); E*N % 256 == 0"},
+  {&make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param3d>,
+   "AITER e8m0_shuffle viewed back to [E, N, G8] (W4A4 AITER_MXFP4_MXFP4 w13 and w2 scales); E*N % 256 == 0"},
+  {&make<AiterDeinterleaveGateUpRowsLayout>,
+   "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
+  {&make<E8m0ViewLayout>,
+   "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
+};
+// clang-format on
+
 const std::vector<LayoutRow>& rows() {
-  static const std::vector<LayoutRow> table = {
-      // ---- triton_kernels v3.5.1 (vLLM OAI Triton MoE, MXFP4) ----
-      {"triton_kernels.Strided(v3.5.1)", &make<TritonStridedLayout>,
-       "identity: values on sm<90 / SM90+torch<2.8.1 / ROCm, scales on sm<90 and ROCm other than gfx950"},
-      {"triton_kernels.Strided(k_groups_pad=4,v3.5.1)", &make<TritonStridedLayout, uint64_t{4}>,
-       "SM90 scales with torch<2.8.1: identity after vLLM's zero pad of K/32 to a multiple of 4"},
-      {"triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)", &make<TritonHopperMXValueLayout>,
-       "SM90 MXFP4 weights: 16x32-byte tile swizzle plus 4-nibble bit twiddle"},
-      {"triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,k_groups_pad=4,v3.5.1)",
-       &make<TritonHopperMXScaleLayout, uint64_t{8}>, "SM90 MXFP4 scales, 8 warps (vLLM default)"},
-      {"triton_kernels.HopperMXScale(mx_axis=1,num_warps=4,k_groups_pad=4,v3.5.1)",
-       &make<TritonHopperMXScaleLayout, uint64_t{4}>, "SM90 MXFP4 scales, 4 warps (older batched-MoE choice)"},
-      {"triton_kernels.BlackwellMXValue(v3.5.1)", &make<TritonBlackwellMXValueLayout>,
-       "SM100 MXFP4 weights: K bytes zero-padded to 128"},
-      {"triton_kernels.BlackwellMXScale(v3.5.1)", &make<TritonBlackwellMXScaleLayout>,
-       "SM100 MXFP4 scales: CUTLASS 128x4 tiles, N to 128, K/32 to 8"},
-      {"triton_kernels.CDNA4MXScale(v3.5.1)", &make<TritonCdna4MXScaleLayout>,
-       "gfx950 MXFP4 scales (TP<=2): 32-row x 8-group preshuffle"},
-      {"vllm.mxfp4_triton_shuffle_weight(e9d1398d9)", &make<TritonShuffleWeightLayout>,
-       "generic MXFP4 converter, TRITON only: interleave the two halves of the last axis (w13 weight/scale/bias)"},
-      // ---- CPU (sgl-kernel via vLLM csrc/cpu/sgl-kernels) ----
-      {"cpu.sgl_convert_weight_packed(mxfp4)", &make<CpuSglWeightPackedMxfp4Layout>,
-       "CPU AMX MXFP4 weights: per 32-row block, [32, K/2] -> [K/2, 32] with the 32-way nibble split"},
-      {"cpu.sgl_convert_scale_packed(e8m0)", &make<CpuSglScalePackedLayout>,
-       "CPU AMX E8M0 scales: per 32-row block, [32, G] -> [G, 32]"},
-      {"vllm.bias_f32", &make<BiasToF32Layout>, "MoE bias widened to fp32 (CPU, Triton, AITER MXFP4 paths)"},
-      {"vllm.scalar_f32", &make<ScalarToF32Layout>, "per-expert scalar widened to fp32 (static input scales kept as [E] fp32)"},
-      {"vllm.unchanged", &make<UnchangedLayout>, "kept as loaded: DeepGEMM/CUTLASS W4A4 weights, XPU, EMULATION, b12x"},
-      // ---- FlashInfer / Marlin / other layouts (append rows below) ----
-      {"flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::identity>,
-       "TRT-LLM-gen MXFP4 weight rows (w2): shuffle_matrix_a, 32-row blocks"},
-      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::identity>,
-       "TRT-LLM-gen MXFP4 E8M0 scales (w2): row shuffle then 128x4 swizzle, viewed as e4m3"},
-      {"flashinfer.trtllm_shuffle_bias(rows=identity,epilogue_tile_m=128,f32,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::identity>,
-       "TRT-LLM-gen MXFP4 bias (w2): f32, row shuffle"},
-      {"flashinfer.trtllm_shuffle_matrix_a(rows=swap_pairs,epilogue_tile_m=128,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::swap_pairs>,
-       "TRT-LLM-gen MXFP4 weight rows (gpt-oss interleaved w13): shuffle_matrix_a, 32-row blocks"},
-      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=swap_pairs,epilogue_tile_m=128,sf=128x4,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::swap_pairs>,
-       "TRT-LLM-gen MXFP4 E8M0 scales (gpt-oss interleaved w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
-      {"flashinfer.trtllm_shuffle_bias(rows=swap_pairs,epilogue_tile_m=128,f32,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::swap_pairs>,
-       "TRT-LLM-gen MXFP4 bias (gpt-oss interleaved w13): f32, row shuffle"},
-      {"flashinfer.trtllm_shuffle_matrix_a(rows=w3w1_interleave,epilogue_tile_m=128,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::weight, fi_detail::RowOrder::w3w1_interleave>,
-       "TRT-LLM-gen MXFP4 weight rows (stacked [w1;w3] w13): shuffle_matrix_a, 32-row blocks"},
-      {"flashinfer.trtllm_shuffle_matrix_sf_a(rows=w3w1_interleave,epilogue_tile_m=128,sf=128x4,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::scale, fi_detail::RowOrder::w3w1_interleave>,
-       "TRT-LLM-gen MXFP4 E8M0 scales (stacked [w1;w3] w13): row shuffle then 128x4 swizzle, viewed as e4m3"},
-      {"flashinfer.trtllm_shuffle_bias(rows=w3w1_interleave,epilogue_tile_m=128,f32,v0.6.17)",
-       &make<FlashinferTrtllmMxfp4Layout, TrtllmTensor::bias, fi_detail::RowOrder::w3w1_interleave>,
-       "TRT-LLM-gen MXFP4 bias (stacked [w1;w3] w13): f32, row shuffle"},
-      {"flashinfer.cutlass_mxfp4_weight(rows=identity,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::identity>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (w2)"},
-      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::identity>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (w2): FP4 mixed-GEMM interleave"},
-      {"flashinfer.block_scale_interleave(rows=identity,sf=128x4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::identity>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (w2): 128x4 swizzle"},
-      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=identity,group_size=32,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::identity>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (w2): [K/128, 4N]"},
-      {"flashinfer.cutlass_bias(rows=identity,bf16,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::identity>,
-       "FlashInfer CUTLASS MXFP4 bias (w2): bf16"},
-      {"flashinfer.cutlass_mxfp4_weight(rows=deinterleave_up_first,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::deinterleave_up_first>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight (gpt-oss w13 -> [up; gate])"},
-      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=deinterleave_up_first,fp4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::deinterleave_up_first>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight (gpt-oss w13 -> [up; gate]): FP4 mixed-GEMM interleave"},
-      {"flashinfer.block_scale_interleave(rows=deinterleave_up_first,sf=128x4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::deinterleave_up_first>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales (gpt-oss w13 -> [up; gate]): 128x4 swizzle"},
-      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=deinterleave_up_first,group_size=32,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::deinterleave_up_first>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales (gpt-oss w13 -> [up; gate]): [K/128, 4N]"},
-      {"flashinfer.cutlass_bias(rows=deinterleave_up_first,bf16,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::deinterleave_up_first>,
-       "FlashInfer CUTLASS MXFP4 bias (gpt-oss w13 -> [up; gate]): bf16"},
-      {"flashinfer.cutlass_mxfp4_weight(rows=swap_halves,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight, fi_detail::RowOrder::swap_halves>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) weight ([w1;w3] w13 -> [w3;w1])"},
-      {"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=swap_halves,fp4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::weight_sm90, fi_detail::RowOrder::swap_halves>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) weight ([w1;w3] w13 -> [w3;w1]): FP4 mixed-GEMM interleave"},
-      {"flashinfer.block_scale_interleave(rows=swap_halves,sf=128x4,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_128x4, fi_detail::RowOrder::swap_halves>,
-       "FlashInfer CUTLASS MXFP4xMXFP8 (SM100) scales ([w1;w3] w13 -> [w3;w1]): 128x4 swizzle"},
-      {"flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=swap_halves,group_size=32,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::scale_sm90, fi_detail::RowOrder::swap_halves>,
-       "FlashInfer CUTLASS MXFP4 W4A16 (SM90) scales ([w1;w3] w13 -> [w3;w1]): [K/128, 4N]"},
-      {"flashinfer.cutlass_bias(rows=swap_halves,bf16,v0.6.17)",
-       &make<FlashinferCutlassMxfp4Layout, FiCutlassTensor::bias_bf16, fi_detail::RowOrder::swap_halves>,
-       "FlashInfer CUTLASS MXFP4 bias ([w1;w3] w13 -> [w3;w1]): bf16"},
-      {"vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)",
-       &make<CutlassMxfp4ScaleSwizzleLayout>,
-       "vLLM CUTLASS W4A4 MXFP4 (compressed-tensors/AutoRound, SM100-SM110) scales: 128x4 per expert"},
-      {"vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=0,e9d1398d9)",
-       &make<MarlinMxfp4WeightLayout, MarlinActivation::bits16>,
-       "Marlin MXFP4 weights, 16-bit activations: 4-bit Marlin repack to I32 [K/16, 2N]"},
-      {"vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=1,e9d1398d9)",
-       &make<MarlinMxfp4WeightLayout, MarlinActivation::fp8>,
-       "Marlin MXFP4 weights, FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8): 4-bit Marlin repack to I32 [K/16, 2N]"},
-      {"vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=16bit,e9d1398d9)",
-       &make<MarlinMxfp4ScaleLayout, MarlinActivation::bits16>,
-       "Marlin MXFP4 E8M0 scales, 16-bit activations: [G, N] permuted"},
-      {"vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=fp8,e9d1398d9)",
-       &make<MarlinMxfp4ScaleLayout, MarlinActivation::fp8>,
-       "Marlin MXFP4 E8M0 scales, FP8 activations, +6 exponent bias: [G, N] permuted"},
-      {"vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)",
-       &make<MarlinBiasLayout>,
-       "Marlin MoE bias: single scale permutation, bf16"},
-      {"deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)",
-       &make<DeepGemmMxfp4ScaleLayout>,
-       "DeepGEMM MXFP4 scales (SM100): 4 E8M0 per int32, MN-major, MN padded to 4"},
-      // ---- AITER v0.1.19 (ROCm AITER_MXFP4_BF16 / AITER_MXFP4_MXFP4; path table in packers/aiter_common.h) ----
-      {"aiter.shuffle_weight(layout=16x16,v0.1.19)", &make<AiterShuffleWeightLayout, AiterWeightShuffle::plain>,
-       "AITER W4A4 MXFP4 weights (`shuffle_weights`, w13 and w2): 16-row x 16-byte tiles"},
-      {"aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=0,v0.1.19)",
-       &make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave>,
-       "AITER A16W4 MXFP4 w2 weight (shuffle_weight_a16w4 / is_guinterleave, gate_up=False): 16x16-byte tiles"},
-      {"aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=1,v0.1.19)",
-       &make<AiterShuffleWeightLayout, AiterWeightShuffle::guinterleave_gate_up>,
-       "AITER A16W4 MXFP4 w13 weight ([gate; up] rows): 16x16-byte tiles, gate and up 16-row blocks alternating"},
-      {"aiter.shuffle_scale(is_guinterleave=1,gate_up=0,v0.1.19)",
-       &make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave>,
-       "AITER A16W4 MXFP4 w2 E8M0 scales (shuffle_scale_a16w4, gate_up=False): G to 8 with 0x7F, [E*N, G8]"},
-      {"aiter.shuffle_scale(is_guinterleave=1,gate_up=1,v0.1.19)",
-       &make<AiterShuffleScaleLayout, AiterScaleShuffle::guinterleave_gate_up>,
-       "AITER A16W4 MXFP4 w13 E8M0 scales ([gate; up] rows): gate/up row pairs per lane, G to 8 with 0x7F, [E*N, G8]"},
-      {"aiter.e8m0_shuffle(param=2d,v0.1.19)", &make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param2d>,
-       "AITER e8m0_shuffle kept 2-D [E*N, G8] (generic AITER_MXFP4_BF16 SiTU w2 scale); E*N % 256 == 0"},
-      {"aiter.e8m0_shuffle(param=3d,v0.1.19)", &make<AiterShuffleScaleLayout, AiterScaleShuffle::e8m0_param3d>,
-       "AITER e8m0_shuffle viewed back to [E, N, G8] (W4A4 AITER_MXFP4_MXFP4 w13 and w2 scales); E*N % 256 == 0"},
-      {"vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)", &make<AiterDeinterleaveGateUpRowsLayout>,
-       "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
-      {"torch.view(float8_e8m0fnu)", &make<E8m0ViewLayout>,
-       "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
-  };
+  static const std::vector<LayoutRow> table = [] {
+    std::vector<LayoutRow> built;
+    for (const RowSpec& spec : kRows) built.push_back({spec.make()->name(), spec.make, spec.summary});
+    return built;
+  }();
   return table;
 }
-// clang-format on
 
 }  // namespace
 

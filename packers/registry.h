@@ -7,9 +7,10 @@
 //
 // The table is an explicit list in registry.cpp (not self-registration from static
 // initialisers: moepack_packers is a static library and the linker would drop packer objects
-// nobody references). Adding a layout = one row there. Invariant, checked by
-// tests/packers/registry_test.cpp: every row's factory builds a Layout whose name() equals
-// the row's id, and ids are unique.
+// nobody references). Adding a layout = one row there: its factory and summary; the row's id is
+// the packer's own name(). Invariants, checked by tests/packers/registry_test.cpp: ids are
+// unique and none looks like a pipeline; tests/packers/layout_contract_test.cpp checks every
+// row's packer against its own index map on awkward sizes.
 //
 // Transforms that vLLM applies one after the other to the same tensor (e.g. the generic
 // converter's `shuffle_weight` and then triton_kernels' HopperMXValue swizzle) are named by
@@ -30,7 +31,7 @@ namespace moepack::packers {
 using LayoutFactory = std::unique_ptr<Layout> (*)();
 
 struct LayoutRow {
-  std::string_view id;       // == make()->name()
+  std::string id;            // make()->name(), taken from the packer when the table is built
   LayoutFactory make;
   std::string_view summary;  // one line for `moepack plan` / docs
 };

@@ -38,33 +38,58 @@
 // in vLLM's parameter order with I/H padding applied (no SM90 group pad on this device).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonBlackwellMXValueLayout final : public Layout {
+class TritonBlackwellMXValueLayout final : public IndexMap<TritonBlackwellMXValueLayout> {
  public:
+  static constexpr uint64_t kByteAlign = 128;  // the stride-1 axis is padded to 128 bytes (256 FP4)
+
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::U8; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override { return {}; }
+  std::optional<std::string> irregular_refusal(std::span<const uint64_t> shape) const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: row copies
 
-  // Index map: canonical byte (n, b) -> packed byte offset.
-  static uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t b);
+  // Index map: canonical byte (n, b) -> packed byte n * Kbp + b.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], bytes = shape[1], padded = round_up(bytes, kByteAlign);
+    for (uint64_t n = 0; n < rows; ++n)
+      for (uint64_t b = 0; b < bytes; ++b) fn(n * bytes + b, n * padded + b);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {shape[0], round_up(shape[1], kByteAlign)};
+  }
 };
 
-class TritonBlackwellMXScaleLayout final : public Layout {
+class TritonBlackwellMXScaleLayout final : public IndexMap<TritonBlackwellMXScaleLayout> {
  public:
+  static constexpr uint64_t kRowAlign = 128;   // ALIGN_N
+  static constexpr uint64_t kGroupAlign = 8;   // ALIGN_K (the 128x4 atom itself only needs 4)
+
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
+  Accepts accepts() const override { return {}; }
   std::vector<uint64_t> parameter_shape(uint64_t num_experts, std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 
-  // Index map: canonical scale byte (n, k) -> packed byte offset within the expert's slab.
-  static uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t k);
+  // Index map: canonical scale byte (n, k) -> the CUTLASS 128x4 atom offset with Kp columns.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], groups = shape[1], padded = round_up(groups, kGroupAlign);
+    for (uint64_t n = 0; n < rows; ++n) {
+      const uint64_t row = sf_128x4_row_offset(n, padded);
+      for (uint64_t k = 0; k < groups; ++k) fn(n * groups + k, row + sf_128x4_column_offset(k));
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {round_up(shape[0], kRowAlign) / 128, round_up(shape[1], kGroupAlign) / 4, 2, 256};
+  }
 };
 
 }  // namespace moepack::packers

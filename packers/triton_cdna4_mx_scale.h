@@ -26,20 +26,34 @@
 // (K/32) % 8 == 0 (the reshape fails otherwise; vLLM pads I and H to 256 on gfx950 so it holds).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonCdna4MXScaleLayout final : public Layout {
+class TritonCdna4MXScaleLayout final : public IndexMap<TritonCdna4MXScaleLayout> {
  public:
+  static constexpr uint64_t kRowBlock = 32;   // NON_K_PRESHUFFLE_BLOCK_SIZE
+  static constexpr uint64_t kGroupBlock = 8;  // the Ks/8 axis of the view
+
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
 
-  // Index map: canonical scale byte (n, k) -> packed byte offset.
-  static uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t k);
+  // Index map: n = 32*n0 + 16*a + b, k = 8*k0 + 4*c + d -> packed row n0, column
+  // 256*k0 + 64*d + 4*b + 2*c + a (Ks*32 columns).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t groups = shape[1];
+    for (uint64_t n = 0; n < shape[0]; ++n) {
+      const uint64_t row = (n / 32) * groups * 32 + 4 * (n % 16) + n / 16 % 2;
+      for (uint64_t k = 0; k < groups; ++k) fn(n * groups + k, row + 256 * (k / 8) + 64 * (k % 4) + 2 * (k / 4 % 2));
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {shape[0] / kRowBlock, shape[1] * kRowBlock};
+  }
 };
 
 }  // namespace moepack::packers

@@ -28,22 +28,40 @@
 // (w13 rows as for the weights), I/H padding applied, the SM90 pad to 4 NOT applied (done here).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonHopperMXScaleLayout final : public Layout {
+class TritonHopperMXScaleLayout final : public IndexMap<TritonHopperMXScaleLayout> {
  public:
+  // vLLM e9d1398d9 pads the scale groups to a multiple of 4 on SM90 (a workaround it carries
+  // until triton_kernels 3.8); the layout's own K alignment (2) is then already met.
+  static constexpr uint64_t kVllmGroupPad = 4;
+
   explicit TritonHopperMXScaleLayout(uint64_t num_warps = 8);
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override { return {}; }
 
-  // Index map: canonical scale byte (n, k) -> packed byte offset.
-  uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t k) const;
+  // Index map, with the digits of n and k (W = num_warps, A = 32*W):
+  //   n = A*m0 + 16*W*a + 16*w + 8*b + r,  k = 2*k2 + c
+  //   -> packed row W*m0 + w, column 64*k2 + 32*a + 4*r + 2*c + b (Ksp*32 columns)
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], groups = shape[1], out_cols = round_up(groups, kVllmGroupPad) * 32;
+    const uint64_t W = num_warps_;
+    for (uint64_t n = 0; n < rows; ++n) {
+      const uint64_t m0 = n / (32 * W), a = n / (16 * W) % 2, w = n / 16 % W, b = n / 8 % 2, r = n % 8;
+      const uint64_t row = (W * m0 + w) * out_cols + 32 * a + 4 * r + b;
+      for (uint64_t k = 0; k < groups; ++k) fn(n * groups + k, row + 64 * (k / 2) + 2 * (k % 2));
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {round_up(shape[0], 32 * num_warps_) / 32, round_up(shape[1], kVllmGroupPad) * 32};
+  }
 
  private:
   uint64_t num_warps_;

@@ -40,24 +40,58 @@
 
 #include <array>
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonHopperMXValueLayout final : public Layout {
+class TritonHopperMXValueLayout final : public IndexMap<TritonHopperMXValueLayout> {
  public:
+  static constexpr uint64_t kRowAlign = 16;   // M tile of the swizzle: 2 (scott trick) * 4 threads * 2 warps
+  static constexpr uint64_t kByteAlign = 32;  // K tile in bytes: 4 threads * 2 warps * 4 k-subtiles
+  // The twiddle, per slot x0..x3 of a 4-byte group: the lane bit (0..15) that nibble bit 0, 1,
+  // 2, 3 goes to (bit 3 of the nibble is the sign, bits 2..0 the E2M1 exponent/mantissa).
+  // x3 is the irregular one: its bits fill the holes the others leave.
+  static constexpr uint8_t kLaneBit[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {13, 10, 11, 14}};
+
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::U8; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override { return {}; }
+  Units units(DType) const override { return {.canonical_bits = 1, .packed_bits = 1}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: twiddle tables
 
   // Index map, part 1: canonical byte (n, b) -> byte offset in the pre-twiddle buffer (which
   // has the packed shape). Part 2 is the twiddle of the 4-byte group containing that offset.
-  static uint64_t pretwiddle_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t b);
+  static uint64_t pretwiddle_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t b) {
+    return pretwiddle_offset_in(round_up(canonical_shape[1], kByteAlign) * 4, n, b);
+  }
   // Part 2: four pre-twiddle bytes -> the 32-bit word stored little-endian in their place.
   static uint32_t twiddle(std::array<uint8_t, 4> group);
-  static std::array<uint8_t, 4> untwiddle(uint32_t word);
+
+  // Units are bits: bit j of canonical byte (n, b) lands in lane j/4 (bits 16*(j/4)..) of the
+  // word its pre-twiddle byte belongs to, at kLaneBit[slot][j%4].
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], bytes = shape[1], out_cols = round_up(bytes, kByteAlign) * 4;
+    for (uint64_t n = 0; n < rows; ++n)
+      for (uint64_t b = 0; b < bytes; ++b) {
+        const uint64_t offset = pretwiddle_offset_in(out_cols, n, b);
+        const uint64_t word_bit = (offset - offset % 4) * 8;
+        const uint8_t* lane_bit = kLaneBit[offset % 4];
+        for (uint64_t j = 0; j < 8; ++j) fn((n * bytes + b) * 8 + j, word_bit + 16 * (j / 4) + lane_bit[j % 4]);
+      }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {round_up(shape[0], kRowAlign) / 4, round_up(shape[1], kByteAlign) * 4};
+  }
+
+ private:
+  static uint64_t pretwiddle_offset_in(uint64_t out_cols, uint64_t n, uint64_t b) {
+    const uint64_t m0 = n / 16, w0 = n / 8 % 2, t0 = n / 2 % 4, s0 = n % 2;
+    const uint64_t k0 = b / 32, kt = b / 8 % 4, w1 = b / 4 % 2, t1 = b % 4;
+    return (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0 + 16 * t1 + 4 * kt + 2 * w1 + w0;
+  }
 };
 
 }  // namespace moepack::packers

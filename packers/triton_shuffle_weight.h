@@ -22,20 +22,30 @@
 // The element size comes from the dtype (U8: bytes; F32 bias: 4-byte floats).
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonShuffleWeightLayout final : public Layout {
+class TritonShuffleWeightLayout final : public IndexMap<TritonShuffleWeightLayout> {
  public:
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override;
+  Units units(DType canonical) const override;
 
-  // Index map: element index c of the last axis (length n) -> its position after the shuffle.
+  // Index map along the last axis: element index c (of n) -> its position after the shuffle.
   static uint64_t shuffled_index(uint64_t n, uint64_t c) { return c < n / 2 ? 2 * c : 2 * (c - n / 2) + 1; }
+
+  // Units are elements; every leading row is shuffled alike.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape.size() == 2 ? shape[0] : 1, length = shape.back();
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint64_t c = 0; c < length; ++c) fn(r * length + c, r * length + shuffled_index(length, c));
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 };
 
 }  // namespace moepack::packers

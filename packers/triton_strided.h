@@ -23,23 +23,32 @@
 // (w13/w2 weight U8 [N, K/2], or scale E8M0 bytes [N, K/32]), backend padding of I/H applied.
 #pragma once
 
-#include "packers/layout.h"
+#include "packers/index_map.h"
 
 namespace moepack::packers {
 
-class TritonStridedLayout final : public Layout {
+class TritonStridedLayout final : public IndexMap<TritonStridedLayout> {
  public:
   // k_groups_pad: the last axis is zero-padded to a multiple of this (1 = plain identity).
   explicit TritonStridedLayout(uint64_t k_groups_pad = 1);
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
-  std::vector<uint64_t> packed_shape(std::span<const uint64_t> canonical_shape) const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
+  Accepts accepts() const override { return {}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: row copies
 
-  // Index map: canonical byte (n, c) -> packed byte offset.
-  uint64_t packed_offset(std::span<const uint64_t> canonical_shape, uint64_t n, uint64_t c) const;
+  // Index map: canonical byte (n, c) -> packed byte n * round_up(C, k_groups_pad) + c.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape[1], packed_cols = round_up(cols, k_groups_pad_);
+    for (uint64_t n = 0; n < rows; ++n)
+      for (uint64_t c = 0; c < cols; ++c) fn(n * cols + c, n * packed_cols + c);
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
+    return {shape[0], round_up(shape[1], k_groups_pad_)};
+  }
 
  private:
   uint64_t k_groups_pad_;

@@ -1,6 +1,7 @@
 // sgl-kernel CPU convert_weight_packed (MXFP4) and convert_scale_packed (E8M0): the spec's
-// worked example, the bulk pack against the nibble index map and against a line-by-line
-// transliteration of the upstream loop, round trips, refusals; vllm.bias_f32 and vllm.scalar_f32.
+// worked example, the pack against a line-by-line transliteration of the upstream loop,
+// refusals; vllm.bias_f32 and vllm.scalar_f32. (Bulk pack against the nibble index map and
+// round trips: layout_contract_test.cpp.)
 #include "packers/cpu_sgl_mxfp4.h"
 
 #include <gtest/gtest.h>
@@ -54,24 +55,14 @@ TEST(CpuSglWeightPacked, WorkedExample) {
   EXPECT_EQ(packed[32], 0x00);  // byte column kb = 1 is all zero
 }
 
-TEST(CpuSglWeightPacked, BulkPackEqualsNibbleMapAndUpstreamLoop) {
+TEST(CpuSglWeightPacked, PackEqualsUpstreamLoop) {
   CpuSglWeightPackedMxfp4Layout layout;
   uint64_t seed = 1;
   for (const auto& shape : kWeightShapes) {
     SCOPED_TRACE(shape_string(shape));
     const OwnedTensor w = random_tensor(DType::U8, shape, seed++);
     EXPECT_EQ(layout.packed_shape(shape), shape);
-    std::vector<uint8_t> by_map(w.bytes.size(), 0);
-    for (uint64_t r = 0; r < shape[0]; ++r)
-      for (uint64_t k = 0; k < 2 * shape[1]; ++k) {
-        const uint8_t code = get_nibble(w.bytes, r, 2 * shape[1], k);
-        const auto pos = CpuSglWeightPackedMxfp4Layout::packed_position(shape, r, k);
-        by_map[pos.byte_offset] |= static_cast<uint8_t>(pos.high ? code << 4 : code);
-      }
-    const std::vector<uint8_t> packed = pack_all(layout, w);
-    EXPECT_EQ(packed, by_map);
-    EXPECT_EQ(packed, upstream_style_pack(w.bytes, shape[0], shape[1]));
-    testing::expect_round_trip(layout, DType::U8, shape, seed++);
+    EXPECT_EQ(pack_all(layout, w), upstream_style_pack(w.bytes, shape[0], shape[1]));
   }
 }
 
@@ -83,7 +74,7 @@ TEST(CpuSglWeightPacked, RefusesShapesTheKernelCannotPack) {
   testing::expect_dtype_refused(layout, DType::F8_E8M0, {32, 16});
 }
 
-TEST(CpuSglScalePacked, WorkedExampleMapAndRoundTrips) {
+TEST(CpuSglScalePacked, WorkedExampleAndRefusals) {
   CpuSglScalePackedLayout layout;
   EXPECT_EQ(layout.name(), "cpu.sgl_convert_scale_packed(e8m0)");
   // [32, 2] block: packed = column 0 of all 32 rows, then column 1.
@@ -93,21 +84,10 @@ TEST(CpuSglScalePacked, WorkedExampleMapAndRoundTrips) {
   for (uint64_t n = 0; n < 32; ++n) expected.push_back(static_cast<uint8_t>(n));
   for (uint64_t n = 0; n < 32; ++n) expected.push_back(static_cast<uint8_t>(100 + n));
   EXPECT_EQ(pack_all(layout, s), expected);
-
-  uint64_t seed = 40;
-  for (std::vector<uint64_t> shape : {std::vector<uint64_t>{32, 1}, {32, 3}, {64, 17}, {96, 90}, {128, 33}}) {
-    SCOPED_TRACE(shape_string(shape));
-    const OwnedTensor t = random_tensor(DType::U8, shape, seed++);
-    std::vector<uint8_t> by_map(t.bytes.size(), 0);
-    for (uint64_t n = 0; n < shape[0]; ++n)
-      for (uint64_t g = 0; g < shape[1]; ++g) by_map[CpuSglScalePackedLayout::packed_offset(shape, n, g)] = t.bytes[n * shape[1] + g];
-    EXPECT_EQ(pack_all(layout, t), by_map);
-    testing::expect_round_trip(layout, DType::U8, shape, seed++);
-  }
   for (std::vector<uint64_t> shape : {std::vector<uint64_t>{16, 2}, {33, 2}, {1, 1}, {32}}) testing::expect_refused(layout, DType::U8, shape);
 }
 
-TEST(BiasToF32, DrawnExampleAndRoundTrips) {
+TEST(BiasToF32, DrawnExampleAndRefusals) {
   BiasToF32Layout layout;
   EXPECT_EQ(layout.name(), "vllm.bias_f32");
   EXPECT_EQ(layout.packed_dtype(DType::BF16), DType::F32);
@@ -118,24 +98,11 @@ TEST(BiasToF32, DrawnExampleAndRoundTrips) {
   OwnedTensor half(DType::F16, {1});
   half.bytes = {0x00, 0x3C};  // 1.0
   EXPECT_EQ(pack_all(layout, half), (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F}));
-  // Random BF16/F16 bit patterns widen and narrow back exactly (NaN payloads excepted, so
-  // clear the exponent's top bit to stay finite).
-  for (DType dtype : {DType::BF16, DType::F16}) {
-    for (uint64_t n : {1u, 2u, 3u, 17u, 129u}) {
-      OwnedTensor t = random_tensor(dtype, {n}, n);
-      for (size_t i = 1; i < t.bytes.size(); i += 2) t.bytes[i] &= 0xBF;
-      const std::vector<uint8_t> packed = pack_all(layout, t);
-      OwnedTensor back(dtype, {n});
-      layout.unpack(packed, back);
-      EXPECT_EQ(back.bytes, t.bytes);
-    }
-  }
-  testing::expect_round_trip(layout, DType::F32, {33}, 5);
   testing::expect_refused(layout, DType::BF16, {2, 2});
   testing::expect_dtype_refused(layout, DType::U8, {4});
 }
 
-TEST(ScalarToF32, DrawnExampleRoundTripsAndRefusals) {
+TEST(ScalarToF32, DrawnExampleAndRefusals) {
   ScalarToF32Layout layout;
   EXPECT_EQ(layout.name(), "vllm.scalar_f32");
   EXPECT_TRUE(layout.packed_shape(std::vector<uint64_t>{}).empty());
@@ -143,16 +110,6 @@ TEST(ScalarToF32, DrawnExampleRoundTripsAndRefusals) {
   OwnedTensor half(DType::BF16, {});
   half.bytes = {0x00, 0x3F};  // 0.5
   EXPECT_EQ(pack_all(layout, half), (std::vector<uint8_t>{0x00, 0x00, 0x00, 0x3F}));
-  for (DType dtype : {DType::BF16, DType::F16}) {
-    for (uint32_t seed = 0; seed < 16; ++seed) {
-      OwnedTensor t = random_tensor(dtype, {}, seed);
-      t.bytes[1] &= 0xBF;  // finite
-      OwnedTensor back(dtype, {});
-      layout.unpack(pack_all(layout, t), back);
-      EXPECT_EQ(back.bytes, t.bytes);
-    }
-  }
-  testing::expect_round_trip(layout, DType::F32, {}, 3);
   testing::expect_refused(layout, DType::F32, {1});
   testing::expect_dtype_refused(layout, DType::U8, {});
 }

@@ -1,6 +1,7 @@
 // Marlin MXFP4 layouts: the repack (built like vLLM's get_weight_perm) checked against the
 // closed forms of layouts-marlin-vnni-e8m0.md 2.2 and 2.11, its worked example pinned; scale and
-// bias permutations pinned and checked against the spec's closed form; round trips; refusals.
+// bias permutations pinned and checked against the spec's closed form; refusals. (The bulk
+// repack against the layout's own index map: layout_contract_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <array>
@@ -82,19 +83,6 @@ TEST(MarlinMxfp4Weight, Fp8ActivationsMatchesClosedForm) {
             ASSERT_EQ(word_at(packed, (kt * (n_rows / 32) + nt) * 128 + 4 * t + w), expected);
           }
     expect_round_trip(layout, canonical);
-  }
-}
-
-TEST(MarlinMxfp4Weight, IndexMapAgreesWithBulkPack) {
-  for (MarlinActivation act : {MarlinActivation::bits16, MarlinActivation::fp8}) {
-    const MarlinMxfp4WeightLayout layout(act);
-    const OwnedTensor canonical = random_tensor(DType::U8, {128, 32}, 17);
-    const std::vector<uint8_t> packed = pack(layout, canonical);
-    for (uint64_t f = 0; f < 128 * 64; ++f) {
-      const auto e = layout.source(f, 128);
-      const uint8_t got = (f % 2) ? packed[f / 2] >> 4 : packed[f / 2] & 0xF;
-      ASSERT_EQ(got, get_nibble(canonical.bytes, e.n, 64, e.k)) << layout.name() << " " << f;
-    }
   }
 }
 

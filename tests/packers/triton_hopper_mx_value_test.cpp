@@ -1,6 +1,6 @@
 // HopperMXValueLayout (triton_kernels v3.5.1): worked examples, the twiddle against the
-// upstream shift formulation, the bulk pack against the index map and against a torch-op
-// emulation of swizzle_data, round trips on awkward sizes.
+// upstream shift formulation, the bulk pack against a torch-op emulation of swizzle_data.
+// (Bulk pack against the bit-level index map and round trips: layout_contract_test.cpp.)
 #include "packers/triton_hopper_mx_value.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 namespace moepack::packers {
 namespace {
 
-using testing::expect_round_trip;
 using testing::pack_all;
 using testing::random_tensor;
 
@@ -45,7 +44,6 @@ TEST(TritonHopperMXValue, NameAndShapes) {
 TEST(TritonHopperMXValue, TwiddleWorkedExample) {
   // layouts-fp4.md 3.2: bytes 21 43 65 87 -> word 0x40A62C5D, stored 5D 2C A6 40.
   EXPECT_EQ(TritonHopperMXValueLayout::twiddle({0x21, 0x43, 0x65, 0x87}), 0x40A62C5Du);
-  EXPECT_EQ(TritonHopperMXValueLayout::untwiddle(0x40A62C5Du), (std::array<uint8_t, 4>{0x21, 0x43, 0x65, 0x87}));
 }
 
 TEST(TritonHopperMXValue, TwiddleMatchesUpstreamFormulationForEveryLane) {
@@ -55,7 +53,6 @@ TEST(TritonHopperMXValue, TwiddleMatchesUpstreamFormulationForEveryLane) {
     for (int i = 0; i < 4; ++i) g[i] = static_cast<uint8_t>(((v >> (4 * i)) & 0xF) | ((((v * 7) >> (4 * i)) & 0xF) << 4));
     const uint32_t word = TritonHopperMXValueLayout::twiddle({g[0], g[1], g[2], g[3]});
     ASSERT_EQ(word, upstream_style_twiddle(g)) << "v=" << v;
-    ASSERT_EQ(TritonHopperMXValueLayout::untwiddle(word), (std::array<uint8_t, 4>{g[0], g[1], g[2], g[3]}));
   }
 }
 
@@ -86,24 +83,10 @@ TEST(TritonHopperMXValue, PretwiddleMapOfTheWorkedExample) {
   EXPECT_EQ(TritonHopperMXValueLayout::pretwiddle_offset(shape, 8, 0), 1u);  // "pad" slot = row n+8
 }
 
+// Sizes for the torch-op emulation: tails of the 16-row and 32-byte tiles.
 const std::vector<std::vector<uint64_t>> kAwkwardShapes = {
     {1, 1}, {1, 2}, {2, 3}, {3, 17}, {16, 32}, {17, 33}, {33, 17}, {127, 129}, {129, 127}, {48, 96}, {130, 64},
 };
-
-TEST(TritonHopperMXValue, BulkPackEqualsIndexMap) {
-  TritonHopperMXValueLayout layout;
-  uint64_t seed = 1;
-  for (const auto& shape : kAwkwardShapes) {
-    SCOPED_TRACE(shape_string(shape));
-    const OwnedTensor q = random_tensor(DType::U8, shape, seed++);
-    const std::vector<uint64_t> packed_shape = layout.packed_shape(shape);
-    std::vector<uint8_t> pre(packed_shape[0] * packed_shape[1], 0);
-    for (uint64_t n = 0; n < shape[0]; ++n)
-      for (uint64_t b = 0; b < shape[1]; ++b)
-        pre[TritonHopperMXValueLayout::pretwiddle_offset(shape, n, b)] = q.bytes[n * shape[1] + b];
-    EXPECT_EQ(pack_all(layout, q), twiddle_all(pre));
-  }
-}
 
 TEST(TritonHopperMXValue, BulkPackEqualsTorchOpEmulation) {
   // swizzle_data with mma_version 3: pad M to 16 and K to 32, view as
@@ -119,12 +102,6 @@ TEST(TritonHopperMXValue, BulkPackEqualsTorchOpEmulation) {
         padded, {np / 16, 1, 2, 4, 2, 1, kbp / 32, 4, 2, 4, 1, 1}, {0, 3, 6, 10, 4, 9, 7, 1, 8, 2, 5, 11});
     EXPECT_EQ(pack_all(layout, q), twiddle_all(swizzled));
   }
-}
-
-TEST(TritonHopperMXValue, RoundTripsOnAwkwardSizes) {
-  TritonHopperMXValueLayout layout;
-  uint64_t seed = 200;
-  for (const auto& shape : kAwkwardShapes) expect_round_trip(layout, DType::U8, shape, seed++);
 }
 
 TEST(TritonHopperMXValue, RefusesWhatIsNotOneExpertsByteMatrix) {
