@@ -37,7 +37,10 @@ std::string_view family_name(Family f);  // "gpt-oss", "compressed-tensors", "mo
 // (weight, activation) QuantKey constant names of oracle.md 2.1 ("" = none / unquantized).
 struct MethodChoice {
   std::string quant_method;    // QuantizationConfig.get_name(): "gpt_oss_mxfp4", "compressed-tensors", "modelopt_fp4", ...; "" unquantized
-  std::string moe_method;      // "GptOssMxfp4MoEMethod", "CompressedTensorsW4A4Nvfp4MoEMethod", "UnquantizedFusedMoEMethod", ...
+  // "GptOssMxfp4MoEMethod", "CompressedTensorsW4A4Nvfp4MoEMethod", "UnquantizedFusedMoEMethod", ...
+  // For display only (`inspect`): the oracle resolves the class from quant_method itself, and
+  // tests/convert/method_class_seam_test.cpp checks that the two agree on every sample.
+  std::string moe_method;
   std::string oracle_family;   // mxfp4 nvfp4 fp8 mxfp8 wna16 int8 w4a8 w4a8_int8 unquantized; "mxfp6" for OCP-MX fp6 weights (emulation only)
   std::string weight_key;      // "kMxfp4Static", ...; "" none
   std::string activation_key;  // "kNvfp4Dynamic", ...; "" = 16-bit activations (or the backend's default where vLLM leaves it open)

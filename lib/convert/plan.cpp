@@ -29,8 +29,9 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   auto f = orc::parse_family(family);
   if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported an unknown oracle family '" + family + "'");
   q.family = *f;
+  // The method class is the oracle's to resolve (oracle::default_method_class); the reader's
+  // moe_method is only what `inspect` displays.
   q.quant_method = m.quant_method;
-  q.method_class = m.moe_method;
   q.weight_key = m.weight_key;
   q.activation_key = m.activation_key;
   q.weight_bits = lq.weight_bits;

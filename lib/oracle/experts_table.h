@@ -8,7 +8,9 @@
 //
 // Classes that override is_supported_config in vLLM carry a `before` hook (checks that run
 // first and return their own text) and/or an `after` hook (sees the generic result and may
-// reject or reword it). Internal to lib/oracle.
+// reject or reword it). The rows live one file per kernel vendor (experts_flashinfer.cpp,
+// experts_triton.cpp, ..., built from experts_rows.h); experts_table.cpp gathers them and runs
+// the checks. Internal to lib/oracle.
 #pragma once
 
 #include <functional>
@@ -95,26 +97,39 @@ struct CheckInput {
   const KernelEnv& env;
 };
 
+// The checks of one row, as vLLM's static predicates (_supports_current_device, ...).
+using DeviceCheck = std::function<bool(const KernelEnv&)>;
+using ActivationCheck = std::function<bool(MoEActivation, const KernelEnv&)>;
+using QuantSchemeCheck = std::function<bool(const OptKey& weight, const OptKey& activation, const KernelEnv&)>;
+using ParallelCheck = std::function<bool(const MoeParallelConfig&)>;
+using RoutingCheck = std::function<bool(RoutingMethodType, const OptKey& weight, const OptKey& activation)>;
+using RouterLogitsCheck = std::function<bool(FloatType, RoutingMethodType)>;
+using ShapeCheck = std::function<bool(int hidden_dim)>;
+using BeforeChecks = std::function<std::optional<std::string>(const CheckInput&)>;
+using AfterChecks = std::function<CheckResult(CheckResult, const CheckInput&)>;
+
+// One row of the table (experts_*.cpp write them as designated initializers, one file per
+// kernel vendor). device, activation, quant_scheme and parallel are always given.
 struct ExpertsClass {
   std::string name;  // vLLM class name
   ActivationFormat format = ActivationFormat::Standard;
   bool monolithic = false;
-  std::function<bool(const KernelEnv&)> device;
+  DeviceCheck device = {};
   bool no_act_and_mul = false;
-  std::function<bool(MoEActivation, const KernelEnv&)> activation;
-  std::function<bool(const OptKey&, const OptKey&, const KernelEnv&)> quant_scheme;
-  std::function<bool(const MoeParallelConfig&)> parallel;
-  std::function<bool(RoutingMethodType, const OptKey&, const OptKey&)> routing;  // empty: any
-  std::function<bool(FloatType, RoutingMethodType)> router_logits;               // empty: any
-  std::function<bool(int hidden_dim)> shape;                                     // empty: any
+  ActivationCheck activation = {};
+  QuantSchemeCheck quant_scheme = {};
+  ParallelCheck parallel = {};
+  RoutingCheck routing = {};             // empty: any
+  RouterLogitsCheck router_logits = {};  // empty: any
+  ShapeCheck shape = {};                 // empty: any
   bool batch_invariant = false;
   bool lora = false;
   // Checks a class runs before the generic ones; a returned string is the full reason.
-  std::function<std::optional<std::string>(const CheckInput&)> before;
+  BeforeChecks before = {};
   // Sees the generic result and may turn a pass into a rejection or reword a rejection.
-  std::function<CheckResult(CheckResult, const CheckInput&)> after;
+  AfterChecks after = {};
   // One line for `moepack targets`.
-  std::string summary;
+  std::string summary = {};
 };
 
 // Every experts class the families can select, by vLLM class name. Two vLLM classes share the

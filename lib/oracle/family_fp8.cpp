@@ -13,9 +13,7 @@
 //
 // MXFP8 (fixed keys kMxfp8Static x kMxfp8Dynamic): FLASHINFER_TRTLLM, DEEPGEMM (plain
 // DeepGemmExperts), MARLIN, XPU, AITER_MXFP8, HUMMING, TRITON_MXFP8, EMULATION.
-#include <algorithm>
-
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
@@ -23,196 +21,289 @@ namespace {
 
 using namespace keys;
 
-const std::vector<BackendRow>& fp8_backends() {
-  static const std::vector<BackendRow> rows = {
-      {"FLASHINFER_TRTLLM", "FLASHINFER_TRTLLM", {"TrtLlmFp8ExpertsMonolithic", "TrtLlmFp8ExpertsModular"}},
-      {"FLASHINFER_CUTLASS", "FLASHINFER_CUTLASS", {"FlashInferExperts"}},
-      {"DEEPGEMM", "DEEPGEMM", {"TritonOrDeepGemmExperts"}},
-      {"BATCHED_DEEPGEMM", "BATCHED_DEEPGEMM", {"BatchedDeepGemmExperts"}},
-      {"HUMMING", "HUMMING", {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
-      {"MARLIN", "MARLIN", {"MarlinExperts"}},
-      {"TRITON", "TRITON", {"TritonExperts"}},
-      {"BATCHED_TRITON", "BATCHED_TRITON", {"BatchedTritonExperts"}},
-      {"AITER", "AITER", {"AiterExperts"}},
-      {"VLLM_CUTLASS", "VLLM_CUTLASS", {"TritonOrCutlassExperts"}},
-      {"BATCHED_VLLM_CUTLASS", "BATCHED_VLLM_CUTLASS", {"CutlassBatchedExpertsFp8"}},
-      {"XPU", "XPU", {"XPUExpertsFp8", "XPUExpertsMxFp8", "XPUExpertsBlockFp8"}},
-      {"CPU", "CPU", {"CPUExpertsFp8"}},
-      {"HPC", "HPC", {"HPCExperts"}},
+// Both FP8 families: vLLM's FP8 conversion treats a layer as block-quantized when it has a
+// weight_block_size, which the FP8 methods set exactly for 2-D scale blocks (128x128 FP8, 1x32
+// MXFP8); the block's column extent is Marlin's group size.
+std::optional<int> weight_block_cols(const OptKey& w) {
+  if (!w || w->scale.group.row <= 0 || w->scale.group.col <= 1) return std::nullopt;
+  return w->scale.group.col;
+}
+
+// The conversion padding of sizes_layouts.h, step 2.
+std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
+  const std::optional<int> block_cols = weight_block_cols(s.weight_key);
+  if (s.backend == "MARLIN") return {hidden, marlin_moe_padded_intermediate(inter, block_cols.value_or(-1))};
+  // Block-scaled layers (FP8 128x128, MXFP8) go through FlashInfer unpadded.
+  if ((s.backend == "FLASHINFER_CUTLASS" || s.backend == "FLASHINFER_TRTLLM") && !block_cols)
+    return {hidden, round_up_to(inter, is_gated(ctx.moe.activation) ? 16 : 128)};
+  return {hidden, inter};
+}
+
+// ---- FP8 ----
+
+std::span<const BackendRow> fp8_backends() {
+  static const BackendRow rows[] = {
+      {.name = "FLASHINFER_TRTLLM", .classes = {"TrtLlmFp8ExpertsMonolithic", "TrtLlmFp8ExpertsModular"}},
+      {.name = "FLASHINFER_CUTLASS", .classes = {"FlashInferExperts"}},
+      {.name = "DEEPGEMM", .classes = {"TritonOrDeepGemmExperts"}, .batched = "BATCHED_DEEPGEMM"},
+      {.name = "BATCHED_DEEPGEMM", .classes = {"BatchedDeepGemmExperts"}},
+      {.name = "HUMMING", .classes = {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
+      {.name = "MARLIN", .classes = {"MarlinExperts"}},
+      {.name = "TRITON", .classes = {"TritonExperts"}, .batched = "BATCHED_TRITON"},
+      {.name = "BATCHED_TRITON", .classes = {"BatchedTritonExperts"}},
+      {.name = "AITER", .classes = {"AiterExperts"}},
+      {.name = "VLLM_CUTLASS", .classes = {"TritonOrCutlassExperts"}, .batched = "BATCHED_VLLM_CUTLASS"},
+      {.name = "BATCHED_VLLM_CUTLASS", .classes = {"CutlassBatchedExpertsFp8"}},
+      {.name = "XPU", .classes = {"XPUExpertsFp8", "XPUExpertsMxFp8", "XPUExpertsBlockFp8"}},
+      {.name = "CPU", .classes = {"CPUExpertsFp8"}},
+      {.name = "HPC", .classes = {"HPCExperts"}},
   };
   return rows;
 }
 
-const BackendRow& fp8_backend(const std::string& name) { return find_backend_row(fp8_backends(), name, "FP8"); }
-
-const std::vector<std::pair<std::string, std::string>> kFp8MoeBackendMap = {
-    {"triton", "TRITON"},
-    {"deep_gemm", "DEEPGEMM"},
-    {"cutlass", "VLLM_CUTLASS"},
-    {"flashinfer_trtllm", "FLASHINFER_TRTLLM"},
-    {"flashinfer_cutlass", "FLASHINFER_CUTLASS"},
-    {"marlin", "MARLIN"},
-    {"humming", "HUMMING"},
-    {"aiter", "AITER"},
-    {"hpc", "HPC"},
-};
-
-void move_to_front(std::vector<std::string>& list, const std::string& name) {
-  auto it = std::find(list.begin(), list.end(), name);
-  if (it == list.end()) return;
-  list.erase(it);
-  list.insert(list.begin(), name);
-}
-void remove(std::vector<std::string>& list, const std::string& name) { list.erase(std::remove(list.begin(), list.end(), name), list.end()); }
-
-std::vector<std::string> fp8_priority(const SelectionContext& ctx, const OptKey& w, const OptKey& a) {
-  std::vector<std::string> list = {"AITER",         "FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "DEEPGEMM",
-                                   "VLLM_CUTLASS",  "TRITON",            "MARLIN",             "HUMMING",
-                                   "BATCHED_DEEPGEMM", "BATCHED_VLLM_CUTLASS", "BATCHED_TRITON", "XPU",
-                                   "CPU",           "HPC"};
-  const Device& d = ctx.deployment.device;
-  const bool block = w == kFp8Static128BlockSym && a == kFp8Dynamic128Sym;
-  // TRT-LLM skips the padding rows DeepEP-v2's contiguous layout allocates.
-  if (d.is_cuda() && d.is_device_capability_family(100) && ctx.moe.parallel.use_deepep_v2_kernels() && block)
-    move_to_front(list, "FLASHINFER_TRTLLM");
-  // Hopper block FP8: Triton for TP, FlashInfer CUTLASS for EP.
-  if (d.is_cuda() && d.is_device_capability(90) && block)
-    move_to_front(list, ctx.moe.parallel.ep_size > 1 ? "FLASHINFER_CUTLASS" : "TRITON");
-  if (d.is_xpu()) move_to_front(list, "XPU");
-  if (d.is_cpu()) move_to_front(list, "CPU");
-  return list;
+std::span<const MoeBackendName> fp8_moe_backend_map() {
+  static const MoeBackendName rows[] = {
+      {"triton", {"TRITON"}},   {"deep_gemm", {"DEEPGEMM"}}, {"cutlass", {"VLLM_CUTLASS"}}, {"flashinfer_trtllm", {"FLASHINFER_TRTLLM"}},
+      {"flashinfer_cutlass", {"FLASHINFER_CUTLASS"}}, {"marlin", {"MARLIN"}}, {"humming", {"HUMMING"}}, {"aiter", {"AITER"}},
+      {"hpc", {"HPC"}},
+  };
+  return rows;
 }
 
-Selection fp8_return_or_raise(SelectionContext& ctx, const std::string& name, const OptKey& w, const OptKey& a) {
-  std::string reason;
-  if (auto cls = try_backend(ctx, fp8_backend(name), w, a, ctx.activation_format(), reason)) return {name, *cls, w, a};
-  // The FP8 oracle quotes the backend only when it has no reason to give.
-  raise_value_error(unsupported_message("FP8", name, reason, false));
+bool block_scheme(const Request& r) { return r.weight_key == kFp8Static128BlockSym && r.activation_key == kFp8Dynamic128Sym; }
+bool hopper_block(const SelectionContext& ctx, const Request& r) {
+  return ctx.deployment.device.is_cuda() && ctx.deployment.device.is_device_capability(90) && block_scheme(r);
 }
 
-OptKey key_from_query(const std::string& name) { return name.empty() ? OptKey{} : quant_key_by_name(name); }
+// Only compressed-tensors W8A8 (and the per-channel online method) pass allow_vllm_cutlass=True.
+bool allows_vllm_cutlass(const MoeLayerQuery& q) { return q.allow_vllm_cutlass.value_or(q.quant_method == "compressed-tensors"); }
 
-}  // namespace
-
-Selection select_fp8_family(SelectionContext& ctx) {
-  const OptKey w = key_from_query(ctx.query.weight_key);
-  const OptKey a = key_from_query(ctx.query.activation_key);
-  const bool allow_vllm_cutlass = ctx.query.allow_vllm_cutlass.value_or(false);
-  const ActivationFormat fmt = ctx.activation_format();
-  std::vector<std::string> available = fp8_priority(ctx, w, a);
-
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::string requested = map_moe_backend(kFp8MoeBackendMap, runner, "FP8");
-    if (fmt == ActivationFormat::BatchedExperts) {
-      if (requested == "DEEPGEMM") requested = "BATCHED_DEEPGEMM";
-      else if (requested == "TRITON") requested = "BATCHED_TRITON";
-      else if (requested == "VLLM_CUTLASS") requested = "BATCHED_VLLM_CUTLASS";
-    }
-    if ((requested == "VLLM_CUTLASS" || requested == "BATCHED_VLLM_CUTLASS") && !allow_vllm_cutlass)
-      raise_value_error("vLLM CUTLASS FP8 MoE backend is disabled for this configuration.");
-    return fp8_return_or_raise(ctx, requested, w, a);
-  }
-
-  const EnvVars& env = ctx.deployment.env;
-  if (env.is_set("VLLM_USE_DEEP_GEMM") || env.is_set("VLLM_MOE_USE_DEEP_GEMM")) {
-    if (!env.int_flag("VLLM_USE_DEEP_GEMM", true) || !env.int_flag("VLLM_MOE_USE_DEEP_GEMM", true)) {
-      remove(available, "DEEPGEMM");
-      remove(available, "BATCHED_DEEPGEMM");
-    } else {
-      ctx.notes.push_back("VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM is exported and true: DeepGEMM is forced");
-      return fp8_return_or_raise(ctx, fmt == ActivationFormat::Standard ? "DEEPGEMM" : "BATCHED_DEEPGEMM", w, a);
-    }
-  }
-  if (env.is_set("VLLM_ROCM_USE_AITER") || env.is_set("VLLM_ROCM_USE_AITER_MOE")) {
-    const bool skip = !env.true_flag("VLLM_ROCM_USE_AITER", false) || !env.true_flag("VLLM_ROCM_USE_AITER_MOE", true) ||
-                      ctx.env.aiter_rdna_enabled();
-    if (skip) {
-      remove(available, "AITER");
-    } else {
-      ctx.notes.push_back("VLLM_ROCM_USE_AITER is exported and true: AITER is forced");
-      return fp8_return_or_raise(ctx, "AITER", w, a);
-    }
-  }
-  if (!allow_vllm_cutlass) {
-    remove(available, "VLLM_CUTLASS");
-    remove(available, "BATCHED_VLLM_CUTLASS");
-  }
-
-  for (const auto& name : available) {
-    std::string reason;
-    if (auto cls = try_backend(ctx, fp8_backend(name), w, a, fmt, reason)) return {name, *cls, w, a};
-  }
-  if (ctx.deployment.device.is_cuda() || ctx.deployment.device.is_rocm())
-    raise_not_implemented("No FP8 MoE backend supports the deployment configuration.");
-  // Elsewhere vLLM returns (NONE, None) for out-of-tree platform plugins to fill in.
-  ctx.notes.push_back("no in-tree FP8 MoE kernel fits; vLLM returns Fp8MoeBackend.NONE (left to an out-of-tree platform)");
-  return {"NONE", "", w, a};
+std::optional<std::string> vllm_cutlass_disallowed(const SelectionContext& ctx, const std::string& backend) {
+  if ((backend == "VLLM_CUTLASS" || backend == "BATCHED_VLLM_CUTLASS") && !allows_vllm_cutlass(ctx.query))
+    return "vLLM CUTLASS is not allowed for this method";
+  return std::nullopt;
 }
 
-// ---------------------------------------------------------------------------------------------
-// MXFP8
-// ---------------------------------------------------------------------------------------------
-namespace {
+const Selector& fp8_selector() {
+  static const Selector s{
+      .backends = fp8_backends(),
+      .moe_backend_map = fp8_moe_backend_map(),
+      .map_name = "FP8",
+      .priority = {{nullptr,
+                    {"AITER", "FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "DEEPGEMM", "VLLM_CUTLASS", "TRITON", "MARLIN", "HUMMING",
+                     "BATCHED_DEEPGEMM", "BATCHED_VLLM_CUTLASS", "BATCHED_TRITON", "XPU", "CPU", "HPC"}}},
+      .moves =
+          {
+              // TRT-LLM skips the padding rows DeepEP-v2's contiguous layout allocates.
+              {[](const SelectionContext& c, const Request& r) {
+                 const Device& d = c.deployment.device;
+                 return d.is_cuda() && d.is_device_capability_family(100) && c.moe.parallel.use_deepep_v2_kernels() && block_scheme(r);
+               },
+               "FLASHINFER_TRTLLM", PriorityMove::To::front},
+              // Hopper block FP8: Triton for TP, FlashInfer CUTLASS for EP.
+              {[](const SelectionContext& c, const Request& r) { return hopper_block(c, r) && c.moe.parallel.ep_size > 1; },
+               "FLASHINFER_CUTLASS", PriorityMove::To::front},
+              {[](const SelectionContext& c, const Request& r) { return hopper_block(c, r) && c.moe.parallel.ep_size <= 1; }, "TRITON",
+               PriorityMove::To::front},
+              {[](const SelectionContext& c, const Request&) { return c.deployment.device.is_xpu(); }, "XPU", PriorityMove::To::front},
+              {[](const SelectionContext& c, const Request&) { return c.deployment.device.is_cpu(); }, "CPU", PriorityMove::To::front},
+          },
+      .env_switches =
+          {
+              {{"VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM"},
+               [](const SelectionContext& c) {
+                 return c.deployment.env.int_flag("VLLM_USE_DEEP_GEMM", true) && c.deployment.env.int_flag("VLLM_MOE_USE_DEEP_GEMM", true);
+               },
+               "DEEPGEMM", "VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM is exported and true: DeepGEMM is forced"},
+              {{"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}, aiter_moe_forced, "AITER",
+               "VLLM_ROCM_USE_AITER is exported and true: AITER is forced"},
+          },
+      .filters = {{.rejects = vllm_cutlass_disallowed,
+                   .shown = false,
+                   .forced_message = [](const SelectionContext&, const std::string&) -> std::string {
+                     return "vLLM CUTLASS FP8 MoE backend is disabled for this configuration.";
+                   }}},
+      // The FP8 oracle quotes the backend only when it has no reason to give.
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("FP8", v, r, false); },
+      .none_fit = [](SelectionContext& ctx, const Request& r, const AutoWalk&) -> Selection {
+        if (ctx.deployment.device.is_cuda() || ctx.deployment.device.is_rocm())
+          raise_not_implemented("No FP8 MoE backend supports the deployment configuration.");
+        // Elsewhere vLLM returns (NONE, None) for out-of-tree platform plugins to fill in.
+        ctx.notes.push_back("no in-tree FP8 MoE kernel fits; vLLM returns Fp8MoeBackend.NONE (left to an out-of-tree platform)");
+        return {"NONE", "", r.weight_key, r.activation_key};
+      },
+  };
+  return s;
+}
 
-const std::vector<BackendRow>& mxfp8_backends() {
+Selection select_fp8(SelectionContext& ctx) {
+  return select_backend(fp8_selector(), ctx, {key_named(ctx.query.weight_key), key_named(ctx.query.activation_key), ctx.activation_format(), {}});
+}
+
+// Online block quantization allocates whole 128x128 blocks.
+std::pair<int, int> whole_128_blocks(const SelectionContext&, const Selection&, int hidden, int inter) {
+  return {round_up_to(hidden, 128), round_up_to(inter, 128)};
+}
+
+// Fp8PtpcOnlineMoEMethod refuses the backends whose quant config drops per-channel scales.
+void refuse_per_tensor_scale_backends(const Selection& s) {
+  if (s.backend == "MARLIN" || s.backend == "CPU" || s.backend == "FLASHINFER_CUTLASS" || s.backend == "FLASHINFER_TRTLLM")
+    throw OracleRaise("ValueError", "FP8 PTPC online MoE quant is not supported with the " + s.backend +
+                                        " backend, which does not implement per-output-channel weight scales.");
+}
+
+std::span<const LayoutRow> fp8_layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "DEEPGEMM",
+       .roles = {{"w13_weight", "deep_gemm.requant_ue8m0"}, {"w2_weight", "deep_gemm.requant_ue8m0"},
+                 {"w13_weight_scale", "deep_gemm.sf_layout(ue8m0)"}, {"w2_weight_scale", "deep_gemm.sf_layout(ue8m0)"}}},
+      {.backend = "BATCHED_DEEPGEMM",
+       .roles = {{"w13_weight", "deep_gemm.requant_ue8m0"}, {"w2_weight", "deep_gemm.requant_ue8m0"},
+                 {"w13_weight_scale", "deep_gemm.sf_layout(ue8m0)"}, {"w2_weight_scale", "deep_gemm.sf_layout(ue8m0)"}}},
+      {.backend = "MARLIN",
+       .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"},
+                 {"w13_weight_scale", "marlin.fp8_scales"}, {"w2_weight_scale", "marlin.fp8_scales"}}},
+      {.backend = "FLASHINFER_TRTLLM",
+       .roles = {{"w13_weight", "trtllm_gen.fp8.w31_shuffled"}, {"w2_weight", "trtllm_gen.fp8.shuffled"},
+                 {"w13_weight_scale", "trtllm_gen.fp8.w31_scales"}, {"w2_weight_scale", "trtllm_gen.fp8.scales"},
+                 {"w13_input_scale", "f32"}, {"w2_input_scale", "f32"}}},
+      {.backend = "FLASHINFER_CUTLASS",
+       .roles = {{"w13_weight", "flashinfer.w31"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "flashinfer.w31_scales"}, {"w2_weight_scale", "checkpoint"},
+                 {"w13_input_scale", "f32"}, {"w2_input_scale", "f32"}}},
+      {.backend = "AITER",
+       .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+      {.backend = "CPU",
+       .roles = {{"w13_weight", "cpu.vnni2_packed"}, {"w2_weight", "cpu.vnni2_packed"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+      {.backend = "XPU",
+       .roles = {{"w13_weight", "xpu.prepared"}, {"w2_weight", "xpu.prepared"}, {"w13_weight_scale", "xpu.prepared"}, {"w2_weight_scale", "xpu.prepared"}}},
+      {.backend = "HUMMING",
+       .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
+      {.backend = "*",
+       .condition_text = "TRITON, VLLM_CUTLASS, HPC and their batched twins: checkpoint bytes",
+       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
+                 {"w13_input_scale", "checkpoint"}, {"w2_input_scale", "checkpoint"}}},
+  };
+  return rows;
+}
+
+// ---- MXFP8 ----
+
+std::span<const BackendRow> mxfp8_backends() {
   // DeepGEMM is the plain DeepGemmExperts: the Triton fallback cannot run the 1x32 MXFP8 recipe.
-  static const std::vector<BackendRow> rows = {
-      {"FLASHINFER_TRTLLM", "FLASHINFER_TRTLLM", {"TrtLlmFp8ExpertsMonolithic", "TrtLlmFp8ExpertsModular"}},
-      {"DEEPGEMM", "DEEPGEMM", {"DeepGemmExperts"}},
-      {"MARLIN", "MARLIN", {"MarlinExperts"}},
-      {"XPU", "XPU", {"XPUExpertsFp8", "XPUExpertsMxFp8", "XPUExpertsBlockFp8"}},
-      {"AITER_MXFP8", "AITER_MXFP8", {"AiterMxfp8Experts"}},
-      {"HUMMING", "HUMMING", {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
-      {"TRITON_MXFP8", "TRITON_MXFP8", {"Mxfp8NativeTritonExperts"}},
-      {"EMULATION", "EMULATION", {"Mxfp8EmulationTritonExperts"}},
+  static const BackendRow rows[] = {
+      {.name = "FLASHINFER_TRTLLM", .classes = {"TrtLlmFp8ExpertsMonolithic", "TrtLlmFp8ExpertsModular"}},
+      {.name = "DEEPGEMM", .classes = {"DeepGemmExperts"}},
+      {.name = "MARLIN", .classes = {"MarlinExperts"}},
+      {.name = "XPU", .classes = {"XPUExpertsFp8", "XPUExpertsMxFp8", "XPUExpertsBlockFp8"}},
+      {.name = "AITER_MXFP8", .classes = {"AiterMxfp8Experts"}},
+      {.name = "HUMMING", .classes = {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
+      {.name = "TRITON_MXFP8", .classes = {"Mxfp8NativeTritonExperts"}},
+      {.name = "EMULATION", .classes = {"Mxfp8EmulationTritonExperts"}},
   };
   return rows;
 }
 
-const std::vector<std::pair<std::string, std::string>> kMxfp8MoeBackendMap = {
-    {"flashinfer_trtllm", "FLASHINFER_TRTLLM"}, {"deep_gemm", "DEEPGEMM"}, {"marlin", "MARLIN"}, {"xpu", "XPU"},
-    {"aiter", "AITER_MXFP8"},                   {"triton", "TRITON_MXFP8"}, {"humming", "HUMMING"},
-};
+std::span<const MoeBackendName> mxfp8_moe_backend_map() {
+  static const MoeBackendName rows[] = {
+      {"flashinfer_trtllm", {"FLASHINFER_TRTLLM"}}, {"deep_gemm", {"DEEPGEMM"}}, {"marlin", {"MARLIN"}}, {"xpu", {"XPU"}},
+      {"aiter", {"AITER_MXFP8"}}, {"triton", {"TRITON_MXFP8"}}, {"humming", {"HUMMING"}},
+  };
+  return rows;
+}
 
-const BackendRow& mxfp8_backend(const std::string& name) { return find_backend_row(mxfp8_backends(), name, "MXFP8"); }
+// The auto list is the enum in table order.
+const Selector& mxfp8_selector() {
+  static const Selector s{
+      .backends = mxfp8_backends(),
+      .moe_backend_map = mxfp8_moe_backend_map(),
+      .map_name = "MXFP8",
+      .forced_refusal = [](const std::string& v, const std::string& r) {
+        return "No supported MXFP8 expert class for " + v + ": " + (r.empty() ? "None" : r);
+      },
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk&) -> Selection { raise_value_error("No MXFP8 MoE backends available."); },
+  };
+  return s;
+}
+
+Selection select_mxfp8(SelectionContext& ctx) { return select_backend(mxfp8_selector(), ctx, {kMxfp8Static, kMxfp8Dynamic, ctx.activation_format(), {}}); }
+
+// The online MX methods quantize in 32-wide blocks (create_weights, after the round-up).
+void online_mxfp8_blocks(int hidden, int inter, int, int) {
+  if (hidden % 32 != 0 || inter % 32 != 0) throw OracleRaise("ValueError", "Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32.");
+}
+
+std::span<const LayoutRow> mxfp8_layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "FLASHINFER_TRTLLM",
+       .roles = {{"w13_weight", "trtllm_gen.mxfp8.w31_shuffled"}, {"w2_weight", "trtllm_gen.mxfp8.shuffled"},
+                 {"w13_weight_scale", "trtllm_gen.mxfp8.w31_scales"}, {"w2_weight_scale", "trtllm_gen.mxfp8.scales"}}},
+      {.backend = "DEEPGEMM",
+       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}, {"w2_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}}},
+      {.backend = "MARLIN",
+       .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"}, {"w13_weight_scale", "marlin.mxfp8_scales(group=32)"}, {"w2_weight_scale", "marlin.mxfp8_scales(group=32)"}}},
+      {.backend = "AITER_MXFP8",
+       .roles = {{"w13_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w13_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}}},
+      {.backend = "*",
+       .condition_text = "XPU, HUMMING, TRITON_MXFP8, EMULATION: checkpoint bytes",
+       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+  };
+  return rows;
+}
 
 }  // namespace
 
-Selection select_mxfp8_family(SelectionContext& ctx) {
-  const OptKey w = kMxfp8Static;
-  const OptKey a = kMxfp8Dynamic;
-  const ActivationFormat fmt = ctx.activation_format();
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::string requested = map_moe_backend(kMxfp8MoeBackendMap, runner, "MXFP8");
-    std::string reason;
-    if (auto cls = try_backend(ctx, mxfp8_backend(requested), w, a, fmt, reason)) return {requested, *cls, w, a};
-    raise_value_error("No supported MXFP8 expert class for " + requested + ": " + (reason.empty() ? "None" : reason));
-  }
-  for (const auto& b : mxfp8_backends()) {
-    std::string reason;
-    if (auto cls = try_backend(ctx, b, w, a, fmt, reason)) return {b.name, *cls, w, a};
-  }
-  raise_value_error("No MXFP8 MoE backends available.");
+const FamilyDescriptor& fp8_family() {
+  static const FamilyDescriptor d{
+      .family = Family::fp8,
+      .name = "fp8",
+      .methods =
+          {
+              {.method_class = "Fp8MoEMethod", .reached_by = {{"fp8"}, {"deepseek_v4_fp8"}}, .select = select_fp8},
+              // ModelOptMixedPrecisionConfig hands FP8 experts to its ModelOptFp8Config.
+              {.method_class = "ModelOptFp8MoEMethod", .reached_by = {{"modelopt"}, {"modelopt_mixed"}}, .select = select_fp8},
+              {.method_class = "CompressedTensorsW8A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_fp8},
+              {.method_class = "QuarkW8A8Fp8MoEMethod", .reached_by = {{"quark"}}, .select = select_fp8},
+              // The online methods quantize 16-bit checkpoints themselves and pick their own keys
+              // (_Fp8OnlineMoEBase, quantization/online/fp8.py).
+              {.method_class = "Fp8PerBlockOnlineMoEMethod",
+               .reached_by = {{"online"}},
+               .select = select_fp8,
+               .round_up = whole_128_blocks,
+               .own_weight_key = "kFp8Static128BlockSym",
+               .own_activation_key = "kFp8Dynamic128Sym"},
+              {.method_class = "Fp8PerTensorOnlineMoEMethod",
+               .select = select_fp8,
+               .own_weight_key = "kFp8StaticTensorSym",
+               .own_activation_key = "kFp8DynamicTensorSym"},
+              {.method_class = "Fp8PtpcOnlineMoEMethod", .select = select_fp8, .check_selection = refuse_per_tensor_scale_backends},
+              {.method_class = "", .select = select_fp8},
+          },
+      .backends = fp8_backends(),
+      .moe_backend_map = fp8_moe_backend_map(),
+      .conversion_padding = conversion_padding,
+      .layouts = fp8_layouts(),
+  };
+  return d;
 }
 
-std::vector<BackendListing> fp8_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : fp8_backends()) {
-    BackendListing l = listing_of("fp8", b, kFp8MoeBackendMap);
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
-std::vector<BackendListing> mxfp8_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : mxfp8_backends()) {
-    BackendListing l = listing_of("mxfp8", b, kMxfp8MoeBackendMap);
-    out.push_back(std::move(l));
-  }
-  return out;
+const FamilyDescriptor& mxfp8_family() {
+  static const FamilyDescriptor d{
+      .family = Family::mxfp8,
+      .name = "mxfp8",
+      .methods =
+          {
+              // ModelOptMixedPrecisionConfig hands MXFP8 experts to its ModelOptMxFp8Config.
+              {.method_class = "ModelOptMxFp8FusedMoE", .reached_by = {{"modelopt_mxfp8"}, {"mxfp8"}, {"modelopt_mixed"}}, .select = select_mxfp8},
+              {.method_class = "CompressedTensorsW8A8Mxfp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_mxfp8},
+              {.method_class = "Mxfp8OnlineMoEMethod", .reached_by = {{"online"}}, .select = select_mxfp8, .check_sizes = online_mxfp8_blocks},
+              {.method_class = "", .select = select_mxfp8},
+          },
+      .backends = mxfp8_backends(),
+      .moe_backend_map = mxfp8_moe_backend_map(),
+      .conversion_padding = conversion_padding,
+      .layouts = mxfp8_layouts(),
+  };
+  return d;
 }
 
 }  // namespace moepack::oracle

@@ -3,7 +3,7 @@
 //   INT8 W8A8  (kInt8StaticChannelSym x kInt8DynamicTokenSym): TRITON, HUMMING, CPU [Arm, x86+AMX]
 //   W4A8 FP8   (kInt4Static x kFp8DynamicTokenSym): CUTLASS only; --moe-backend is not consulted
 //   W4A8 INT8  (4-bit weights, dynamic int8 activations inside the kernel): CPU_INT4 on CPU only
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
@@ -11,65 +11,131 @@ namespace {
 
 using namespace keys;
 
-const std::vector<BackendRow>& int8_backends() {
-  static const std::vector<BackendRow> rows = {
-      {"TRITON", "TRITON", {"TritonExperts"}},
-      {"HUMMING", "HUMMING", {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
-      {"CPU", "CPU", {"ArmCPUExpertsInt8", "CPUExpertsInt8"}},
-  };
-  return rows;
-}
-
-const BackendRow kW4A8Cutlass{"CUTLASS", "CUTLASS", {"CutlassExpertsW4A8Fp8"}};
-const BackendRow kW4A8Int8Cpu{"CPU_INT4", "CPU_INT4", {"CPUExpertsInt4[cpu_int4_moe]"}};
-
 OptKey key_or(const std::string& name, const QuantKey& fallback) {
   if (name.empty()) return fallback;
   return quant_key_by_name(name);
 }
 
-}  // namespace
+// ---- INT8 W8A8 ----
 
-Selection select_int8_family(SelectionContext& ctx) {
-  const OptKey w = key_or(ctx.query.weight_key, kInt8StaticChannelSym);
-  const OptKey a = key_or(ctx.query.activation_key, kInt8DynamicTokenSym);
-  const ActivationFormat fmt = ctx.activation_format();
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::string requested;
-    if (runner == "triton") requested = "TRITON";
-    else if (runner == "humming") requested = "HUMMING";
-    else raise_value_error("moe_backend='" + runner + "' is not supported for Int8 MoE. Expected one of ['triton', 'humming'].");
-    const BackendRow& row = requested == "TRITON" ? int8_backends()[0] : int8_backends()[1];
-    std::string reason;
-    if (auto cls = try_backend(ctx, row, w, a, fmt, reason)) return {requested, *cls, w, a};
-    raise_value_error(unsupported_message("Int8", requested, reason, false));
-  }
-  for (const auto& row : int8_backends()) {
-    std::string reason;
-    if (auto cls = try_backend(ctx, row, w, a, fmt, reason)) return {row.name, *cls, w, a};
-  }
-  raise_not_implemented("No Int8 MoE backend supports the deployment configuration (weight_key=" + ctx.key_text(w) +
-                        ", activation_key=" + ctx.key_text(a) +
-                        "). Set `VLLM_LOGGING_LEVEL=DEBUG` to see per-backend unsupported reasons.");
+std::span<const BackendRow> int8_backends() {
+  static const BackendRow rows[] = {
+      {.name = "TRITON", .classes = {"TritonExperts"}},
+      {.name = "HUMMING", .classes = {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
+      {.name = "CPU", .classes = {"ArmCPUExpertsInt8", "CPUExpertsInt8"}},
+  };
+  return rows;
 }
 
-Selection select_w4a8_family(SelectionContext& ctx) {
-  // compressed_tensors_moe_w4a8_fp8.py asserts these before selecting.
+std::span<const MoeBackendName> int8_moe_backend_map() {
+  static const MoeBackendName rows[] = {{"triton", {"TRITON"}}, {"humming", {"HUMMING"}}};
+  return rows;
+}
+
+// The auto list is the enum in table order.
+const Selector& int8_selector() {
+  static const Selector s{
+      .backends = int8_backends(),
+      .moe_backend_map = int8_moe_backend_map(),
+      .map_name = "Int8",
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("Int8", v, r, false); },
+      .none_fit = [](SelectionContext& ctx, const Request& r, const AutoWalk&) -> Selection {
+        raise_not_implemented("No Int8 MoE backend supports the deployment configuration (weight_key=" + ctx.key_text(r.weight_key) +
+                              ", activation_key=" + ctx.key_text(r.activation_key) +
+                              "). Set `VLLM_LOGGING_LEVEL=DEBUG` to see per-backend unsupported reasons.");
+      },
+  };
+  return s;
+}
+
+Selection select_int8(SelectionContext& ctx) {
+  return select_backend(int8_selector(), ctx,
+                        {key_or(ctx.query.weight_key, kInt8StaticChannelSym), key_or(ctx.query.activation_key, kInt8DynamicTokenSym),
+                         ctx.activation_format(), {}});
+}
+
+std::span<const LayoutRow> int8_layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "CPU",
+       .roles = {{"w13_weight", "cpu.vnni4_packed_with_compensation"}, {"w2_weight", "cpu.vnni4_packed_with_compensation"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+      {.backend = "*",
+       .condition_text = "TRITON, HUMMING",
+       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+  };
+  return rows;
+}
+
+// ---- W4A8 with FP8 activations ----
+
+std::span<const BackendRow> w4a8_backends() {
+  static const BackendRow rows[] = {{.name = "CUTLASS", .classes = {"CutlassExpertsW4A8Fp8"}}};
+  return rows;
+}
+
+const Selector& w4a8_selector() {
+  static const Selector s{
+      .backends = w4a8_backends(),
+      .map_name = "W4A8",
+      .ignores_moe_backend = [](const std::string&) { return true; },
+      .ignored_note = "the W4A8 (FP8 activation) oracle does not read --moe-backend",
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("W4A8", v, r, false); },
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk& walk) -> Selection {
+        const std::string reason = walk.rejections.empty() ? "" : walk.rejections.back().second;
+        raise_not_implemented("W4A8 MoE backend CUTLASS does not support the deployment configuration: " + (reason.empty() ? "None" : reason) + ".");
+      },
+  };
+  return s;
+}
+
+Selection select_w4a8(SelectionContext& ctx) {
+  // compressed_tensors_moe_w4a8_fp8.py asserts these before selecting (Python asserts:
+  // AssertionError, the second one without a message).
   const MoeLayerQuery& q = ctx.query;
-  // (Python asserts: AssertionError, the second one without a message.)
   if (!q.symmetric) throw OracleRaise("AssertionError", "Only symmetric quantization is supported for W4A8 MoE");
   if (q.actorder == "group") throw OracleRaise("AssertionError", "");
   if (q.group_size != 128) throw OracleRaise("AssertionError", "Only group size 128 supported for W4A8 MoE");
-  if (ctx.moe.moe_backend != "auto") ctx.notes.push_back("the W4A8 (FP8 activation) oracle does not read --moe-backend");
-  const OptKey w = kInt4Static;
-  const OptKey a = kFp8DynamicTokenSym;
-  std::string reason;
-  if (auto cls = try_backend(ctx, kW4A8Cutlass, w, a, ctx.activation_format(), reason)) return {"CUTLASS", *cls, w, a};
-  raise_not_implemented("W4A8 MoE backend CUTLASS does not support the deployment configuration: " + (reason.empty() ? "None" : reason) + ".");
+  return select_backend(w4a8_selector(), ctx, {kInt4Static, kFp8DynamicTokenSym, ctx.activation_format(), {}});
 }
 
-Selection select_w4a8_int8_family(SelectionContext& ctx) {
+// compressed-tensors picks its W4A8 FP8 method only on SM90 exactly; elsewhere the same
+// checkpoint reaches the W4A8 int8 method.
+bool not_sm90(const MoeLayerQuery&, const Deployment& dep) { return !dep.device.is_device_capability(90); }
+
+std::span<const LayoutRow> w4a8_layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "CUTLASS",
+       .roles = {{"w13_weight", "cutlass.encode_reorder_int4b"}, {"w2_weight", "cutlass.encode_reorder_int4b"},
+                 {"w13_weight_scale", "cutlass.pack_scale_fp8"}, {"w2_weight_scale", "cutlass.pack_scale_fp8"}}},
+  };
+  return rows;
+}
+
+// ---- W4A8 with int8 activations (CPU) ----
+
+std::span<const BackendRow> w4a8_int8_backends() {
+  static const BackendRow rows[] = {{.name = "CPU_INT4", .classes = {"CPUExpertsInt4[cpu_int4_moe]"}}};
+  return rows;
+}
+
+std::span<const MoeBackendName> w4a8_int8_moe_backend_map() {
+  static const MoeBackendName rows[] = {{"cpu", {"CPU_INT4"}}};
+  return rows;
+}
+
+const Selector& w4a8_int8_selector() {
+  static const Selector s{
+      .backends = w4a8_int8_backends(),
+      .moe_backend_map = w4a8_int8_moe_backend_map(),
+      .map_name = "W4A8 Int8",
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("W4A8 Int8", v, r, false); },
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk&) -> Selection {
+        raise_not_implemented("No W4A8 Int8 MoE backend supports the deployment configuration.");
+      },
+  };
+  return s;
+}
+
+Selection select_w4a8_int8(SelectionContext& ctx) {
   const MoeLayerQuery& q = ctx.query;
   const int group = q.group_size > 0 ? q.group_size : -1;
   // CompressedTensorsW4A8Int8MoEMethod validates the group size against both dimensions first.
@@ -78,37 +144,68 @@ Selection select_w4a8_int8_family(SelectionContext& ctx) {
                       ") and intermediate size per partition (" + std::to_string(ctx.moe.intermediate_size_per_partition) + ").");
   const OptKey w = q.weight_key_value ? q.weight_key_value : OptKey{w4a8_int8_weight_key(group)};
   if (!ctx.deployment.device.is_cpu()) raise_not_implemented("W4A8 Int8 MoE is only supported on CPU platforms");
-  const ActivationFormat fmt = ctx.activation_format();
-  const std::string& runner = ctx.moe.moe_backend;
-  std::string reason;
-  if (runner != "auto") {
-    if (runner != "cpu") raise_value_error("moe_backend='" + runner + "' is not supported for W4A8 Int8 MoE. Expected one of ['cpu'].");
-    if (auto cls = try_backend(ctx, kW4A8Int8Cpu, w, std::nullopt, fmt, reason)) return {"CPU_INT4", *cls, w, std::nullopt};
-    raise_value_error(unsupported_message("W4A8 Int8", "CPU_INT4", reason, false));
-  }
-  if (auto cls = try_backend(ctx, kW4A8Int8Cpu, w, std::nullopt, fmt, reason)) return {"CPU_INT4", *cls, w, std::nullopt};
-  raise_not_implemented("No W4A8 Int8 MoE backend supports the deployment configuration.");
+  return select_backend(w4a8_int8_selector(), ctx, {w, std::nullopt, ctx.activation_format(), {}});
 }
 
-std::vector<BackendListing> int8_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : int8_backends()) {
-    BackendListing l;
-    l.family = "int8";
-    l.backend = b.name;
-    for (const auto& c : b.classes) l.classes.push_back(experts_class_display_name(c));
-    if (b.name == "TRITON") l.moe_backend_names = {"triton"};
-    if (b.name == "HUMMING") l.moe_backend_names = {"humming"};
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
-std::vector<BackendListing> w4a8_backend_listing() {
-  return {
-      {"w4a8", "CUTLASS", {"CutlassExpertsW4A8Fp8"}, {}, true},
-      {"w4a8_int8", "CPU_INT4", {"CPUExpertsInt4"}, {"cpu"}, true},
+std::span<const LayoutRow> w4a8_int8_layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "CPU_INT4", .roles = {{"w13_weight", "torch.dyn_quant_pack_4bit"}, {"w2_weight", "torch.dyn_quant_pack_4bit"}}},
   };
+  return rows;
+}
+
+}  // namespace
+
+const FamilyDescriptor& int8_family() {
+  static const FamilyDescriptor d{
+      .family = Family::int8,
+      .name = "int8",
+      .methods =
+          {
+              {.method_class = "CompressedTensorsW8A8Int8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_int8},
+              {.method_class = "QuarkW8A8Int8MoEMethod", .reached_by = {{"quark"}}, .select = select_int8},
+              {.method_class = "Int8OnlineMoEMethod", .reached_by = {{"experts_int8"}, {"online"}}, .select = select_int8},
+              {.method_class = "", .select = select_int8},
+          },
+      .backends = int8_backends(),
+      .moe_backend_map = int8_moe_backend_map(),
+      .layouts = int8_layouts(),
+  };
+  return d;
+}
+
+const FamilyDescriptor& w4a8_family() {
+  static const FamilyDescriptor d{
+      .family = Family::w4a8,
+      .name = "w4a8",
+      .methods =
+          {
+              {.method_class = "CompressedTensorsW4A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_w4a8},
+              {.method_class = "", .select = select_w4a8},
+          },
+      .method_switches = {{not_sm90, Family::w4a8_int8, "CompressedTensorsW4A8Int8MoEMethod", true,
+                           "compressed-tensors W4A8 with FP8 activations uses CompressedTensorsW4A8Fp8MoEMethod only on SM90; "
+                           "this device gets CompressedTensorsW4A8Int8MoEMethod"}},
+      .backends = w4a8_backends(),
+      .layouts = w4a8_layouts(),
+  };
+  return d;
+}
+
+const FamilyDescriptor& w4a8_int8_family() {
+  static const FamilyDescriptor d{
+      .family = Family::w4a8_int8,
+      .name = "w4a8_int8",
+      .methods =
+          {
+              {.method_class = "CompressedTensorsW4A8Int8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_w4a8_int8},
+              {.method_class = "", .select = select_w4a8_int8},
+          },
+      .backends = w4a8_int8_backends(),
+      .moe_backend_map = w4a8_int8_moe_backend_map(),
+      .layouts = w4a8_int8_layouts(),
+  };
+  return d;
 }
 
 }  // namespace moepack::oracle

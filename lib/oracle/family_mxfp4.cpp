@@ -1,5 +1,5 @@
-// MXFP4 MoE selection (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9) and the
-// method-side dispatch that surrounds it:
+// MXFP4 MoE selection (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @ e9d1398d9), the
+// method-side dispatch that surrounds it, and the layouts its weight converters produce:
 //
 //   method class                          selector
 //   GptOssMxfp4MoEMethod (gpt_oss_mxfp4)   select_mxfp4_moe_backend(moe)                 -> gpt-oss list
@@ -9,8 +9,9 @@
 //   CompressedTensorsW4A4Mxfp4MoEMethod,   no oracle: CUTLASS W4A4 on 10.0 <= SM < 12.0, XPU,
 //   INCMxfp4MoEMethod                      else Marlin (only --moe-backend b12x consults it)
 #include <algorithm>
+#include <cctype>
 
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
@@ -18,48 +19,40 @@ namespace {
 
 using namespace keys;
 
-// Mxfp4MoeBackend members with their classes and the activation key each runs with by default
+// Mxfp4MoeBackend members with the activation key each runs with by default
 // (_backend_activation_key). AITER is an alias of AITER_MXFP4_BF16 and never appears by name.
-struct Mxfp4Backend {
-  BackendRow row;
-  OptKey default_activation;
-};
-
-const std::vector<Mxfp4Backend>& mxfp4_backends() {
-  static const std::vector<Mxfp4Backend> rows = {
-      {{"B12X_MXFP4_MXFP8", "B12X_MXFP4_MXFP8", {"B12xExperts"}}, kMxfp8Dynamic},
-      {{"B12X_MXFP4_BF16", "B12X_MXFP4_BF16", {"B12xExperts"}}, std::nullopt},
-      {{"DEEPGEMM_MXFP4", "DEEPGEMM_MXFP4", {"DeepGemmFP4Experts"}}, kFp8Dynamic128Sym},
-      {{"FLASHINFER_TRTLLM_MXFP4_MXFP8", "FLASHINFER_TRTLLM_MXFP4_MXFP8", {"TrtLlmMxfp4ExpertsMonolithic", "TrtLlmMxfp4ExpertsModular"}}, kMxfp8Dynamic},
-      {{"FLASHINFER_TRTLLM_MXFP4_BF16", "FLASHINFER_TRTLLM_MXFP4_BF16", {"TrtLlmMxfp4ExpertsMonolithic", "TrtLlmMxfp4ExpertsModular"}}, std::nullopt},
-      {{"FLASHINFER_CUTLASS_MXFP4_MXFP8", "FLASHINFER_CUTLASS_MXFP4_MXFP8", {"FlashInferExperts"}}, kMxfp8Dynamic},
-      {{"FLASHINFER_CUTLASS_MXFP4_BF16", "FLASHINFER_CUTLASS_MXFP4_BF16", {"FlashInferExperts"}}, std::nullopt},
-      {{"BATCHED_MARLIN", "BATCHED_MARLIN", {"BatchedMarlinExperts"}}, std::nullopt},
-      {{"MARLIN", "MARLIN", {"MarlinExperts"}}, std::nullopt},
-      {{"AITER_MXFP4_BF16", "AITER_MXFP4_BF16", {"AiterExperts", "AiterW4A16ExpertsMonolithic"}}, std::nullopt},
-      {{"AITER_MXFP4_FP8", "AITER_MXFP4_FP8", {"AiterW4A8ExpertsMonolithic"}}, kFp8StaticTensorSym},
-      {{"AITER_MXFP4_MXFP4", "AITER_MXFP4_MXFP4", {"AiterExperts"}}, kMxfp4Dynamic},
-      {{"TRITON", "TRITON", {"OAITritonMxfp4ExpertsMonolithic", "OAITritonExperts"}}, std::nullopt},
-      {{"TRITON_UNFUSED", "TRITON_UNFUSED", {"UnfusedOAITritonExperts"}}, std::nullopt},
-      {{"XPU", "XPU", {"XPUExpertsMxFp4"}}, std::nullopt},
-      {{"CPU", "CPU", {"CPUExpertsMxfp4"}}, std::nullopt},
-      {{"EMULATION", "EMULATION", {"OCP_MXQuantizationEmulationTritonExperts"}}, std::nullopt},
-      {{"HUMMING", "HUMMING", {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}}, std::nullopt},
+std::span<const BackendRow> backends() {
+  static const BackendRow rows[] = {
+      {.name = "B12X_MXFP4_MXFP8", .classes = {"B12xExperts"}, .activation = kMxfp8Dynamic, .explicit_only = true},
+      {.name = "B12X_MXFP4_BF16", .classes = {"B12xExperts"}, .explicit_only = true},
+      {.name = "DEEPGEMM_MXFP4", .classes = {"DeepGemmFP4Experts"}, .activation = kFp8Dynamic128Sym},
+      {.name = "FLASHINFER_TRTLLM_MXFP4_MXFP8", .classes = {"TrtLlmMxfp4ExpertsMonolithic", "TrtLlmMxfp4ExpertsModular"}, .activation = kMxfp8Dynamic},
+      {.name = "FLASHINFER_TRTLLM_MXFP4_BF16", .classes = {"TrtLlmMxfp4ExpertsMonolithic", "TrtLlmMxfp4ExpertsModular"}},
+      {.name = "FLASHINFER_CUTLASS_MXFP4_MXFP8", .classes = {"FlashInferExperts"}, .activation = kMxfp8Dynamic},
+      {.name = "FLASHINFER_CUTLASS_MXFP4_BF16", .classes = {"FlashInferExperts"}},
+      {.name = "BATCHED_MARLIN", .classes = {"BatchedMarlinExperts"}},
+      {.name = "MARLIN", .classes = {"MarlinExperts"}, .batched = "BATCHED_MARLIN"},
+      {.name = "AITER_MXFP4_BF16", .classes = {"AiterExperts", "AiterW4A16ExpertsMonolithic"}},
+      {.name = "AITER_MXFP4_FP8", .classes = {"AiterW4A8ExpertsMonolithic"}, .activation = kFp8StaticTensorSym},
+      {.name = "AITER_MXFP4_MXFP4", .classes = {"AiterExperts"}, .activation = kMxfp4Dynamic},
+      {.name = "TRITON", .classes = {"OAITritonMxfp4ExpertsMonolithic", "OAITritonExperts"}},
+      {.name = "TRITON_UNFUSED", .classes = {"UnfusedOAITritonExperts"}},
+      {.name = "XPU", .classes = {"XPUExpertsMxFp4"}},
+      {.name = "CPU", .classes = {"CPUExpertsMxfp4"}},
+      // EMULATION runs whatever activation key was requested.
+      {.name = "EMULATION", .classes = {"OCP_MXQuantizationEmulationTritonExperts"}, .takes_requested_activation = true},
+      {.name = "HUMMING",
+       .classes = {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"},
+       .explicit_only = true},
   };
   return rows;
 }
 
-const Mxfp4Backend& backend(const std::string& name) {
-  for (const auto& b : mxfp4_backends())
-    if (b.row.name == name) return b;
-  throw OracleRaise("ValueError", "Unknown MXFP4 MoE backend: " + name);
-}
-
-// map_mxfp4_backend: --moe-backend string -> candidate backends. Vendor names return every
-// activation variant; the activation key picks among them. The *_afp8, aiter_mxfp4_*, xpu and
-// cpu keys are not MoEBackend literals, so the CLI can never reach them.
-const std::vector<std::pair<std::string, std::vector<std::string>>>& moe_backend_map() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> m = {
+// map_mxfp4_backend: vendor names return every activation variant; the activation key picks
+// among them. The *_afp8, aiter_mxfp4_*, xpu and cpu keys are not MoEBackend literals, so the
+// CLI can never reach them.
+std::span<const MoeBackendName> moe_backend_map() {
+  static const MoeBackendName rows[] = {
       {"b12x", {"B12X_MXFP4_MXFP8", "B12X_MXFP4_BF16"}},
       {"deep_gemm", {"DEEPGEMM_MXFP4"}},
       {"flashinfer_trtllm", {"FLASHINFER_TRTLLM_MXFP4_BF16", "FLASHINFER_TRTLLM_MXFP4_MXFP8"}},
@@ -77,32 +70,13 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& moe_backend
       {"cpu", {"CPU"}},
       {"emulation", {"EMULATION"}},
   };
-  return m;
+  return rows;
 }
 
-std::vector<std::string> map_mxfp4_backend(const std::string& name) {
-  std::vector<std::string> keys_listed;
-  for (const auto& [k, v] : moe_backend_map()) {
-    if (k == name) return v;
-    keys_listed.push_back(k);
-  }
-  raise_value_error("moe_backend='" + name + "' is not supported for MXFP4 MoE. Expected one of " + py_list(keys_listed) + ".");
-}
-
-// The gpt-oss priority list (_get_priority_backends_for_gpt_oss). TRITON_UNFUSED is commented
-// out upstream ("bug with MTP support"); DEEPGEMM_MXFP4, HUMMING, CPU and B12X are explicit only.
-const std::vector<std::string> kGptOssPriority = {
-    "FLASHINFER_TRTLLM_MXFP4_BF16", "FLASHINFER_TRTLLM_MXFP4_MXFP8", "AITER_MXFP4_BF16", "AITER_MXFP4_FP8",
-    "AITER_MXFP4_MXFP4", "TRITON", "FLASHINFER_CUTLASS_MXFP4_BF16", "FLASHINFER_CUTLASS_MXFP4_MXFP8",
-    "MARLIN", "BATCHED_MARLIN", "XPU", "EMULATION"};
-
-// The DeepSeek-V4 style list (_get_priority_backends) by platform.
-std::vector<std::string> deepseek_v4_priority(const SelectionContext& ctx) {
-  const Device& d = ctx.deployment.device;
-  if (d.is_rocm() && ctx.moe.routing == RoutingMethodType::DeepseekV4) return {"AITER_MXFP4_BF16", "TRITON_UNFUSED"};
-  if (d.is_rocm()) return {"AITER_MXFP4_BF16", "EMULATION"};
-  if (d.is_xpu()) return {"XPU"};
-  return {"FLASHINFER_TRTLLM_MXFP4_MXFP8", "DEEPGEMM_MXFP4", "MARLIN", "BATCHED_MARLIN"};
+const BackendRow& row_named(const std::string& name) {
+  for (const BackendRow& b : backends())
+    if (b.name == name) return b;
+  raise_value_error("Unknown MXFP4 MoE backend: " + name);
 }
 
 // _filter_by_activation: with a requested key keep the variants running it plus EMULATION;
@@ -111,22 +85,99 @@ std::vector<std::string> filter_by_activation(const std::vector<std::string>& na
   std::vector<std::string> out;
   if (requested) {
     for (const auto& n : names)
-      if (backend(n).default_activation == requested || n == "EMULATION") out.push_back(n);
+      if (row_named(n).activation == requested || n == "EMULATION") out.push_back(n);
     return out;
   }
   for (const auto& n : names)
-    if (!backend(n).default_activation) out.push_back(n);
+    if (!row_named(n).activation) out.push_back(n);
   return out.empty() ? names : out;
 }
 
-std::vector<std::string> requested_backends(const SelectionContext& ctx, const std::string& name, const OptKey& requested) {
-  std::vector<std::string> list = map_mxfp4_backend(name);
-  if (name == "b12x") {
+// The variants an explicit --moe-backend keeps.
+std::vector<std::string> requested_variants(const SelectionContext& ctx, const std::string& runner, const OptKey& requested,
+                                            std::vector<std::string> mapped) {
+  if (runner == "b12x") {
     if (ctx.deployment.env.int_flag("VLLM_B12X_MOE_FP4_FORCE_A16", false)) return {"B12X_MXFP4_BF16"};
     // W4A8 is b12x's preferred path when the model asks for no activation format.
-    if (!requested) return list;
+    if (!requested) return mapped;
   }
-  return filter_by_activation(list, requested);
+  return filter_by_activation(mapped, requested);
+}
+
+// select_mxfp4_moe_backend narrows the auto list by activation too.
+std::vector<std::string> gpt_oss_variants(const SelectionContext& ctx, const Request& r, const std::string& runner,
+                                          std::vector<std::string> names) {
+  if (runner == "auto") return filter_by_activation(names, r.activation_key);
+  return requested_variants(ctx, runner, r.activation_key, std::move(names));
+}
+
+// select_deepseek_v4_mxfp4_moe_backend walks its platform list as it is.
+std::vector<std::string> deepseek_v4_variants(const SelectionContext& ctx, const Request& r, const std::string& runner,
+                                              std::vector<std::string> names) {
+  if (runner == "auto") return names;
+  return requested_variants(ctx, runner, r.activation_key, std::move(names));
+}
+
+std::string mxfp4_refusal(const std::string& value, const std::string& reason) { return unsupported_message("Mxfp4", value, reason, true); }
+
+// The gpt-oss priority list (_get_priority_backends_for_gpt_oss). TRITON_UNFUSED is commented
+// out upstream ("bug with MTP support"); DEEPGEMM_MXFP4, HUMMING, CPU and B12X are explicit only.
+const Selector& gpt_oss_selector();
+
+Selection gpt_oss_none_fit(SelectionContext& ctx, const Request& r, const AutoWalk& walk) {
+  // Platform fallbacks after the list; both drop the requested activation key.
+  const Request plain{r.weight_key, std::nullopt, r.format, r.declared_activation_key};
+  if (ctx.deployment.device.is_xpu()) return return_or_raise(gpt_oss_selector(), ctx, plain, "XPU");
+  if (ctx.deployment.device.is_cpu()) return return_or_raise(gpt_oss_selector(), ctx, plain, "CPU");
+  std::string reasons;
+  for (size_t i = 0; i < walk.rejections.size(); ++i)
+    reasons += (i ? "; " : "") + std::string("backend: ") + walk.rejections[i].first + ", reason: " + walk.rejections[i].second;
+  std::vector<std::string> values;
+  for (const auto& n : walk.backends) values.push_back(row_named(n).shown_value());
+  raise_not_implemented("No MXFP4 MoE backend supports the deployment configuration. weight_key=kMxfp4Static, activation_key=" +
+                        ctx.key_text(r.declared_activation_key) + ". Candidate backends were: " + py_list(values) +
+                        ". Unsupported reasons: " + reasons + ". ");
+}
+
+const Selector& gpt_oss_selector() {
+  static const Selector s{
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .map_name = "MXFP4",
+      .priority = {{nullptr,
+                    {"FLASHINFER_TRTLLM_MXFP4_BF16", "FLASHINFER_TRTLLM_MXFP4_MXFP8", "AITER_MXFP4_BF16", "AITER_MXFP4_FP8", "AITER_MXFP4_MXFP4",
+                     "TRITON", "FLASHINFER_CUTLASS_MXFP4_BF16", "FLASHINFER_CUTLASS_MXFP4_MXFP8", "MARLIN", "BATCHED_MARLIN", "XPU", "EMULATION"}}},
+      .narrow = gpt_oss_variants,
+      .activation_variants = true,
+      .forced_refusal = mxfp4_refusal,
+      .none_fit = gpt_oss_none_fit,
+  };
+  return s;
+}
+
+// The DeepSeek-V4 style list (_get_priority_backends) by platform.
+const Selector& deepseek_v4_selector() {
+  static const Selector s{
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .map_name = "MXFP4",
+      .priority = {{[](const SelectionContext& c, const Request&) {
+                      return c.deployment.device.is_rocm() && c.moe.routing == RoutingMethodType::DeepseekV4;
+                    },
+                    {"AITER_MXFP4_BF16", "TRITON_UNFUSED"}},
+                   {[](const SelectionContext& c, const Request&) { return c.deployment.device.is_rocm(); }, {"AITER_MXFP4_BF16", "EMULATION"}},
+                   {[](const SelectionContext& c, const Request&) { return c.deployment.device.is_xpu(); }, {"XPU"}},
+                   {nullptr, {"FLASHINFER_TRTLLM_MXFP4_MXFP8", "DEEPGEMM_MXFP4", "MARLIN", "BATCHED_MARLIN"}}},
+      .narrow = deepseek_v4_variants,
+      .activation_variants = true,
+      .forced_refusal = mxfp4_refusal,
+      // Upstream discards the per-backend reasons here (complaint in vLLM PR #57821); `plan`
+      // still shows them as candidates.
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk&) -> Selection {
+        raise_not_implemented("No MXFP4 MoE backend supports the deployment configuration.");
+      },
+  };
+  return s;
 }
 
 // _resolve_activation_key: combine the model's key with quantization_config.moe.activation.
@@ -142,93 +193,15 @@ OptKey resolve_activation_key(const SelectionContext& ctx, const OptKey& model_k
                     "; remove the override or align it with the checkpoint.");
 }
 
-// _return_or_raise: the first class of `name` that supports the configuration, else ValueError.
-Selection return_or_raise(SelectionContext& ctx, const std::string& name, const OptKey& a) {
-  const Mxfp4Backend& b = backend(name);
-  std::string reason;
-  if (auto cls = try_backend(ctx, b.row, kMxfp4Static, a, ctx.activation_format(), reason))
-    return {name, *cls, kMxfp4Static, a};
-  raise_value_error(unsupported_message("Mxfp4", b.row.value, reason, true));
-}
-
-std::vector<std::string> swap_marlin_for_batched(const SelectionContext& ctx, std::vector<std::string> list) {
-  if (ctx.activation_format() == ActivationFormat::BatchedExperts)
-    for (auto& n : list)
-      if (n == "MARLIN") n = "BATCHED_MARLIN";
-  return list;
-}
-
 // select_mxfp4_moe_backend(config, activation_key).
 Selection select_mxfp4_moe_backend(SelectionContext& ctx, const OptKey& model_activation_key) {
   const OptKey requested = resolve_activation_key(ctx, model_activation_key);
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::vector<std::string> list = swap_marlin_for_batched(ctx, requested_backends(ctx, runner, requested));
-    if (list.empty()) raise_value_error("moe_backend='" + runner + "' does not support activation=" + ctx.key_text(requested));
-    std::optional<OracleRaise> last;
-    for (const auto& name : list) {
-      // EMULATION runs with the requested key; every other variant with its own.
-      const OptKey a = name == "EMULATION" ? requested : backend(name).default_activation;
-      try {
-        return return_or_raise(ctx, name, a);
-      } catch (const OracleRaise& e) {
-        last = e;
-      }
-    }
-    throw *last;
-  }
-
-  const std::vector<std::string> available = filter_by_activation(kGptOssPriority, requested);
-  std::vector<std::pair<std::string, std::string>> unsupported;
-  for (const auto& name : available) {
-    const Mxfp4Backend& b = backend(name);
-    const OptKey a = requested ? requested : b.default_activation;
-    for (const auto& cls : b.row.classes) {
-      CheckInput in{ctx.moe, kMxfp4Static, a, ctx.activation_format(), ctx.env};
-      CheckResult r = is_supported_config(cls, in);
-      ctx.candidates.push_back({name, experts_class_display_name(cls), r.ok, r.reason});
-      if (r.ok) return {name, cls, kMxfp4Static, a};
-      unsupported.emplace_back(b.row.value, r.reason);
-    }
-  }
-  // Platform fallbacks after the list; both drop the requested activation key.
-  if (ctx.deployment.device.is_xpu()) return return_or_raise(ctx, "XPU", std::nullopt);
-  if (ctx.deployment.device.is_cpu()) return return_or_raise(ctx, "CPU", std::nullopt);
-
-  std::string reasons;
-  for (size_t i = 0; i < unsupported.size(); ++i)
-    reasons += (i ? "; " : "") + std::string("backend: ") + unsupported[i].first + ", reason: " + unsupported[i].second;
-  std::vector<std::string> values;
-  for (const auto& n : available) values.push_back(backend(n).row.value);
-  raise_not_implemented("No MXFP4 MoE backend supports the deployment configuration. weight_key=kMxfp4Static, activation_key=" +
-                        ctx.key_text(model_activation_key) + ". Candidate backends were: " + py_list(values) +
-                        ". Unsupported reasons: " + reasons + ". ");
+  return select_backend(gpt_oss_selector(), ctx, {kMxfp4Static, requested, ctx.activation_format(), model_activation_key});
 }
 
 // select_deepseek_v4_mxfp4_moe_backend(config): ignores the user activation override.
 Selection select_deepseek_v4(SelectionContext& ctx) {
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::vector<std::string> list = swap_marlin_for_batched(ctx, requested_backends(ctx, runner, std::nullopt));
-    std::optional<OracleRaise> last;
-    for (const auto& name : list) {
-      try {
-        return return_or_raise(ctx, name, backend(name).default_activation);
-      } catch (const OracleRaise& e) {
-        last = e;
-      }
-    }
-    throw *last;
-  }
-  for (const auto& name : deepseek_v4_priority(ctx)) {
-    const Mxfp4Backend& b = backend(name);
-    std::string reason;
-    if (auto cls = try_backend(ctx, b.row, kMxfp4Static, b.default_activation, ctx.activation_format(), reason))
-      return {name, *cls, kMxfp4Static, b.default_activation};
-  }
-  // Upstream discards the per-backend reasons here (complaint in vLLM PR #57821); `plan` still
-  // shows them as candidates.
-  raise_not_implemented("No MXFP4 MoE backend supports the deployment configuration.");
+  return select_backend(deepseek_v4_selector(), ctx, {kMxfp4Static, std::nullopt, ctx.activation_format(), std::nullopt});
 }
 
 // QuarkOCP_MX_MoEMethod.__init__: select by OCP-MX scheme, validate static/dynamic activation
@@ -272,7 +245,7 @@ Selection select_quark(SelectionContext& ctx) {
     else s.weight_key = kMxfp4Static;
     ctx.notes.push_back("Quark OCP-MX scheme " + scheme + " has no native backend selector; the method uses EMULATION");
   }
-  const std::string first = backend(s.backend).row.classes.front();
+  const std::string first = row_named(s.backend).classes.front();
   if (first != s.experts_class && !s.experts_class.empty())
     ctx.notes.push_back("QuarkOCP_MX_MoEMethod keeps the backend's first class " + first + " (selected " +
                         experts_class_display_name(s.experts_class) + ")");
@@ -283,10 +256,7 @@ Selection select_quark(SelectionContext& ctx) {
 // CompressedTensorsW4A4Mxfp4MoEMethod / INCMxfp4MoEMethod: no oracle walk. The method keeps
 // mxfp4_backend = MARLIN unless b12x or (INC) XPU goes through the oracle.
 Selection select_compressed_tensors_like(SelectionContext& ctx, bool is_inc) {
-  if (ctx.moe.moe_backend == "b12x") {
-    Selection s = select_mxfp4_moe_backend(ctx, std::nullopt);
-    return s;
-  }
+  if (ctx.moe.moe_backend == "b12x") return select_mxfp4_moe_backend(ctx, std::nullopt);
   ctx.notes.push_back(std::string(is_inc ? "AutoRound (INC)" : "compressed-tensors") +
                       " MXFP4 picks its experts class by device only; --moe-backend other than b12x is ignored");
   const bool cutlass_device = experts_class("CutlassExpertsMxfp4").device(ctx.env);
@@ -306,49 +276,388 @@ Selection select_compressed_tensors_like(SelectionContext& ctx, bool is_inc) {
   return {"MARLIN", "MarlinExperts", kMxfp4Static, std::nullopt};
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------------------------
 
-Selection select_mxfp4_family(SelectionContext& ctx) {
-  const std::string& method = ctx.query.method_class;
-  if (method == "GptOssMxfp4MoEMethod") {
-    Selection s = select_mxfp4_moe_backend(ctx, std::nullopt);
-    s.round_up = Selection::RoundUp::mxfp4;
-    return s;
+// mxfp4_round_up_hidden_size_and_intermediate_size. `activation` is only passed by
+// Mxfp4MoEMethod (it matters for AITER_MXFP4_BF16 on ROCm).
+std::pair<int, int> mxfp4_round_up(const std::string& b, int hidden, int inter, const Device& device, std::optional<MoEActivation> activation) {
+  if (b == "B12X_MXFP4_MXFP8" || b == "B12X_MXFP4_BF16") return {hidden, inter};  // b12x plans exact sizes
+  if (b == "EMULATION") return {round_up_to(hidden, 32), round_up_to(inter, 32)};     // OCP MX block alignment
+  if (b == "DEEPGEMM_MXFP4") return {round_up_to(hidden, 128), round_up_to(inter, 128)};
+  if (b == "MARLIN" || b == "BATCHED_MARLIN") return {round_up_to(hidden, device.is_xpu() ? 128 : 256), round_up_to(inter, 128)};
+  if (b == "FLASHINFER_TRTLLM_MXFP4_BF16" || b == "FLASHINFER_TRTLLM_MXFP4_MXFP8") return {round_up_to(hidden, 256), round_up_to(inter, 128)};
+  if (b == "FLASHINFER_CUTLASS_MXFP4_BF16" || b == "FLASHINFER_CUTLASS_MXFP4_MXFP8") return {round_up_to(hidden, 128), round_up_to(inter, 128)};
+  if (device.is_rocm()) {
+    // Kimi-K3's A16W4 SiTU/SiLU kernel handles its native sizes; 256 would inflate them.
+    if (b == "AITER_MXFP4_BF16" && activation && (*activation == MoEActivation::SITU || *activation == MoEActivation::SILU))
+      return {round_up_to(hidden, 128), round_up_to(inter, 128)};
+    return {round_up_to(hidden, 256), round_up_to(inter, 256)};
   }
-  if (method == "Mxfp4OnlineMoEMethod") {
-    Selection s = select_mxfp4_moe_backend(ctx, kMxfp4Dynamic);
-    s.round_up = Selection::RoundUp::mxfp4;
-    return s;
-  }
-  if (method == "QuarkOCP_MX_MoEMethod") {
-    Selection s = select_quark(ctx);
-    s.round_up = Selection::RoundUp::mxfp4;
-    return s;
-  }
-  if (method == "Mxfp4MoEMethod") {
-    Selection s = select_deepseek_v4(ctx);
-    s.round_up = Selection::RoundUp::mxfp4_with_activation;
-    return s;
-  }
-  if (method == "CompressedTensorsW4A4Mxfp4MoEMethod") return select_compressed_tensors_like(ctx, false);
-  if (method == "INCMxfp4MoEMethod") return select_compressed_tensors_like(ctx, true);
-  raise_value_error("no MXFP4 MoE method '" + method + "' in vLLM");
+  if (b == "CPU") return {round_up_to(hidden, 32), round_up_to(inter, 32)};  // AMX BLOCK_N = 32
+  return {hidden, round_up_to(inter, 64)};
 }
 
-std::vector<BackendListing> mxfp4_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : mxfp4_backends()) {
-    BackendListing l;
-    l.family = "mxfp4";
-    l.backend = b.row.name;
-    for (const auto& c : b.row.classes) l.classes.push_back(experts_class_display_name(c));
-    for (const auto& [name, list] : moe_backend_map())
-      if (std::find(list.begin(), list.end(), b.row.name) != list.end()) l.moe_backend_names.push_back(name);
-    l.auto_selectable = std::find(kGptOssPriority.begin(), kGptOssPriority.end(), b.row.name) != kGptOssPriority.end() ||
-                        b.row.name == "DEEPGEMM_MXFP4" || b.row.name == "TRITON_UNFUSED" || b.row.name == "CPU";
-    out.push_back(std::move(l));
-  }
-  return out;
+std::pair<int, int> round_up_for_backend(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
+  return mxfp4_round_up(s.backend, hidden, inter, ctx.deployment.device, std::nullopt);
+}
+std::pair<int, int> round_up_for_backend_and_activation(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
+  return mxfp4_round_up(s.backend, hidden, inter, ctx.deployment.device, ctx.moe.activation);
+}
+
+// The online MX methods quantize in 32-wide blocks (create_weights, after the round-up).
+void online_mxfp4_blocks(int, int, int padded_hidden, int padded_inter) {
+  if (padded_hidden % 32 != 0 || padded_inter % 32 != 0)
+    throw OracleRaise("ValueError", "Online MXFP4 MoE requires hidden/intermediate sizes divisible by 32.");
+}
+
+// The checkpoint override vLLM applies to gpt-oss MXFP4 checkpoints (quant_method mxfp4 on a
+// gpt_oss model is served by GptOssMxfp4Config).
+void gpt_oss_quant_method(MoeLayerQuery& q) {
+  if (q.quant_method == "mxfp4" && q.model_type == "gpt_oss") q.quant_method = "gpt_oss_mxfp4";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layouts
+// ---------------------------------------------------------------------------------------------
+
+using Roles = std::vector<std::pair<std::string, std::string>>;
+
+// Which converter runs decides the w13 row handling: the gpt-oss one (GptOssMxfp4MoEMethod,
+// QuarkOCP_MX_MoEMethod) keeps interleaved rows, the generic one (Mxfp4MoEMethod) has [w1; w3].
+bool gpt_oss_layout(const SelectionContext& c) {
+  return c.query.method_class == "GptOssMxfp4MoEMethod" || c.query.method_class == "QuarkOCP_MX_MoEMethod";
+}
+
+// Layout ids (packers/registry.cpp) and the conditions that pick them.
+const char* const kUnchanged = "vllm.unchanged";
+const char* const kBiasF32 = "vllm.bias_f32";
+const char* const kScalarF32 = "vllm.scalar_f32";
+const char* const kMaxOverExperts = "vllm.max_over_experts(f32)";  // a per-layer reduction (lib/convert/reductions)
+const char* const kCutlassW4A4Scales = "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)";
+const char* const kDeepGemmScales = "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)";
+const char* const kHopperValue = "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)";
+const char* const kHopperScale = "triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,k_groups_pad=4,v3.5.1)";
+const char* const kBlackwellValue = "triton_kernels.BlackwellMXValue(v3.5.1)";
+const char* const kBlackwellScale = "triton_kernels.BlackwellMXScale(v3.5.1)";
+const char* const kCdna4Scale = "triton_kernels.CDNA4MXScale(v3.5.1)";
+const char* const kStrided = "triton_kernels.Strided(v3.5.1)";
+const char* const kShuffleWeight = "vllm.mxfp4_triton_shuffle_weight(e9d1398d9)";
+
+bool gpt_oss_converter(const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); }
+// _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py) with triton_kernels v3.5.1's default
+// layouts: capability >= 10 (SM100, SM110, SM12x) Blackwell, exactly 9 Hopper (with its scale
+// groups padded to 4), below that strided; ROCm strided values, CDNA4 scales when
+// should_use_cdna4_mx_scale_swizzle() (gfx950 and TP <= 2).
+bool is_hopper(const SelectionContext& c) { return c.deployment.device.is_cuda() && c.deployment.device.is_device_capability(90); }
+bool is_blackwell_or_newer(const SelectionContext& c) { return c.deployment.device.is_cuda() && c.deployment.device.has_device_capability(100); }
+bool uses_cdna4_scales(const SelectionContext& c) { return c.deployment.device.on_gfx950() && c.deployment.parallel.tp <= 2; }
+bool hopper(const SelectionContext& c, const Selection&) { return is_hopper(c); }
+bool hopper_gpt_oss(const SelectionContext& c, const Selection&) { return is_hopper(c) && gpt_oss_layout(c); }
+bool blackwell(const SelectionContext& c, const Selection&) { return is_blackwell_or_newer(c); }
+bool blackwell_gpt_oss(const SelectionContext& c, const Selection&) { return is_blackwell_or_newer(c) && gpt_oss_layout(c); }
+bool cdna4(const SelectionContext& c, const Selection&) { return uses_cdna4_scales(c); }
+bool cdna4_gpt_oss(const SelectionContext& c, const Selection&) { return uses_cdna4_scales(c) && gpt_oss_layout(c); }
+// get_marlin_input_dtype (quantization/utils/marlin_utils.py): FP8 activations repack with
+// is_a_8bit and shift the E8M0 scales.
+bool marlin_fp8_input(const SelectionContext& c, const Selection&) {
+  auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE");
+  if (!v) return false;
+  std::string lower;
+  for (char ch : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "fp8";
+}
+
+// AITER v0.1.19 shuffles (vllm/_aiter_ops.py, aiter/ops/shuffle.py), ids of packers/aiter_*.
+const char* const kAiterDeinterleave = "vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)";
+const char* const kAiterShuffleWeights = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
+const char* const kAiterE8m0Shuffle3d = "aiter.e8m0_shuffle(param=3d,v0.1.19)";
+const char* const kAiterE8m0Shuffle2d = "aiter.e8m0_shuffle(param=2d,v0.1.19)";
+const char* const kViewE8m0 = "torch.view(float8_e8m0fnu)";
+std::string aiter_weight(int gate_up) {
+  return "aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)";
+}
+std::string aiter_scale(int gate_up) { return "aiter.shuffle_scale(is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)"; }
+bool situ_activation(const SelectionContext& c, const Selection&) { return !gpt_oss_layout(c) && c.query.activation == "situ"; }
+// The SiTU kernel's w13 layout: gate/up interleaved only with the A8W4 SiTU-v2 kernel enabled.
+bool situ_v2_enabled(const SelectionContext& c) {
+  return c.deployment.env.is_set("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4") && c.deployment.env.true_flag("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", false);
+}
+Roles aiter_situ_roles(int gate_up) {
+  return {{"w13_weight", aiter_weight(gate_up)}, {"w2_weight", aiter_weight(0)},
+          {"w13_weight_scale", std::string(kViewE8m0) + " | " + aiter_scale(gate_up)},
+          {"w2_weight_scale", std::string(kViewE8m0) + " | " + kAiterE8m0Shuffle2d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}};
+}
+
+Roles marlin_roles(bool fp8_input) {
+  std::string weights = std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (fp8_input ? "1" : "0") + ",e9d1398d9)";
+  std::string scales = std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") + (fp8_input ? "fp8" : "16bit") + ",e9d1398d9)";
+  std::string bias = "vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)";
+  return {{"w13_weight", weights}, {"w2_weight", weights}, {"w13_weight_scale", scales}, {"w2_weight_scale", scales},
+          {"w13_bias", bias}, {"w2_bias", bias}};
+}
+
+Roles trtllm_roles(const std::string& w13_rows) {
+  auto id = [](const std::string& fn, const std::string& rows, const std::string& extra) {
+    return "flashinfer." + fn + "(rows=" + rows + ",epilogue_tile_m=128" + extra + ",v0.6.17)";
+  };
+  return {{"w13_weight", id("trtllm_shuffle_matrix_a", w13_rows, "")}, {"w2_weight", id("trtllm_shuffle_matrix_a", "identity", "")},
+          {"w13_weight_scale", id("trtllm_shuffle_matrix_sf_a", w13_rows, ",sf=128x4")},
+          {"w2_weight_scale", id("trtllm_shuffle_matrix_sf_a", "identity", ",sf=128x4")},
+          {"w13_bias", id("trtllm_shuffle_bias", w13_rows, ",f32")}, {"w2_bias", id("trtllm_shuffle_bias", "identity", ",f32")}};
+}
+
+// FlashInfer CUTLASS: w13 rows become [w3; w1]; the gpt-oss converter leaves the w2 bias as is,
+// the generic one casts it to bf16.
+Roles cutlass_bias_roles(const std::string& w13_rows, bool gpt_oss) {
+  return {{"w13_bias", "flashinfer.cutlass_bias(rows=" + w13_rows + ",bf16,v0.6.17)"},
+          {"w2_bias", gpt_oss ? std::string(kUnchanged) : std::string("flashinfer.cutlass_bias(rows=identity,bf16,v0.6.17)")}};
+}
+Roles cutlass_sm100_roles(const std::string& w13_rows, bool gpt_oss) {
+  Roles r = {{"w13_weight", "flashinfer.cutlass_mxfp4_weight(rows=" + w13_rows + ",v0.6.17)"},
+             {"w2_weight", "flashinfer.cutlass_mxfp4_weight(rows=identity,v0.6.17)"},
+             {"w13_weight_scale", "flashinfer.block_scale_interleave(rows=" + w13_rows + ",sf=128x4,v0.6.17)"},
+             {"w2_weight_scale", "flashinfer.block_scale_interleave(rows=identity,sf=128x4,v0.6.17)"}};
+  for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
+  return r;
+}
+Roles cutlass_sm90_roles(const std::string& w13_rows, bool gpt_oss) {
+  Roles r = {{"w13_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=" + w13_rows + ",fp4,v0.6.17)"},
+             {"w2_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)"},
+             {"w13_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=" + w13_rows + ",group_size=32,v0.6.17)"},
+             {"w2_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=identity,group_size=32,v0.6.17)"}};
+  for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
+  return r;
+}
+
+// The generic converter runs shuffle_weight on the w13 weight, scale and bias before the swizzle
+// (TRITON only); the gpt-oss converter does not.
+Roles triton_roles(const std::string& value, const std::string& scale, bool generic_converter) {
+  const std::string shuffle = std::string(kShuffleWeight) + " | ";
+  return {{"w13_weight", (generic_converter ? shuffle : "") + value}, {"w2_weight", value},
+          {"w13_weight_scale", (generic_converter ? shuffle : "") + scale}, {"w2_weight_scale", scale},
+          {"w13_bias", generic_converter ? std::string(kBiasF32) + " | " + kShuffleWeight : std::string(kBiasF32)}, {"w2_bias", kBiasF32}};
+}
+
+// Ids are those of packers/registry.cpp; " | " chains transforms applied in order. Which
+// converter runs decides the w13 row handling: the gpt-oss one (GptOssMxfp4MoEMethod,
+// QuarkOCP_MX_MoEMethod) keeps interleaved rows, the generic one (Mxfp4MoEMethod) has
+// [w1; w3] (fused_moe/oracle/mxfp4.py). The rows are grouped by kernel vendor; within a
+// backend the first row whose condition holds wins.
+std::vector<LayoutRow> marlin_layouts() {
+  return {
+    {.backend = "MARLIN",
+     .condition_text = "compressed-tensors / AutoRound CUTLASS W4A4",
+     .condition = [](const SelectionContext&, const Selection& s) { return s.experts_class == "CutlassExpertsMxfp4"; },
+     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kCutlassW4A4Scales}, {"w2_weight_scale", kCutlassW4A4Scales}}},
+    {.backend = "MARLIN",
+     .condition_text = "FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8)",
+     .condition = marlin_fp8_input,
+     .roles = marlin_roles(true)},
+    {.backend = "MARLIN",
+     .condition_text = "16-bit activations",
+     .roles = marlin_roles(false)},
+    {.backend = "BATCHED_MARLIN",
+     .condition_text = "FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8)",
+     .condition = marlin_fp8_input,
+     .roles = marlin_roles(true)},
+    {.backend = "BATCHED_MARLIN",
+     .condition_text = "16-bit activations",
+     .roles = marlin_roles(false)},
+  };
+}
+
+std::vector<LayoutRow> flashinfer_layouts() {
+  return {
+    {.backend = "FLASHINFER_TRTLLM_MXFP4_*",
+     .condition_text = "gpt-oss interleaved w13 (adjacent row pairs swapped)",
+     .condition = gpt_oss_converter,
+     .roles = trtllm_roles("swap_pairs")},
+    {.backend = "FLASHINFER_TRTLLM_MXFP4_*",
+     .condition_text = "[w1; w3] w13 (rebuilt as w3/w1 row pairs)",
+     .roles = trtllm_roles("w3w1_interleave")},
+    {.backend = "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+     .condition_text = "gpt-oss interleaved w13",
+     .condition = gpt_oss_converter,
+     .roles = cutlass_sm100_roles("deinterleave_up_first", true)},
+    {.backend = "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+     .condition_text = "[w1; w3] w13",
+     .roles = cutlass_sm100_roles("swap_halves", false)},
+    {.backend = "FLASHINFER_CUTLASS_MXFP4_BF16",
+     .condition_text = "gpt-oss interleaved w13, SM90 mixed-input GEMM",
+     .condition = gpt_oss_converter,
+     .roles = cutlass_sm90_roles("deinterleave_up_first", true)},
+    {.backend = "FLASHINFER_CUTLASS_MXFP4_BF16",
+     .condition_text = "[w1; w3] w13, SM90 mixed-input GEMM",
+     .roles = cutlass_sm90_roles("swap_halves", false)},
+  };
+}
+
+std::vector<LayoutRow> triton_kernels_layouts() {
+  return {
+    {.backend = "TRITON*",
+     .condition_text = "CUDA SM90, gpt-oss converter",
+     .condition = hopper_gpt_oss,
+     .roles = triton_roles(kHopperValue, kHopperScale, false)},
+    {.backend = "TRITON*",
+     .condition_text = "CUDA SM100 and newer, gpt-oss converter",
+     .condition = blackwell_gpt_oss,
+     .roles = triton_roles(kBlackwellValue, kBlackwellScale, false)},
+    {.backend = "TRITON*",
+     .condition_text = "ROCm gfx950 with TP <= 2, gpt-oss converter",
+     .condition = cdna4_gpt_oss,
+     .roles = triton_roles(kStrided, kCdna4Scale, false)},
+    {.backend = "TRITON*",
+     .condition_text = "CUDA before SM90 and other ROCm, gpt-oss converter",
+     .condition = gpt_oss_converter,
+     .roles = triton_roles(kStrided, kStrided, false)},
+    // The generic converter shuffles w13's last axis for TRITON only, not for TRITON_UNFUSED.
+    {.backend = "TRITON",
+     .condition_text = "CUDA SM90, generic converter",
+     .condition = hopper,
+     .roles = triton_roles(kHopperValue, kHopperScale, true)},
+    {.backend = "TRITON",
+     .condition_text = "CUDA SM100 and newer, generic converter",
+     .condition = blackwell,
+     .roles = triton_roles(kBlackwellValue, kBlackwellScale, true)},
+    {.backend = "TRITON",
+     .condition_text = "ROCm gfx950 with TP <= 2, generic converter",
+     .condition = cdna4,
+     .roles = triton_roles(kStrided, kCdna4Scale, true)},
+    {.backend = "TRITON",
+     .condition_text = "CUDA before SM90 and other ROCm, generic converter",
+     .roles = triton_roles(kStrided, kStrided, true)},
+    {.backend = "TRITON_UNFUSED",
+     .condition_text = "CUDA SM90, generic converter",
+     .condition = hopper,
+     .roles = triton_roles(kHopperValue, kHopperScale, false)},
+    {.backend = "TRITON_UNFUSED",
+     .condition_text = "CUDA SM100 and newer, generic converter",
+     .condition = blackwell,
+     .roles = triton_roles(kBlackwellValue, kBlackwellScale, false)},
+    {.backend = "TRITON_UNFUSED",
+     .condition_text = "ROCm gfx950 with TP <= 2, generic converter",
+     .condition = cdna4,
+     .roles = triton_roles(kStrided, kCdna4Scale, false)},
+    {.backend = "TRITON_UNFUSED",
+     .condition_text = "CUDA before SM90 and other ROCm, generic converter",
+     .roles = triton_roles(kStrided, kStrided, false)},
+  };
+}
+
+std::vector<LayoutRow> aiter_layouts() {
+  return {
+    // gfx1250: the generic converter sends AITER_MXFP4_BF16 down the Triton path (no shuffle).
+    {.backend = "AITER_MXFP4_BF16",
+     .condition_text = "gfx1250, generic converter",
+     .condition = [](const SelectionContext& c, const Selection&) { return c.deployment.device.on_gfx1250() && !gpt_oss_layout(c); },
+     .roles = triton_roles(kStrided, kStrided, false)},
+    {.backend = "AITER_MXFP4_BF16",
+     .condition_text = "gpt-oss converter (rows de-interleaved, a16w4 shuffles)",
+     .condition = gpt_oss_converter,
+     .roles = {{"w13_weight", std::string(kAiterDeinterleave) + " | " + aiter_weight(1)}, {"w2_weight", aiter_weight(0)},
+      {"w13_weight_scale", std::string(kAiterDeinterleave) + " | " + aiter_scale(1)}, {"w2_weight_scale", aiter_scale(0)},
+      {"w13_bias", std::string(kBiasF32) + " | " + kAiterDeinterleave}, {"w2_bias", kBiasF32}}},
+    {.backend = "AITER_MXFP4_BF16",
+     .condition_text = "generic converter, SiTU activation, VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4 on",
+     .condition = [](const SelectionContext& c, const Selection& s) { return situ_activation(c, s) && situ_v2_enabled(c); },
+     .roles = aiter_situ_roles(1)},
+    {.backend = "AITER_MXFP4_BF16",
+     .condition_text = "generic converter, SiTU activation",
+     .condition = situ_activation,
+     .roles = aiter_situ_roles(0)},
+    {.backend = "AITER_MXFP4_BF16",
+     .condition_text = "generic converter",
+     .roles = {{"w13_weight", aiter_weight(1)}, {"w2_weight", aiter_weight(0)}, {"w13_weight_scale", aiter_scale(1)},
+      {"w2_weight_scale", aiter_scale(0)}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+    // W4A8: the triton_kernels swizzle on ROCm. The kernel's activation scale is the maximum
+    // of the static input scales over the experts, held in its precision config; the layer
+    // itself keeps the per-expert fp32 [E] parameters, which is what is written.
+    {.backend = "AITER_MXFP4_FP8",
+     .condition_text = "gfx950 with TP <= 2",
+     .condition = cdna4,
+     .roles = {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kCdna4Scale}, {"w2_weight_scale", kCdna4Scale},
+      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+    {.backend = "AITER_MXFP4_FP8",
+     .condition_text = "other ROCm",
+     .roles = {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kStrided}, {"w2_weight_scale", kStrided},
+      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+    {.backend = "AITER_MXFP4_MXFP4",
+     .roles = {{"w13_weight", kAiterShuffleWeights}, {"w2_weight", kAiterShuffleWeights},
+      {"w13_weight_scale", kAiterE8m0Shuffle3d}, {"w2_weight_scale", kAiterE8m0Shuffle3d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+  };
+}
+
+std::vector<LayoutRow> other_layouts() {
+  return {
+    {.backend = "DEEPGEMM_MXFP4",
+     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kDeepGemmScales}, {"w2_weight_scale", kDeepGemmScales}}},
+    // Only the gpt-oss converter has a CPU branch; the generic one raises ValueError (no row).
+    // That branch leaves Quark's static input scales as loaded (fp32, one per expert).
+    {.backend = "CPU",
+     .condition_text = "gpt-oss converter",
+     .condition = gpt_oss_converter,
+     .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(mxfp4)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(mxfp4)"},
+      {"w13_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"}, {"w2_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"},
+      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+    {.backend = "HUMMING",
+     .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
+    // EMULATION replaces static input scales by their maximum over the experts (0-dim fp32).
+    {.backend = "EMULATION",
+     .condition_text = "kept as loaded; static input scales reduced to their maximum",
+     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
+      {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}, {"w13_input_scale", kMaxOverExperts}, {"w2_input_scale", kMaxOverExperts}}},
+    {.backend = "*",
+     .condition_text = "XPU, B12X: kept as loaded",
+     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
+      {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}}},
+  };
+}
+
+std::span<const LayoutRow> layouts() {
+  static const std::vector<LayoutRow> rows = [] {
+    std::vector<LayoutRow> all;
+    for (const auto& group : {marlin_layouts(), flashinfer_layouts(), triton_kernels_layouts(), aiter_layouts(), other_layouts()})
+      all.insert(all.end(), group.begin(), group.end());
+    return all;
+  }();
+  return rows;
+}
+
+Selection no_such_method(SelectionContext& ctx) { raise_value_error("no MXFP4 MoE method '" + ctx.query.method_class + "' in vLLM"); }
+
+}  // namespace
+
+const FamilyDescriptor& mxfp4_family() {
+  static const FamilyDescriptor d{
+      .family = Family::mxfp4,
+      .name = "mxfp4",
+      .methods =
+          {
+              {.method_class = "GptOssMxfp4MoEMethod",
+               .reached_by = {{"gpt_oss_mxfp4"}, {"mxfp4", "gpt_oss"}},
+               .select = [](SelectionContext& ctx) { return select_mxfp4_moe_backend(ctx, std::nullopt); },
+               .round_up = round_up_for_backend},
+              {.method_class = "Mxfp4MoEMethod", .reached_by = {{"mxfp4"}, {"deepseek_v4_fp8"}}, .select = select_deepseek_v4, .round_up = round_up_for_backend_and_activation},
+              {.method_class = "QuarkOCP_MX_MoEMethod", .reached_by = {{"quark"}}, .select = select_quark, .round_up = round_up_for_backend},
+              {.method_class = "CompressedTensorsW4A4Mxfp4MoEMethod",
+               .reached_by = {{"compressed-tensors"}},
+               .select = [](SelectionContext& ctx) { return select_compressed_tensors_like(ctx, false); }},
+              {.method_class = "INCMxfp4MoEMethod", .reached_by = {{"inc"}}, .select = [](SelectionContext& ctx) { return select_compressed_tensors_like(ctx, true); }},
+              {.method_class = "Mxfp4OnlineMoEMethod",
+               .reached_by = {{"online"}},
+               .select = [](SelectionContext& ctx) { return select_mxfp4_moe_backend(ctx, kMxfp4Dynamic); },
+               .round_up = round_up_for_backend,
+               .check_sizes = online_mxfp4_blocks},
+              {.method_class = "", .select = no_such_method},
+          },
+      .complete_query = gpt_oss_quant_method,
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .layouts = layouts(),
+  };
+  return d;
 }
 
 }  // namespace moepack::oracle

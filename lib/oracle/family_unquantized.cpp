@@ -9,80 +9,81 @@
 //   and both moved back for SWIGLUOAI.
 // --moe-backend humming is ignored here (treated as auto); other names outside this oracle's map
 // are refused (the root of vLLM issue #56832).
-#include <algorithm>
-
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
 namespace {
 
 // Enum members with the value strings vLLM prints in messages.
-const std::vector<BackendRow>& unquantized_backends() {
-  static const std::vector<BackendRow> rows = {
-      {"FLASHINFER_TRTLLM", "FlashInfer TRTLLM", {"TrtLlmBf16ExpertsMonolithic", "TrtLlmBf16ExpertsModular"}},
-      {"FLASHINFER_CUTLASS", "FlashInfer CUTLASS", {"FlashInferExperts"}},
-      {"AITER", "ROCm AITER", {"AiterExperts"}},
-      {"TRITON", "TRITON", {"TritonExperts"}},
-      {"BATCHED_TRITON", "BATCHED_TRITON", {"BatchedTritonExperts"}},
-      {"CPU", "CPU", {"X86CPUUnquantizedExperts", "ArmCPUUnquantizedExperts", "PowerCPUUnquantizedExperts", "CPUUnquantizedExperts"}},
-      {"XPU", "XPU", {"XPUExperts"}},
+std::span<const BackendRow> backends() {
+  static const BackendRow rows[] = {
+      {.name = "FLASHINFER_TRTLLM", .classes = {"TrtLlmBf16ExpertsMonolithic", "TrtLlmBf16ExpertsModular"}, .value = "FlashInfer TRTLLM"},
+      {.name = "FLASHINFER_CUTLASS", .classes = {"FlashInferExperts"}, .value = "FlashInfer CUTLASS"},
+      {.name = "AITER", .classes = {"AiterExperts"}, .value = "ROCm AITER"},
+      {.name = "TRITON", .classes = {"TritonExperts"}, .batched = "BATCHED_TRITON"},
+      {.name = "BATCHED_TRITON", .classes = {"BatchedTritonExperts"}},
+      {.name = "CPU", .classes = {"X86CPUUnquantizedExperts", "ArmCPUUnquantizedExperts", "PowerCPUUnquantizedExperts", "CPUUnquantizedExperts"}},
+      {.name = "XPU", .classes = {"XPUExperts"}},
   };
   return rows;
 }
 
-const BackendRow& backend(const std::string& name) { return find_backend_row(unquantized_backends(), name, "unquantized"); }
-
-const std::vector<std::pair<std::string, std::string>> kMoeBackendMap = {
-    {"triton", "TRITON"},
-    {"batched_triton", "BATCHED_TRITON"},
-    {"flashinfer_trtllm", "FLASHINFER_TRTLLM"},
-    {"flashinfer_cutlass", "FLASHINFER_CUTLASS"},
-    {"aiter", "AITER"},
-};
-
-void move_to_back(std::vector<std::string>& list, const std::string& name) {
-  auto it = std::find(list.begin(), list.end(), name);
-  if (it == list.end()) return;
-  list.erase(it);
-  list.push_back(name);
+std::span<const MoeBackendName> moe_backend_map() {
+  static const MoeBackendName rows[] = {
+      {"triton", {"TRITON"}}, {"batched_triton", {"BATCHED_TRITON"}}, {"flashinfer_trtllm", {"FLASHINFER_TRTLLM"}},
+      {"flashinfer_cutlass", {"FLASHINFER_CUTLASS"}}, {"aiter", {"AITER"}},
+  };
+  return rows;
 }
 
-std::vector<std::string> priority(const SelectionContext& ctx) {
-  const Device& d = ctx.deployment.device;
-  if (d.is_rocm()) return {"AITER", "TRITON", "BATCHED_TRITON"};
-  if (d.is_xpu()) return {"XPU"};
-  if (d.is_cpu()) return {"CPU"};
-  std::vector<std::string> list = {"FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "TRITON", "BATCHED_TRITON"};
-  // FlashInfer's unquantized kernels are slower than Triton on Hopper.
-  if (d.is_device_capability_family(90)) {
-    move_to_back(list, "FLASHINFER_TRTLLM");
-    move_to_back(list, "FLASHINFER_CUTLASS");
-  }
-  if (ctx.moe.parallel.dp_size > 1) move_to_back(list, "FLASHINFER_CUTLASS");
-  // FlashInfer maps SWIGLUOAI to plain SwiGLU without the clamp.
-  if (ctx.moe.activation == MoEActivation::SWIGLUOAI) {
-    move_to_back(list, "FLASHINFER_TRTLLM");
-    move_to_back(list, "FLASHINFER_CUTLASS");
-  }
-  return list;
+// The LoRA probe, outside the enum walk (it reports the FLASHINFER_TRTLLM member).
+const BackendRow& lora_backend() {
+  static const BackendRow row{.name = "FLASHINFER_TRTLLM", .classes = {"TrtLlmBf16LoRAExperts"}, .value = "FlashInfer TRTLLM"};
+  return row;
 }
 
-Selection return_or_raise(SelectionContext& ctx, const std::string& name, ActivationFormat fmt) {
-  const BackendRow& row = backend(name);
-  std::string reason;
-  if (auto cls = try_backend(ctx, row, std::nullopt, std::nullopt, fmt, reason)) return {name, *cls, std::nullopt, std::nullopt};
-  raise_value_error(unsupported_message("Unquantized", row.value, reason, false));
+bool on_rocm(const SelectionContext& c, const Request&) { return c.deployment.device.is_rocm(); }
+bool on_xpu(const SelectionContext& c, const Request&) { return c.deployment.device.is_xpu(); }
+bool on_cpu(const SelectionContext& c, const Request&) { return c.deployment.device.is_cpu(); }
+// FlashInfer's unquantized kernels are slower than Triton on Hopper.
+bool hopper_family(const SelectionContext& c, const Request&) { return c.deployment.device.is_device_capability_family(90); }
+bool data_parallel(const SelectionContext& c, const Request&) { return c.moe.parallel.dp_size > 1; }
+// FlashInfer maps SWIGLUOAI to plain SwiGLU without the clamp.
+bool swiglu_oai(const SelectionContext& c, const Request&) { return c.moe.activation == MoEActivation::SWIGLUOAI; }
+
+const Selector& unquantized_selector() {
+  using To = PriorityMove::To;
+  static const Selector s{
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .map_name = "unquantized",
+      .ignores_moe_backend = [](const std::string& runner) { return runner == "humming"; },
+      .ignored_note = "--moe-backend humming is quantization-only; the unquantized oracle treats it as auto",
+      .priority = {{on_rocm, {"AITER", "TRITON", "BATCHED_TRITON"}},
+                   {on_xpu, {"XPU"}},
+                   {on_cpu, {"CPU"}},
+                   {nullptr, {"FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "TRITON", "BATCHED_TRITON"}}},
+      .moves = {{hopper_family, "FLASHINFER_TRTLLM", To::back},
+                {hopper_family, "FLASHINFER_CUTLASS", To::back},
+                {data_parallel, "FLASHINFER_CUTLASS", To::back},
+                {swiglu_oai, "FLASHINFER_TRTLLM", To::back},
+                {swiglu_oai, "FLASHINFER_CUTLASS", To::back}},
+      .env_switches = {{{"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}, aiter_moe_forced, "AITER",
+                        "VLLM_ROCM_USE_AITER is exported and true: AITER is forced"}},
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("Unquantized", v, r, false); },
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk&) -> Selection {
+        raise_not_implemented("No Unquantized MoE backend supports the deployment configuration.");
+      },
+  };
+  return s;
 }
 
-}  // namespace
-
-Selection select_unquantized_family(SelectionContext& ctx) {
+Selection select_unquantized(SelectionContext& ctx) {
   if (ctx.moe.lora) {
-    const BackendRow lora_row{"FLASHINFER_TRTLLM", "FlashInfer TRTLLM", {"TrtLlmBf16LoRAExperts"}};
     std::string reason;
     // The LoRA probe always uses the Standard format.
-    auto cls = try_backend(ctx, lora_row, std::nullopt, std::nullopt, ActivationFormat::Standard, reason);
+    auto cls = try_backend(ctx, lora_backend(), std::nullopt, std::nullopt, ActivationFormat::Standard, reason);
     if (cls) {
       if (ctx.moe.intermediate_size_per_partition % 128 == 0) return {"FLASHINFER_TRTLLM", *cls, std::nullopt, std::nullopt};
       ctx.candidates.back().ok = false;
@@ -92,46 +93,46 @@ Selection select_unquantized_family(SelectionContext& ctx) {
     ctx.notes.push_back("LoRA: vLLM returns TritonExperts without checking it");
     return {"TRITON", "TritonExperts", std::nullopt, std::nullopt};
   }
-
-  std::vector<std::string> available = priority(ctx);
-  const std::string& runner = ctx.moe.moe_backend;
-  const ActivationFormat fmt =
-      (ctx.moe.parallel.use_batched_activation_format() || runner == "batched_triton") ? ActivationFormat::BatchedExperts : ActivationFormat::Standard;
-
-  if (runner != "auto" && runner != "humming") {
-    std::string requested = map_moe_backend(kMoeBackendMap, runner, "unquantized");
-    if (fmt == ActivationFormat::BatchedExperts && requested == "TRITON") requested = "BATCHED_TRITON";
-    return return_or_raise(ctx, requested, fmt);
-  }
-  if (runner == "humming") ctx.notes.push_back("--moe-backend humming is quantization-only; the unquantized oracle treats it as auto");
-
-  const EnvVars& env = ctx.deployment.env;
-  if (env.is_set("VLLM_ROCM_USE_AITER") || env.is_set("VLLM_ROCM_USE_AITER_MOE")) {
-    const bool skip = !env.true_flag("VLLM_ROCM_USE_AITER", false) || !env.true_flag("VLLM_ROCM_USE_AITER_MOE", true) ||
-                      ctx.env.aiter_rdna_enabled();
-    if (skip) {
-      available.erase(std::remove(available.begin(), available.end(), "AITER"), available.end());
-    } else {
-      ctx.notes.push_back("VLLM_ROCM_USE_AITER is exported and true: AITER is forced");
-      return return_or_raise(ctx, "AITER", fmt);
-    }
-  }
-
-  for (const auto& name : available) {
-    std::string reason;
-    if (auto cls = try_backend(ctx, backend(name), std::nullopt, std::nullopt, fmt, reason)) return {name, *cls, std::nullopt, std::nullopt};
-  }
-  raise_not_implemented("No Unquantized MoE backend supports the deployment configuration.");
+  // --moe-backend batched_triton asks for the batched format itself.
+  const bool batched = ctx.moe.parallel.use_batched_activation_format() || ctx.moe.moe_backend == "batched_triton";
+  return select_backend(unquantized_selector(), ctx,
+                        {std::nullopt, std::nullopt, batched ? ActivationFormat::BatchedExperts : ActivationFormat::Standard, {}});
 }
 
-std::vector<BackendListing> unquantized_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : unquantized_backends()) {
-    BackendListing l = listing_of("unquantized", b, kMoeBackendMap);
-    out.push_back(std::move(l));
-  }
-  out.push_back({"unquantized", "FLASHINFER_TRTLLM (LoRA)", {"TrtLlmBf16LoRAExperts"}, {}, true});
-  return out;
+// The conversion padding of sizes_layouts.h, step 2.
+std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
+  if (s.backend == "FLASHINFER_TRTLLM" && !is_gated(ctx.moe.activation)) return {hidden, round_up_to(inter, 128)};
+  return {hidden, inter};
+}
+
+std::span<const LayoutRow> layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "FLASHINFER_TRTLLM", .roles = {{"w13_weight", "trtllm_gen.bf16.block_major_k(w31_gated)"}, {"w2_weight", "trtllm_gen.bf16.block_major_k"}}},
+      {.backend = "FLASHINFER_CUTLASS", .roles = {{"w13_weight", "flashinfer.w31_if_gated"}, {"w2_weight", "checkpoint"}}},
+      {.backend = "AITER", .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}}},
+      {.backend = "*", .condition_text = "TRITON, BATCHED_TRITON, CPU, XPU", .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}}},
+  };
+  return rows;
+}
+
+}  // namespace
+
+const FamilyDescriptor& unquantized_family() {
+  static const FamilyDescriptor d{
+      .family = Family::unquantized,
+      .name = "unquantized",
+      .methods =
+          {
+              {.method_class = "UnquantizedFusedMoEMethod", .reached_by = {{"*"}}, .select = select_unquantized},
+              {.method_class = "", .select = select_unquantized},
+          },
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .extra_listings = {{"unquantized", "FLASHINFER_TRTLLM (LoRA)", {"TrtLlmBf16LoRAExperts"}, {}, true}},
+      .conversion_padding = conversion_padding,
+      .layouts = layouts(),
+  };
+  return d;
 }
 
 }  // namespace moepack::oracle

@@ -8,7 +8,7 @@
 // allow_tile_padding flags; Marlin also needs check_moe_marlin_supports_config's shapes.
 #include <algorithm>
 
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
@@ -16,25 +16,26 @@ namespace {
 
 using namespace keys;
 
-const std::vector<BackendRow>& wna16_backends() {
-  static const std::vector<BackendRow> rows = {
-      {"MARLIN", "MARLIN", {"MarlinExperts"}},
-      {"BATCHED_MARLIN", "BATCHED_MARLIN", {"BatchedMarlinExperts"}},
-      {"HUMMING", "HUMMING", {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
-      {"CPU", "CPU", {"CPUExpertsInt4"}},
-      {"FLASHINFER_TRTLLM", "FLASHINFER_TRTLLM", {"TrtLlmMxint4ExpertsMonolithic"}},
-      {"TRITON", "TRITON", {"TritonWNA16Experts"}},
-      {"XPU", "XPU", {"XPUExpertsWNA16"}},
-      {"EMULATION", "EMULATION", {"Int4EmulationTritonExperts"}},
+std::span<const BackendRow> backends() {
+  static const BackendRow rows[] = {
+      {.name = "MARLIN", .classes = {"MarlinExperts"}},
+      {.name = "BATCHED_MARLIN", .classes = {"BatchedMarlinExperts"}},
+      {.name = "HUMMING", .classes = {"BatchedHummingGroupedExperts", "HummingGroupedExperts", "HummingIndexedExperts"}},
+      {.name = "CPU", .classes = {"CPUExpertsInt4"}},
+      {.name = "FLASHINFER_TRTLLM", .classes = {"TrtLlmMxint4ExpertsMonolithic"}},
+      {.name = "TRITON", .classes = {"TritonWNA16Experts"}},
+      {.name = "XPU", .classes = {"XPUExpertsWNA16"}},
+      {.name = "EMULATION", .classes = {"Int4EmulationTritonExperts"}},
   };
   return rows;
 }
 
-const BackendRow& backend(const std::string& name) { return find_backend_row(wna16_backends(), name, "WNA16"); }
-
-const std::vector<std::pair<std::string, std::string>> kMoeBackendMap = {
-    {"triton", "TRITON"}, {"marlin", "MARLIN"}, {"humming", "HUMMING"}, {"flashinfer_trtllm", "FLASHINFER_TRTLLM"}, {"emulation", "EMULATION"},
-};
+std::span<const MoeBackendName> moe_backend_map() {
+  static const MoeBackendName rows[] = {
+      {"triton", {"TRITON"}}, {"marlin", {"MARLIN"}}, {"humming", {"HUMMING"}}, {"flashinfer_trtllm", {"FLASHINFER_TRTLLM"}}, {"emulation", {"EMULATION"}},
+  };
+  return rows;
+}
 
 // The quantization config object vLLM hands the oracle, by checkpoint layout.
 enum class Layout { gptq, awq, compressed_tensors, moe_wna16 };
@@ -65,23 +66,6 @@ struct Flags {
   bool allow_tile_padding;
 };
 
-std::optional<std::string> incompatibility(const SelectionContext& ctx, const std::string& b, Layout layout, const Flags& f) {
-  const MoeLayerQuery& q = ctx.query;
-  if (b == "FLASHINFER_TRTLLM" && (f.may_have_zp || f.may_have_bias)) return "zero points and bias are not supported";
-  if (b == "TRITON") {
-    if (f.may_have_bias) return "expert bias is not supported";
-    if (layout == Layout::awq) return "the AutoAWQ weight layout is not supported";
-    if (layout == Layout::gptq && q.desc_act) return "GPTQ activation ordering is not supported";
-    // Only "group" act-order is rejected; "dynamic" passes (as coded upstream).
-    if (layout == Layout::compressed_tensors && q.actorder == "group") return "group activation ordering is not supported";
-  }
-  const bool marlin = b == "MARLIN" || b == "BATCHED_MARLIN";
-  if (layout != Layout::moe_wna16 && marlin && !marlin_supports(ctx, q.group_size, f.allow_tile_padding))
-    return "Marlin not supported for this layer";
-  if (layout == Layout::moe_wna16 && (marlin || b == "EMULATION")) return "the MoeWNA16 checkpoint layout is not supported";
-  return std::nullopt;
-}
-
 Flags flags_for(const MoeLayerQuery& q, Layout layout) {
   // The callers' defaults (compressed_tensors_moe_wna16.py, auto_gptq.py, auto_awq.py, moe_wna16.py).
   Flags f{};
@@ -99,62 +83,160 @@ Flags flags_for(const MoeLayerQuery& q, Layout layout) {
   return f;
 }
 
-}  // namespace
-
-// CompressedTensorsW4A16FlydslMoEMethod (chosen in oracle.cpp, as vLLM's get_moe_method does):
-// no oracle, its apply calls fused_flydsl_moe; its constructor asserts what the kernel supports.
-Selection compressed_tensors_flydsl(SelectionContext& ctx, const OptKey& w) {
+// _backend_incompatibility_reason: checked before the backend's classes, recorded when it rejects.
+std::optional<std::string> incompatibility(const SelectionContext& ctx, const std::string& b) {
   const MoeLayerQuery& q = ctx.query;
+  const Layout layout = layout_of(q.quant_method);
+  const Flags f = flags_for(q, layout);
+  if (b == "FLASHINFER_TRTLLM" && (f.may_have_zp || f.may_have_bias)) return "zero points and bias are not supported";
+  if (b == "TRITON") {
+    if (f.may_have_bias) return "expert bias is not supported";
+    if (layout == Layout::awq) return "the AutoAWQ weight layout is not supported";
+    if (layout == Layout::gptq && q.desc_act) return "GPTQ activation ordering is not supported";
+    // Only "group" act-order is rejected; "dynamic" passes (as coded upstream).
+    if (layout == Layout::compressed_tensors && q.actorder == "group") return "group activation ordering is not supported";
+  }
+  const bool marlin = b == "MARLIN" || b == "BATCHED_MARLIN";
+  if (layout != Layout::moe_wna16 && marlin && !marlin_supports(ctx, q.group_size, f.allow_tile_padding))
+    return "Marlin not supported for this layer";
+  if (layout == Layout::moe_wna16 && (marlin || b == "EMULATION")) return "the MoeWNA16 checkpoint layout is not supported";
+  return std::nullopt;
+}
+
+bool on_cpu(const SelectionContext& c, const Request&) { return c.deployment.device.is_cpu(); }
+bool on_xpu(const SelectionContext& c, const Request&) { return c.deployment.device.is_xpu(); }
+
+const Selector& wna16_selector() {
+  static const Selector s{
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .map_name = "WNA16",
+      .priority = {{on_cpu, {"CPU"}},
+                   {on_xpu, {"XPU"}},
+                   {nullptr, {"FLASHINFER_TRTLLM", "MARLIN", "BATCHED_MARLIN", "TRITON", "HUMMING", "EMULATION"}}},
+      .filters = {{.rejects = incompatibility, .shown = true}},
+      .forced_refusal = [](const std::string& v, const std::string& r) { return unsupported_message("WNA16", v, r, true); },
+      .none_fit = [](SelectionContext&, const Request&, const AutoWalk&) -> Selection {
+        raise_not_implemented("No WNA16 MoE backend supports the deployment configuration.");
+      },
+  };
+  return s;
+}
+
+// The weight key the method was given, after the checkpoint layout is known to have a method.
+OptKey method_weight_key(const MoeLayerQuery& q) {
+  layout_of(q.quant_method);
+  return q.weight_key_value ? q.weight_key_value : quant_key_by_name(q.weight_key);
+}
+
+Selection select_wna16(SelectionContext& ctx) {
+  return select_backend(wna16_selector(), ctx, {method_weight_key(ctx.query), std::nullopt, ctx.activation_format(), {}});
+}
+
+// CompressedTensorsW4A16FlydslMoEMethod (chosen by the method switch below, as vLLM's
+// get_moe_method does): no oracle, its apply calls fused_flydsl_moe; its constructor asserts
+// what the kernel supports.
+Selection select_flydsl(SelectionContext& ctx) {
+  const MoeLayerQuery& q = ctx.query;
+  const OptKey w = method_weight_key(q);
   if (q.actorder == "group") throw OracleRaise("AssertionError", "");
   if (!q.symmetric) throw OracleRaise("AssertionError", "Only symmetric quantization is supported for MoE. Try --moe-backend emulation.");
   ctx.candidates.push_back({"FLYDSL", "fused_flydsl_moe", true, ""});
   return Selection{"FLYDSL", "fused_flydsl_moe", w, std::nullopt};
 }
 
-Selection select_wna16_family(SelectionContext& ctx) {
-  const MoeLayerQuery& q = ctx.query;
-  const Layout layout = layout_of(q.quant_method);
-  const Flags flags = flags_for(q, layout);
-  OptKey w = q.weight_key_value ? q.weight_key_value : quant_key_by_name(q.weight_key);
-  if (q.method_class == "CompressedTensorsW4A16FlydslMoEMethod") return compressed_tensors_flydsl(ctx, w);
-  const ActivationFormat fmt = ctx.activation_format();
-  auto unsupported = [](const std::string& b, const std::string& reason) { return unsupported_message("WNA16", b, reason, true); };
-
-  const std::string& runner = ctx.moe.moe_backend;
-  if (runner != "auto") {
-    std::string requested = map_moe_backend(kMoeBackendMap, runner, "WNA16");
-    if (auto why = incompatibility(ctx, requested, layout, flags)) {
-      record_rejection(ctx, requested, *why);
-      raise_value_error(unsupported(requested, *why));
-    }
-    std::string reason;
-    if (auto cls = try_backend(ctx, backend(requested), w, std::nullopt, fmt, reason)) return {requested, *cls, w, std::nullopt};
-    raise_value_error(unsupported(requested, reason));
-  }
-
-  std::vector<std::string> priority;
-  if (ctx.deployment.device.is_cpu()) priority = {"CPU"};
-  else if (ctx.deployment.device.is_xpu()) priority = {"XPU"};
-  else priority = {"FLASHINFER_TRTLLM", "MARLIN", "BATCHED_MARLIN", "TRITON", "HUMMING", "EMULATION"};
-
-  for (const auto& name : priority) {
-    if (auto why = incompatibility(ctx, name, layout, flags)) {
-      record_rejection(ctx, name, *why);
-      continue;
-    }
-    std::string reason;
-    if (auto cls = try_backend(ctx, backend(name), w, std::nullopt, fmt, reason)) return {name, *cls, w, std::nullopt};
-  }
-  raise_not_implemented("No WNA16 MoE backend supports the deployment configuration.");
+// compressed-tensors on ROCm (CompressedTensorsMoEMethod.get_moe_method): 4-bit INT group-32
+// weights on gfx950 with --moe-backend flydsl and no LoRA get the FlyDSL W4A16 method. (The
+// native RDNA3 method before it needs gfx1100, not a target here.)
+bool flydsl_method(const MoeLayerQuery& q, const Deployment& dep) {
+  return q.quant_method == "compressed-tensors" && dep.device.is_rocm() && dep.device.on_gfx950() && dep.moe_backend == "flydsl" &&
+         q.weight_bits == 4 && q.group_size == 32 && !dep.lora;
 }
 
-std::vector<BackendListing> wna16_backend_listing() {
-  std::vector<BackendListing> out;
-  for (const auto& b : wna16_backends()) {
-    BackendListing l = listing_of("wna16", b, kMoeBackendMap);
-    out.push_back(std::move(l));
+// Each method builds its weight key from the checkpoint's bits and group size.
+void derive_weight_key(MoeLayerQuery& q) {
+  if (!q.weight_key.empty() || q.weight_key_value) return;
+  const std::string& m = q.quant_method;
+  if (m == "auto_gptq" || m == "gptq" || m == "gptq_marlin") {
+    if (q.weight_bits != 4 && q.weight_bits != 8) throw OracleRaise("ValueError", "AutoGPTQMoEMethod only supports int4 and int8 now.");
+    q.weight_key_value = q.weight_bits == 4 ? kInt4Static : kInt8Static;
+  } else if (m == "auto_awq" || m == "awq" || m == "awq_marlin") {
+    if (q.weight_bits != 4) throw OracleRaise("ValueError", "AutoAWQMoEMethod only supports 4bit now.");
+    q.weight_key_value = kInt4Static;
+  } else if (m == "moe_wna16") {
+    if (q.weight_bits == 4) q.weight_key_value = q.group_size == 32 ? kInt4Static32 : kInt4Static;
+    else if (q.weight_bits == 8) q.weight_key_value = kInt8Static;
+    else throw OracleRaise("ValueError", "MoeWNA16Method only supports int4 and int8 now.");
+  } else {
+    auto k = wna16_weight_key(q.weight_bits, q.group_size, q.symmetric);
+    if (!k) throw OracleRaise("ValueError", "compressed-tensors WNA16 MoE supports 2, 3, 4 and 8 bits (zero points: 4 and 8), got " +
+                                                std::to_string(q.weight_bits));
+    q.weight_key_value = k;
   }
-  return out;
+}
+
+// The conversion padding of sizes_layouts.h, step 2.
+std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
+  if (s.backend == "MARLIN" || s.backend == "BATCHED_MARLIN") return {hidden, marlin_moe_padded_intermediate(inter, ctx.query.group_size)};
+  return {hidden, inter};
+}
+
+std::span<const LayoutRow> layouts() {
+  static const LayoutRow rows[] = {
+      {.backend = "MARLIN",
+       .condition_text = "AWQ checkpoint",
+       .condition = [](const SelectionContext& c, const Selection&) { return c.query.quant_method.find("awq") != std::string::npos; },
+       .roles = {{"w13_weight", "marlin.awq_repack"}, {"w2_weight", "marlin.awq_repack"}, {"w13_weight_scale", "marlin.permute_scales"}, {"w2_weight_scale", "marlin.permute_scales"},
+                 {"w13_qzeros", "marlin.awq_zero_points"}, {"w2_qzeros", "marlin.awq_zero_points"}, {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
+      {.backend = "*MARLIN",
+       .condition_text = "GPTQ / compressed-tensors checkpoint",
+       .roles = {{"w13_weight", "marlin.gptq_repack(perm=g_idx_sort)"}, {"w2_weight", "marlin.gptq_repack(perm=g_idx_sort)"},
+                 {"w13_weight_scale", "marlin.permute_scales"}, {"w2_weight_scale", "marlin.permute_scales"},
+                 {"w13_qzeros", "marlin.zero_points"}, {"w2_qzeros", "marlin.zero_points"},
+                 {"w13_g_idx", "sorted_g_idx"}, {"w2_g_idx", "sorted_g_idx"}, {"w13_g_idx_sort_indices", "argsort(g_idx)"}, {"w2_g_idx_sort_indices", "argsort(g_idx)"},
+                 {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
+      {.backend = "FLASHINFER_TRTLLM",
+       .roles = {{"w13_weight", "trtllm_gen.mxint4.prepared"}, {"w2_weight", "trtllm_gen.mxint4.prepared"}, {"w13_weight_scale", "trtllm_gen.mxint4.prepared"}, {"w2_weight_scale", "trtllm_gen.mxint4.prepared"}}},
+      {.backend = "TRITON",
+       .roles = {{"w13_weight", "transpose_n_k(int32_as_u8)"}, {"w2_weight", "transpose_n_k(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
+                 {"w13_qzeros", "transpose_n_k(int32_as_u8)"}, {"w2_qzeros", "transpose_n_k(int32_as_u8)"}}},
+      {.backend = "CPU",
+       .roles = {{"w13_weight", "cpu.int4_packed_scale_zp"}, {"w2_weight", "cpu.int4_packed_scale_zp"}, {"w13_weight_scale", "cpu.int4_packed_scale_zp"}, {"w2_weight_scale", "cpu.int4_packed_scale_zp"},
+                 {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+      {.backend = "XPU",
+       .roles = {{"w13_weight", "transpose_1_2(int32_as_u8)"}, {"w2_weight", "transpose_1_2(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+      {.backend = "*",
+       .condition_text = "HUMMING, EMULATION, FLYDSL (CompressedTensorsW4A16FlydslMoEMethod)",
+       .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}}},
+  };
+  return rows;
+}
+
+}  // namespace
+
+const FamilyDescriptor& wna16_family() {
+  static const FamilyDescriptor d{
+      .family = Family::wna16,
+      .name = "wna16",
+      .methods =
+          {
+              {.method_class = "AutoGPTQMoEMethod", .reached_by = {{"auto_gptq"}, {"gptq"}, {"gptq_marlin"}}, .select = select_wna16},
+              {.method_class = "AutoAWQMoEMethod", .reached_by = {{"auto_awq"}, {"awq"}, {"awq_marlin"}}, .select = select_wna16},
+              {.method_class = "CompressedTensorsWNA16MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_wna16},
+              {.method_class = "MoeWNA16Method", .reached_by = {{"moe_wna16"}}, .select = select_wna16},
+              {.method_class = "CompressedTensorsW4A16FlydslMoEMethod", .select = select_flydsl},
+              {.method_class = "", .select = select_wna16},
+          },
+      .method_switches = {{flydsl_method, Family::wna16, "CompressedTensorsW4A16FlydslMoEMethod", false,
+                           "compressed-tensors W4A16 group 32 with --moe-backend flydsl on gfx950: CompressedTensorsW4A16FlydslMoEMethod, "
+                           "no oracle; its apply calls fused_flydsl_moe"}},
+      .complete_query = derive_weight_key,
+      .backends = backends(),
+      .moe_backend_map = moe_backend_map(),
+      .conversion_padding = conversion_padding,
+      .layouts = layouts(),
+  };
+  return d;
 }
 
 }  // namespace moepack::oracle

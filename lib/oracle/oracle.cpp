@@ -3,22 +3,12 @@
 #include <algorithm>
 
 #include "lib/core/error.h"
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 #include "lib/oracle/sizes_layouts.h"
 
 namespace moepack::oracle {
 
 namespace {
-
-struct FamilyRow {
-  Family family;
-  const char* name;
-};
-const FamilyRow kFamilies[] = {
-    {Family::mxfp4, "mxfp4"}, {Family::nvfp4, "nvfp4"}, {Family::fp8, "fp8"},
-    {Family::mxfp8, "mxfp8"}, {Family::wna16, "wna16"}, {Family::int8, "int8"},
-    {Family::w4a8, "w4a8"},   {Family::w4a8_int8, "w4a8_int8"}, {Family::unquantized, "unquantized"},
-};
 
 // ---- Pre-oracle gates: what vLLM checks about a quantization method before any MoE layer ----
 
@@ -93,13 +83,14 @@ struct OnlineMethod {
   const char* method_class;
   const char* weight_key;
   const char* activation_key;
+  bool allows_vllm_cutlass = false;  // the method passes allow_vllm_cutlass=True (per-channel scales)
 };
 const std::vector<OnlineMethod>& online_methods() {
   static const std::vector<OnlineMethod> rows = {
       {"fp8", Family::fp8, "fp8", "Fp8PerTensorOnlineMoEMethod", "kFp8StaticTensorSym", "kFp8DynamicTensorSym"},
       {"fp8_per_tensor", Family::fp8, "online", "Fp8PerTensorOnlineMoEMethod", "kFp8StaticTensorSym", "kFp8DynamicTensorSym"},
       {"fp8_per_block", Family::fp8, "online", "Fp8PerBlockOnlineMoEMethod", "kFp8Static128BlockSym", "kFp8Dynamic128Sym"},
-      {"fp8_per_channel", Family::fp8, "online", "Fp8PtpcOnlineMoEMethod", "kFp8StaticChannelSym", "kFp8DynamicTokenSym"},
+      {"fp8_per_channel", Family::fp8, "online", "Fp8PtpcOnlineMoEMethod", "kFp8StaticChannelSym", "kFp8DynamicTokenSym", true},
       {"mxfp8", Family::mxfp8, "online", "Mxfp8OnlineMoEMethod", "kMxfp8Static", "kMxfp8Dynamic"},
       {"mxfp4", Family::mxfp4, "online", "Mxfp4OnlineMoEMethod", "kMxfp4Static", "kMxfp4Dynamic"},
       {"int8_per_channel_weight_only", Family::int8, "online", "Int8OnlineMoEMethod", "kInt8StaticChannelSym", "kInt8DynamicTokenSym"},
@@ -134,7 +125,7 @@ MoeLayerQuery apply_quantization_override(const MoeLayerQuery& query, const Depl
       q.activation_key = m.activation_key;
       q.weight_key_value.reset();
       q.online_name = user;
-      if (q.method_class == "Fp8PtpcOnlineMoEMethod") q.allow_vllm_cutlass = true;
+      if (m.allows_vllm_cutlass) q.allow_vllm_cutlass = true;
       return q;
     }
     // No quantization_config to check against: vLLM validates the name, then looks for the
@@ -193,45 +184,20 @@ void check_method_gates(const MoeLayerQuery& q, const Deployment& dep) {
   }
 }
 
-// Fills what the checkpoint reader may leave implicit: the method class, and the weight key
-// each vLLM method builds for itself.
+// Fills what the layer description may leave implicit: the method class (the oracle resolves it
+// from the family and quantization method; a class given by hand is kept), then what the
+// family's methods compute for themselves and the keys an online method builds.
 MoeLayerQuery normalize(MoeLayerQuery q) {
-  if (q.method_class.empty()) q.method_class = default_method_class(q.family, q.quant_method, q.model_type);
-  if (q.family == Family::mxfp4 && q.quant_method == "mxfp4" && q.model_type == "gpt_oss") q.quant_method = "gpt_oss_mxfp4";
+  const FamilyDescriptor& family = family_descriptor(q.family);
+  if (q.method_class.empty()) q.method_class = resolve_method_class(family, q.quant_method, q.model_type);
   if (q.method_class.empty())
-    throw OracleRaise("ValueError", "vLLM has no " + family_name(q.family) + " MoE method for quantization method '" + q.quant_method + "'");
-  if (q.family == Family::wna16 && q.weight_key.empty() && !q.weight_key_value) {
-    const std::string& m = q.quant_method;
-    if (m == "auto_gptq" || m == "gptq" || m == "gptq_marlin") {
-      if (q.weight_bits != 4 && q.weight_bits != 8) throw OracleRaise("ValueError", "AutoGPTQMoEMethod only supports int4 and int8 now.");
-      q.weight_key_value = q.weight_bits == 4 ? keys::kInt4Static : keys::kInt8Static;
-    } else if (m == "auto_awq" || m == "awq" || m == "awq_marlin") {
-      if (q.weight_bits != 4) throw OracleRaise("ValueError", "AutoAWQMoEMethod only supports 4bit now.");
-      q.weight_key_value = keys::kInt4Static;
-    } else if (m == "moe_wna16") {
-      if (q.weight_bits == 4) q.weight_key_value = q.group_size == 32 ? keys::kInt4Static32 : keys::kInt4Static;
-      else if (q.weight_bits == 8) q.weight_key_value = keys::kInt8Static;
-      else throw OracleRaise("ValueError", "MoeWNA16Method only supports int4 and int8 now.");
-    } else {
-      auto k = wna16_weight_key(q.weight_bits, q.group_size, q.symmetric);
-      if (!k) throw OracleRaise("ValueError", "compressed-tensors WNA16 MoE supports 2, 3, 4 and 8 bits (zero points: 4 and 8), got " +
-                                                  std::to_string(q.weight_bits));
-      q.weight_key_value = k;
-    }
+    throw OracleRaise("ValueError", "vLLM has no " + family.name + " MoE method for quantization method '" + q.quant_method + "'");
+  if (family.complete_query) family.complete_query(q);
+  const MethodRow& method = method_row(family, q.method_class);
+  if (!method.own_weight_key.empty() && q.weight_key.empty() && q.activation_key.empty()) {
+    q.weight_key = method.own_weight_key;
+    q.activation_key = method.own_activation_key;
   }
-  // The online FP8 methods quantize 16-bit checkpoints themselves and pick their own keys
-  // (_Fp8OnlineMoEBase, quantization/online/fp8.py): 128x128 blocks with per-128 dynamic
-  // activations, or one scale per tensor with dynamic per-tensor activations.
-  if (q.family == Family::fp8 && q.weight_key.empty() && q.activation_key.empty()) {
-    if (q.method_class == "Fp8PerBlockOnlineMoEMethod") {
-      q.weight_key = "kFp8Static128BlockSym";
-      q.activation_key = "kFp8Dynamic128Sym";
-    } else if (q.method_class == "Fp8PerTensorOnlineMoEMethod") {
-      q.weight_key = "kFp8StaticTensorSym";
-      q.activation_key = "kFp8DynamicTensorSym";
-    }
-  }
-  if (q.family == Family::fp8 && !q.allow_vllm_cutlass) q.allow_vllm_cutlass = q.quant_method == "compressed-tensors";
   return q;
 }
 
@@ -246,21 +212,6 @@ void validate_query(const MoeLayerQuery& q) {
   if (!q.activation_key.empty() && !quant_key_by_name(q.activation_key)) bad("unknown activation key '" + q.activation_key + "'");
 }
 
-Selection run_family(Family family, SelectionContext& ctx) {
-  switch (family) {
-    case Family::mxfp4: return select_mxfp4_family(ctx);
-    case Family::nvfp4: return select_nvfp4_family(ctx);
-    case Family::fp8: return select_fp8_family(ctx);
-    case Family::mxfp8: return select_mxfp8_family(ctx);
-    case Family::wna16: return select_wna16_family(ctx);
-    case Family::int8: return select_int8_family(ctx);
-    case Family::w4a8: return select_w4a8_family(ctx);
-    case Family::w4a8_int8: return select_w4a8_int8_family(ctx);
-    case Family::unquantized: return select_unquantized_family(ctx);
-  }
-  return select_unquantized_family(ctx);
-}
-
 // The keys a family reports when it refuses (what the layer asked for).
 std::optional<std::string> requested_key_name(const std::string& name, const std::optional<QuantKey>& value) {
   if (value) return quant_key_display(value);
@@ -270,201 +221,176 @@ std::optional<std::string> requested_key_name(const std::string& name, const std
 
 }  // namespace
 
-std::string family_name(Family f) {
-  for (const auto& r : kFamilies)
-    if (r.family == f) return r.name;
-  return "unquantized";
-}
+std::string family_name(Family f) { return family_descriptor(f).name; }
 
 std::optional<Family> parse_family(const std::string& name) {
-  for (const auto& r : kFamilies)
-    if (name == r.name) return r.family;
+  for (const FamilyDescriptor* d : family_descriptors())
+    if (name == d->name) return d->family;
   return std::nullopt;
 }
 
 const std::vector<Family>& all_families() {
   static const std::vector<Family> v = [] {
     std::vector<Family> out;
-    for (const auto& r : kFamilies) out.push_back(r.family);
+    for (const FamilyDescriptor* d : family_descriptors()) out.push_back(d->family);
     return out;
   }();
   return v;
 }
 
-std::string default_method_class(Family family, const std::string& m, const std::string& model_type) {
-  switch (family) {
-    case Family::mxfp4:
-      if (m == "gpt_oss_mxfp4" || (m == "mxfp4" && model_type == "gpt_oss")) return "GptOssMxfp4MoEMethod";
-      if (m == "mxfp4" || m == "deepseek_v4_fp8") return "Mxfp4MoEMethod";
-      if (m == "quark") return "QuarkOCP_MX_MoEMethod";
-      if (m == "compressed-tensors") return "CompressedTensorsW4A4Mxfp4MoEMethod";
-      if (m == "inc") return "INCMxfp4MoEMethod";
-      if (m == "online") return "Mxfp4OnlineMoEMethod";
-      return "";
-    case Family::nvfp4:
-      if (m == "modelopt_fp4" || m == "deepseek_v4_fp8") return "ModelOptNvFp4FusedMoE";
-      if (m == "compressed-tensors") return "CompressedTensorsW4A4Nvfp4MoEMethod";
-      if (m == "quark") return "QuarkNvfp4MoEMethod";
-      if (m == "online") return "Nvfp4OnlineMoEMethod";
-      return "";
-    case Family::fp8:
-      if (m == "fp8" || m == "deepseek_v4_fp8") return "Fp8MoEMethod";
-      if (m == "modelopt") return "ModelOptFp8MoEMethod";
-      if (m == "compressed-tensors") return "CompressedTensorsW8A8Fp8MoEMethod";
-      if (m == "quark") return "QuarkW8A8Fp8MoEMethod";
-      if (m == "online") return "Fp8PerBlockOnlineMoEMethod";
-      return "";
-    case Family::mxfp8:
-      if (m == "modelopt_mxfp8" || m == "mxfp8") return "ModelOptMxFp8FusedMoE";
-      if (m == "compressed-tensors") return "CompressedTensorsW8A8Mxfp8MoEMethod";
-      if (m == "online") return "Mxfp8OnlineMoEMethod";
-      return "";
-    case Family::wna16:
-      if (m == "auto_gptq" || m == "gptq" || m == "gptq_marlin") return "AutoGPTQMoEMethod";
-      if (m == "auto_awq" || m == "awq" || m == "awq_marlin") return "AutoAWQMoEMethod";
-      if (m == "compressed-tensors") return "CompressedTensorsWNA16MoEMethod";
-      if (m == "moe_wna16") return "MoeWNA16Method";
-      return "";
-    case Family::int8:
-      if (m == "compressed-tensors") return "CompressedTensorsW8A8Int8MoEMethod";
-      if (m == "quark") return "QuarkW8A8Int8MoEMethod";
-      if (m == "experts_int8" || m == "online") return "Int8OnlineMoEMethod";
-      return "";
-    case Family::w4a8: return m == "compressed-tensors" ? "CompressedTensorsW4A8Fp8MoEMethod" : "";
-    case Family::w4a8_int8: return m == "compressed-tensors" ? "CompressedTensorsW4A8Int8MoEMethod" : "";
-    case Family::unquantized: return "UnquantizedFusedMoEMethod";
-  }
-  return "";
+std::string default_method_class(Family family, const std::string& quant_method, const std::string& model_type) {
+  return resolve_method_class(family_descriptor(family), quant_method, model_type);
 }
 
 std::string oracle_reference() { return "vllm e9d1398d9 (2026-08-22)"; }
 
-Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
-  validate_query(raw_query);
-  Decision d;
-  d.prefix = raw_query.prefix;
-  d.family = raw_query.family;
-  d.quant_method = raw_query.quant_method;
-  d.num_experts = raw_query.num_experts;
-  d.weight_key = requested_key_name(raw_query.weight_key, raw_query.weight_key_value);
-  d.activation_key = requested_key_name(raw_query.activation_key, std::nullopt);
+namespace {
 
-  const MoeParallelConfig parallel = make_moe_parallel_config(dep.parallel);
+// ---- The steps of decide(), in vLLM's order ----
+
+// What the Decision says before anything is selected (and keeps when vLLM refuses): the layer,
+// its per-rank sizes and the keys it asked for.
+Decision start_decision(const MoeLayerQuery& q, const MoeParallelConfig& parallel) {
+  Decision d;
+  d.prefix = q.prefix;
+  d.family = q.family;
+  d.quant_method = q.quant_method;
+  d.num_experts = q.num_experts;
+  d.weight_key = requested_key_name(q.weight_key, q.weight_key_value);
+  d.activation_key = requested_key_name(q.activation_key, std::nullopt);
   d.tp_size = parallel.tp_size;
   d.ep_size = parallel.ep_size;
-  d.num_local_experts = raw_query.num_experts / std::max(1, parallel.ep_size);
-  d.hidden_size = raw_query.hidden_size;
-  d.intermediate_size = raw_query.moe_intermediate_size / std::max(1, parallel.tp_size);
+  d.num_local_experts = q.num_experts / std::max(1, parallel.ep_size);
+  d.hidden_size = q.hidden_size;
+  d.intermediate_size = q.moe_intermediate_size / std::max(1, parallel.tp_size);
+  return d;
+}
 
-  std::vector<Candidate> candidates;
-  std::vector<std::string> notes;
-  try {
-    // Engine-argument validation comes first: an unknown --moe-backend or --quantization-config
-    // activation never reaches a model.
-    if (!contains(moe_backend_literals(), dep.moe_backend)) {
-      std::string allowed;
-      const auto& lits = moe_backend_literals();
-      for (size_t i = 0; i < lits.size(); ++i) allowed += (i == 0 ? "" : (i + 1 == lits.size() ? " or " : ", ")) + ("'" + lits[i] + "'");
-      throw OracleRaise("ValueError", "1 validation error for KernelConfig\nmoe_backend\n  Input should be " + allowed +
-                                          " [type=literal_error, input_value='" + dep.moe_backend + "', input_type=str]");
-    }
-    // ParallelConfig's EPLB checks (config/parallel.py), before any layer is built.
-    if (dep.parallel.enable_eplb) {
-      if (!dep.device.is_cuda_alike())
-        throw OracleRaise("ValueError", "Expert parallelism load balancing is only supported on CUDA devices or ROCm devices now.");
-      if (!dep.parallel.enable_expert_parallel) throw OracleRaise("ValueError", "enable_expert_parallel must be True to use EPLB.");
-      if (dep.parallel.tp * dep.parallel.dp <= 1)
-        throw OracleRaise("ValueError", "EPLB requires tensor, prefill-context, or data parallelism, but got TP=" + std::to_string(dep.parallel.tp) +
-                                            ", PCP=1, DP=" + std::to_string(dep.parallel.dp) + ".");
-    }
-    if (dep.moe_activation && !quant_key_by_user_name(*dep.moe_activation))
-      throw OracleRaise("ValueError", "unknown quantization name '" + *dep.moe_activation + "'; expected one of " + py_list(user_quant_key_names()));
+// Engine-argument validation comes first: an unknown --moe-backend, EPLB without what it needs
+// (ParallelConfig, config/parallel.py) or an unknown --quantization-config activation never
+// reaches a model.
+void check_engine_arguments(const Deployment& dep) {
+  if (!contains(moe_backend_literals(), dep.moe_backend)) {
+    std::string allowed;
+    const auto& lits = moe_backend_literals();
+    for (size_t i = 0; i < lits.size(); ++i) allowed += (i == 0 ? "" : (i + 1 == lits.size() ? " or " : ", ")) + ("'" + lits[i] + "'");
+    throw OracleRaise("ValueError", "1 validation error for KernelConfig\nmoe_backend\n  Input should be " + allowed +
+                                        " [type=literal_error, input_value='" + dep.moe_backend + "', input_type=str]");
+  }
+  if (dep.parallel.enable_eplb) {
+    if (!dep.device.is_cuda_alike())
+      throw OracleRaise("ValueError", "Expert parallelism load balancing is only supported on CUDA devices or ROCm devices now.");
+    if (!dep.parallel.enable_expert_parallel) throw OracleRaise("ValueError", "enable_expert_parallel must be True to use EPLB.");
+    if (dep.parallel.tp * dep.parallel.dp <= 1)
+      throw OracleRaise("ValueError", "EPLB requires tensor, prefill-context, or data parallelism, but got TP=" + std::to_string(dep.parallel.tp) +
+                                          ", PCP=1, DP=" + std::to_string(dep.parallel.dp) + ".");
+  }
+  if (dep.moe_activation && !quant_key_by_user_name(*dep.moe_activation))
+    throw OracleRaise("ValueError", "unknown quantization name '" + *dep.moe_activation + "'; expected one of " + py_list(user_quant_key_names()));
+}
 
-    MoeLayerQuery q = apply_quantization_override(raw_query, dep);
-    check_method_gates(q, dep);
-    q = normalize(q);
-    // compressed-tensors picks its W4A8 FP8 method only on SM90 exactly; elsewhere the same
-    // checkpoint reaches the W4A8 int8 method.
-    if (q.family == Family::w4a8 && !dep.device.is_device_capability(90)) {
-      notes.push_back("compressed-tensors W4A8 with FP8 activations uses CompressedTensorsW4A8Fp8MoEMethod only on SM90; "
-                      "this device gets CompressedTensorsW4A8Int8MoEMethod");
-      q.family = Family::w4a8_int8;
-      q.method_class = "CompressedTensorsW4A8Int8MoEMethod";
+// The MoE method the layer gets: --quantization applied, the method's gates passed, its class
+// resolved and completed, and the config's switch to another method on this deployment taken.
+MoeLayerQuery resolve_method(const MoeLayerQuery& raw_query, const Deployment& dep, std::vector<std::string>& notes) {
+  MoeLayerQuery q = apply_quantization_override(raw_query, dep);
+  check_method_gates(q, dep);
+  q = normalize(q);
+  for (const MethodSwitch& sw : family_descriptor(q.family).method_switches) {
+    if (!sw.applies(q, dep)) continue;
+    notes.push_back(sw.note);
+    q.family = sw.family;
+    q.method_class = sw.method_class;
+    if (sw.clears_weight_key) {
       q.weight_key.clear();
       q.weight_key_value.reset();
     }
-    // compressed-tensors on ROCm (CompressedTensorsMoEMethod.get_moe_method): 4-bit INT group-32
-    // weights on gfx950 with --moe-backend flydsl and no LoRA get the FlyDSL W4A16 method. (The
-    // native RDNA3 method before it needs gfx1100, not a target here.)
-    if (q.family == Family::wna16 && q.quant_method == "compressed-tensors" && dep.device.is_rocm() && dep.device.on_gfx950() &&
-        dep.moe_backend == "flydsl" && q.weight_bits == 4 && q.group_size == 32 && !dep.lora) {
-      q.method_class = "CompressedTensorsW4A16FlydslMoEMethod";
-      notes.push_back("compressed-tensors W4A16 group 32 with --moe-backend flydsl on gfx950: CompressedTensorsW4A16FlydslMoEMethod, "
-                      "no oracle; its apply calls fused_flydsl_moe");
-    }
+    break;
+  }
+  return q;
+}
+
+// What FusedMoE checks about the layer itself before building its config.
+void check_layer(const MoeLayerQuery& q, const Deployment& dep, const MoeParallelConfig& parallel, MoEActivation activation) {
+  if (parallel.tp_size > 0 && q.moe_intermediate_size % parallel.tp_size != 0)
+    throw OracleRaise("AssertionError", "intermediate_size (" + std::to_string(q.moe_intermediate_size) +
+                                            ") must be divisible by the MoE tensor-parallel size (" + std::to_string(parallel.tp_size) + ")");
+  if (!is_gated(activation) && !(dep.device.is_cuda_alike() || dep.device.is_xpu()))
+    throw OracleRaise("NotImplementedError", "is_act_and_mul=False is supported only for CUDA, XPU and ROCm for now");
+}
+
+// vLLM's FusedMoEConfig for the layer on this deployment.
+MoeConfig make_moe_config(const MoeLayerQuery& q, const Deployment& dep, const MoeParallelConfig& parallel, MoEActivation activation,
+                          int num_local_experts) {
+  MoeConfig moe;
+  moe.num_experts = q.num_experts;
+  moe.experts_per_token = q.top_k;
+  moe.hidden_dim = q.hidden_size;
+  moe.intermediate_size = q.moe_intermediate_size;
+  moe.intermediate_size_per_partition = q.moe_intermediate_size / parallel.tp_size;
+  moe.num_local_experts = num_local_experts;
+  moe.activation = activation;
+  moe.routing = q.routing;
+  moe.parallel = parallel;
+  moe.in_dtype = dep.model_dtype;
+  moe.router_logits_dtype = q.router_logits_dtype.value_or(dep.model_dtype);
+  moe.moe_backend = dep.moe_backend;
+  moe.has_bias = q.has_bias;
+  moe.lora = dep.lora;
+  moe.swiglu_limit = q.swiglu_limit;
+  moe.swiglu_alpha = q.swiglu_alpha;
+  moe.swiglu_beta = q.swiglu_beta;
+  moe.situ_beta = q.situ_beta;
+  moe.situ_linear_beta = q.situ_linear_beta;
+  return moe;
+}
+
+void record_selection(Decision& d, const Selection& s) {
+  d.backend = s.backend;
+  if (!s.experts_class.empty()) d.experts_class = experts_class_display_name(s.experts_class);
+  d.weight_key = s.weight_key ? std::optional<std::string>(quant_key_display(s.weight_key)) : std::nullopt;
+  d.activation_key = s.activation_key ? std::optional<std::string>(quant_key_display(s.activation_key)) : std::nullopt;
+}
+
+// Everything after the method settles: its own refusals, the backend, the padded sizes and
+// the tensor layouts.
+void decide_method(Decision& d, const MoeLayerQuery& q, const Deployment& dep, const MoeParallelConfig& parallel,
+                   std::vector<Candidate>& candidates, std::vector<std::string>& notes) {
+  const FamilyDescriptor& family = family_descriptor(q.family);
+  const MethodRow& method = method_row(family, q.method_class);
+  if (method.check_deployment) method.check_deployment(q, dep);
+  if (!q.online_name.empty())
+    notes.push_back("online quantization (--quantization " + q.online_name + "): vLLM quantizes the 16-bit experts while loading, with " +
+                    q.method_class);
+  const MoEActivation activation = *parse_activation(q.activation);
+  check_layer(q, dep, parallel, activation);
+
+  SelectionContext ctx{q, dep, make_moe_config(q, dep, parallel, activation, d.num_local_experts),
+                       KernelEnv{dep.device, dep.packages, dep.env}, candidates, notes};
+  const Selection s = method.select(ctx);
+  record_selection(d, s);
+  if (method.check_selection) method.check_selection(s);
+
+  // Allocation round-up, then the padding the weight conversion adds (sizes_layouts.h).
+  std::tie(d.padded_hidden_size, d.padded_intermediate_size) = padded_sizes(family, method, s, ctx);
+  if (method.check_sizes) method.check_sizes(d.hidden_size, d.intermediate_size, d.padded_hidden_size, d.padded_intermediate_size);
+  d.tensor_layouts = tensor_layouts(family, s, ctx);
+}
+
+}  // namespace
+
+Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
+  validate_query(raw_query);
+  const MoeParallelConfig parallel = make_moe_parallel_config(dep.parallel);
+  Decision d = start_decision(raw_query, parallel);
+  std::vector<Candidate> candidates;
+  std::vector<std::string> notes;
+  try {
+    check_engine_arguments(dep);
+    const MoeLayerQuery q = resolve_method(raw_query, dep, notes);
     d.family = q.family;
     d.quant_method = q.quant_method;
     d.method_class = q.method_class;
-    if (q.method_class == "Nvfp4OnlineMoEMethod" && !dep.device.is_device_capability_family(100))
-      throw OracleRaise("ValueError", "nvfp4_per_token online quantization requires a Blackwell (SM100) GPU.");
-    if (!q.online_name.empty())
-      notes.push_back("online quantization (--quantization " + q.online_name + "): vLLM quantizes the 16-bit experts while loading, with " +
-                      q.method_class);
-
-    const MoEActivation activation = *parse_activation(q.activation);
-    if (parallel.tp_size > 0 && q.moe_intermediate_size % parallel.tp_size != 0)
-      throw OracleRaise("AssertionError", "intermediate_size (" + std::to_string(q.moe_intermediate_size) +
-                                              ") must be divisible by the MoE tensor-parallel size (" + std::to_string(parallel.tp_size) + ")");
-    if (!is_gated(activation) && !(dep.device.is_cuda_alike() || dep.device.is_xpu()))
-      throw OracleRaise("NotImplementedError", "is_act_and_mul=False is supported only for CUDA, XPU and ROCm for now");
-
-    MoeConfig moe;
-    moe.num_experts = q.num_experts;
-    moe.experts_per_token = q.top_k;
-    moe.hidden_dim = q.hidden_size;
-    moe.intermediate_size = q.moe_intermediate_size;
-    moe.intermediate_size_per_partition = q.moe_intermediate_size / parallel.tp_size;
-    moe.num_local_experts = d.num_local_experts;
-    moe.activation = activation;
-    moe.routing = q.routing;
-    moe.parallel = parallel;
-    moe.in_dtype = dep.model_dtype;
-    moe.router_logits_dtype = q.router_logits_dtype.value_or(dep.model_dtype);
-    moe.moe_backend = dep.moe_backend;
-    moe.has_bias = q.has_bias;
-    moe.lora = dep.lora;
-    moe.swiglu_limit = q.swiglu_limit;
-    moe.swiglu_alpha = q.swiglu_alpha;
-    moe.swiglu_beta = q.swiglu_beta;
-    moe.situ_beta = q.situ_beta;
-    moe.situ_linear_beta = q.situ_linear_beta;
-
-    SelectionContext ctx{q, dep, moe, KernelEnv{dep.device, dep.packages, dep.env}, candidates, notes};
-    Selection s = run_family(q.family, ctx);
-
-    d.backend = s.backend;
-    if (!s.experts_class.empty()) d.experts_class = experts_class_display_name(s.experts_class);
-    d.weight_key = s.weight_key ? std::optional<std::string>(quant_key_display(s.weight_key)) : std::nullopt;
-    d.activation_key = s.activation_key ? std::optional<std::string>(quant_key_display(s.activation_key)) : std::nullopt;
-
-    // Fp8PtpcOnlineMoEMethod refuses the backends whose quant config drops per-channel scales.
-    if (q.method_class == "Fp8PtpcOnlineMoEMethod" &&
-        (s.backend == "MARLIN" || s.backend == "CPU" || s.backend == "FLASHINFER_CUTLASS" || s.backend == "FLASHINFER_TRTLLM"))
-      throw OracleRaise("ValueError", "FP8 PTPC online MoE quant is not supported with the " + s.backend +
-                                          " backend, which does not implement per-output-channel weight scales.");
-
-    // Allocation round-up, then the padding the weight conversion adds (sizes_layouts.h).
-    std::tie(d.padded_hidden_size, d.padded_intermediate_size) = padded_sizes(q.family, s, ctx);
-    // The online MX methods quantize in 32-wide blocks (create_weights, after the round-up).
-    if (q.method_class == "Mxfp4OnlineMoEMethod" || q.method_class == "Mxfp8OnlineMoEMethod") {
-      const bool fp4 = q.method_class == "Mxfp4OnlineMoEMethod";
-      const int hidden = fp4 ? d.padded_hidden_size : d.hidden_size;
-      const int inter = fp4 ? d.padded_intermediate_size : d.intermediate_size;
-      if (hidden % 32 != 0 || inter % 32 != 0)
-        throw OracleRaise("ValueError", std::string("Online ") + (fp4 ? "MXFP4" : "MXFP8") +
-                                            " MoE requires hidden/intermediate sizes divisible by 32.");
-    }
-    d.tensor_layouts = tensor_layouts(q.family, s, ctx);
+    decide_method(d, q, dep, parallel, candidates, notes);
   } catch (const OracleRaise& e) {
     d.error = DecisionError{e.type(), e.message()};
     d.backend.reset();
@@ -479,9 +405,10 @@ Decision decide(const MoeLayerQuery& raw_query, const Deployment& dep) {
 
 std::vector<BackendListing> backend_catalog() {
   std::vector<BackendListing> out;
-  for (auto part : {mxfp4_backend_listing(), nvfp4_backend_listing(), fp8_backend_listing(), mxfp8_backend_listing(),
-                    wna16_backend_listing(), int8_backend_listing(), w4a8_backend_listing(), unquantized_backend_listing()})
+  for (const FamilyDescriptor* family : family_descriptors()) {
+    std::vector<BackendListing> part = backend_listing(*family);
     out.insert(out.end(), part.begin(), part.end());
+  }
   return out;
 }
 

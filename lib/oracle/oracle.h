@@ -8,8 +8,10 @@
 // it was rejected, the error vLLM would raise instead (type and message), and the layout name
 // each tensor role will get.
 //
-// The selection itself is a table: lib/oracle/experts_table.* holds one capability row per
-// vLLM experts class; each family file (family_*.cpp) is a priority list walked over that table.
+// The selection itself is data: lib/oracle/experts_table.h and experts_*.cpp hold one capability
+// row per vLLM experts class; each family file (family_*.cpp) is a FamilyDescriptor (family.h) —
+// method rows, backend rows, priority lists, filters, padding and layout rows — walked over that
+// table by one generic selection (select_backend).
 #pragma once
 
 #include <optional>
@@ -42,8 +44,10 @@ struct MoeLayerQuery {
   // awq_marlin, moe_wna16, experts_int8, online; empty for an unquantized layer.
   std::string quant_method;
   // vLLM's MoE method class (GptOssMxfp4MoEMethod, Mxfp4MoEMethod, QuarkOCP_MX_MoEMethod,
-  // CompressedTensorsW4A4Mxfp4MoEMethod, ...). Empty: the class vLLM uses for
-  // (family, quant_method), see default_method_class().
+  // CompressedTensorsW4A4Mxfp4MoEMethod, ...). Leave it empty, as checkpoint readers do: the
+  // oracle resolves the class vLLM uses for (family, quant_method, model_type), see
+  // default_method_class(). Set by hand (`plan --method-class`, online methods) it is kept; a
+  // class the family does not list gets the family's plain selection (MXFP4 refuses it).
   std::string method_class;
   // The checkpoint's weight and activation QuantKeys, as vLLM constant names ("kMxfp4Static").
   // Empty weight key: the family's usual key. Empty activation key: None (16-bit activations),
@@ -147,7 +151,8 @@ struct Decision {
 Decision decide(const MoeLayerQuery& query, const Deployment& deployment);
 
 // vLLM's MoE method class for a family and method name (the class a checkpoint of that kind
-// reaches); empty when the combination does not exist in vLLM.
+// reaches, from the family's method rows); empty when the combination does not exist in vLLM.
+// The one place the class is resolved: readers report the quantization method, not the class.
 std::string default_method_class(Family family, const std::string& quant_method, const std::string& model_type);
 
 // A backend as `moepack targets` lists it: its family, vLLM enum member, experts classes in try

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/oracle/selection.h"
+#include "lib/oracle/family.h"
 
 namespace moepack::oracle {
 
@@ -15,21 +15,18 @@ namespace moepack::oracle {
 // 512 bytes; DeepEP low-latency and NIXL-EP round up to their supported hidden sizes.
 int all2all_rounded_hidden(int hidden, FloatType act_dtype, const MoeParallelConfig& parallel);
 
-// mxfp4_round_up_hidden_size_and_intermediate_size (oracle/mxfp4.py). `activation` is only
-// passed by Mxfp4MoEMethod (it matters for AITER_MXFP4_BF16 on ROCm).
-std::pair<int, int> mxfp4_round_up(const std::string& backend, int hidden, int intermediate, const Device& device,
-                                   std::optional<MoEActivation> activation);
-
 // The per-rank sizes the converted expert weights have — what Decision::padded_* and
 // `plan --json` report, and what a packer pads to. vLLM grows the sizes in two places, both
 // counted here, in this order:
 //  1. Allocation (maybe_roundup_sizes, before create_weights): the all2all hidden round-up every
-//     method inherits, the MXFP4 methods' backend rule (mxfp4_round_up above) and
-//     Fp8PerBlockOnlineMoEMethod's round-up of both sizes to its 128 block.
-//  2. Weight conversion (convert_to_*_moe_kernel_format, after loading): zero padding some
-//     backends add to the already allocated tensors; vLLM then runs the kernel at the padded
-//     size (it rewrites moe_config.hidden_dim / intermediate_size_per_partition, or Marlin
-//     repacks at the padded extent), so the converted tensors carry it and so must ours:
+//     method inherits, then the method's own (MethodRow::round_up): the MXFP4 methods' backend
+//     rule (family_mxfp4.cpp) and Fp8PerBlockOnlineMoEMethod's round-up of both sizes to its
+//     128 block.
+//  2. Weight conversion (convert_to_*_moe_kernel_format, after loading; the family's
+//     FamilyDescriptor::conversion_padding): zero padding some backends add to the already
+//     allocated tensors; vLLM then runs the kernel at the padded size (it rewrites
+//     moe_config.hidden_dim / intermediate_size_per_partition, or Marlin repacks at the padded
+//     extent), so the converted tensors carry it and so must ours:
 //       NVFP4 FLASHINFER_TRTLLM  hidden -> 256; intermediate -> 64 gated, 128 otherwise
 //                                (align_trtllm_fp4_moe_hidden_dim_for_fi, align_fp4_moe_weights_for_fi)
 //       NVFP4 B12X               gated: intermediate -> 64 (_pad_gated_weights); otherwise the
@@ -51,10 +48,10 @@ std::pair<int, int> mxfp4_round_up(const std::string& backend, int hidden, int i
 //     the scale tensors alone, ROCm's VLLM_ROCM_MOE_PADDING stride padding, the CPU experts'
 //     run-time intermediate alignment of their workspaces).
 // Throws OracleRaise for the shapes the conversion refuses.
-std::pair<int, int> padded_sizes(Family family, const Selection& s, const SelectionContext& ctx);
+std::pair<int, int> padded_sizes(const FamilyDescriptor& family, const MethodRow& method, const Selection& s, const SelectionContext& ctx);
 
-// Layout name per tensor role for a selection, as the converter will name its transforms.
-std::vector<std::pair<std::string, std::string>> tensor_layouts(Family family, const Selection& s, const SelectionContext& ctx);
-
+// Layout name per tensor role for a selection (the family's first matching LayoutRow), as the
+// converter will name its transforms.
+std::vector<std::pair<std::string, std::string>> tensor_layouts(const FamilyDescriptor& family, const Selection& s, const SelectionContext& ctx);
 
 }  // namespace moepack::oracle
