@@ -141,12 +141,15 @@ TEST(PlanCli, HazardsOfAGptOssCheckpointWithHidden352) {
 
   const CommandResult blackwell = run_moepack({"plan", dir.file("h352"), "--target", "sm100", "--json"});
   ASSERT_EQ(blackwell.exit_code, 0) << blackwell.err;
-  for (const json& layer : json::parse(blackwell.out)["layers"]) EXPECT_EQ(layer["hazards"], json::array());
+  // The document must outlive the loop: a range-for over a member of a temporary reads freed memory.
+  const json blackwell_doc = json::parse(blackwell.out);
+  for (const json& layer : blackwell_doc["layers"]) EXPECT_EQ(layer["hazards"], json::array());
   EXPECT_EQ(run_moepack({"plan", dir.file("h352"), "--target", "sm100"}).out.find("hazard:"), std::string::npos);
 
   const CommandResult hidden192 = run_moepack({"plan", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "sm90", "--json"});
   ASSERT_EQ(hidden192.exit_code, 0) << hidden192.err;
-  for (const json& layer : json::parse(hidden192.out)["layers"]) EXPECT_EQ(layer["hazards"], json::array());
+  const json hidden192_doc = json::parse(hidden192.out);
+  for (const json& layer : hidden192_doc["layers"]) EXPECT_EQ(layer["hazards"], json::array());
 }
 
 TEST(PlanCli, HazardOfALayerDescribedByFlags) {
