@@ -201,16 +201,11 @@ artifact::FileEntry copy_file_hashed(const std::string& from, const std::string&
   return {name, total, h.hex()};
 }
 
-// A safetensors index as Hugging Face writes one: total_size (bytes of the tensors it lists) and
-// weight_map, names sorted, every file a plain name in the artifact directory.
+// A safetensors index of the artifact (formats/safetensors' text), hashed for the manifest.
 artifact::FileEntry write_index(const std::string& staging_dir, const std::string& file_name,
                                 const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
   const std::string path = staging_dir + "/" + file_name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << index.dump(2) << "\n";
-  out.close();
-  if (!out) throw_io(path, "write failed", errno);
+  st::write_shard_index(path, weight_map, total_size);
   return hash_file(path, file_name);
 }
 
