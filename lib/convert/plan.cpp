@@ -76,6 +76,23 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
   return out;
 }
 
+std::optional<orc::DecisionError> load_refusal(const ckpt::MoeLayer& layer) {
+  if (layer.quant.unsupported.empty()) return std::nullopt;
+  return orc::DecisionError{"ValueError", layer.quant.unsupported};
+}
+
+orc::Decision reported_decision(const LayerDecision& layer) {
+  orc::Decision d = layer.decision;
+  // Where the oracle already refuses the layer, its error is the one reported.
+  if (auto refusal = load_refusal(*layer.layer); refusal && d.ok()) {
+    d.error = std::move(refusal);
+    d.backend.reset();
+    d.experts_class.reset();
+    d.tensor_layouts.clear();
+  }
+  return d;
+}
+
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
@@ -200,7 +217,7 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   for (const LayerDecision& ld : decisions) {
     const ckpt::MoeLayer& layer = *ld.layer;
     const orc::Decision& d = ld.decision;
-    if (!layer.quant.unsupported.empty()) refuse(layer.prefix, "vLLM refuses to load this layer: " + layer.quant.unsupported);
+    if (auto refusal = load_refusal(layer)) refuse(layer.prefix, "vLLM refuses to load this layer: " + refusal->message);
     if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
     if (d.method_class.ends_with("OnlineMoEMethod"))
       refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
