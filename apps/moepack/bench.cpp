@@ -75,7 +75,7 @@ CommandRegistration reg(70, [](CLI::App& app) {
   ex->add_option("--tokens", opts->tokens, "Token counts, comma-separated (default 1,8,64,512)");
   ex->add_option("--threads", opts->bench.threads, "Threads (default: all hardware threads)");
   ex->add_option("--seed", opts->bench.seed, "Seed of the activations and routing");
-  ex->add_flag("--json", opts->json, "Print one JSON object (CLI.md bench --json)");
+  ex->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-bench(1))");
   ex->callback([opts] {
     global_flags().json = opts->json;
     set_exit_code(run_bench(*opts));

@@ -1,4 +1,4 @@
-// The deployment flags of CLI.md ("Describing a deployment"), shared by plan, convert and
+// The deployment flags of docs/CLI.md ("Describing a deployment"), shared by plan, convert and
 // verify: one place declares them on a CLI::App and turns the parsed values into an
 // oracle::Deployment.
 #pragma once

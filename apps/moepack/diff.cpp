@@ -1,4 +1,4 @@
-// `moepack diff A B [--json]` (CLI.md): two artifacts or checkpoints compared tensor by tensor,
+// `moepack diff A B [--json]` (docs/CLI.md): two artifacts or checkpoints compared tensor by tensor,
 // and for two artifacts their manifests (formats/artifact/diff). Exit 0 when identical, 5 when
 // they differ. Parsing and printing only; the --json document is lib/report's.
 #include <cstdio>

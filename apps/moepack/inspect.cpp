@@ -1,4 +1,4 @@
-// `moepack inspect CKPT [--json] [--check-values]`: what a checkpoint is (CLI.md). Parsing and
+// `moepack inspect CKPT [--json] [--check-values]`: what a checkpoint is (docs/CLI.md). Parsing and
 // printing only; everything it reports comes from formats/checkpoints, and the JSON document
 // from lib/report.
 #include <cstdio>

@@ -1,5 +1,5 @@
 // `moepack run ARTIFACT --input X.safetensors -o Y.safetensors [--layer PREFIX] [--json]`
-// (CLI.md): one MoE layer of the artifact on the caller's hidden states, routed by the given
+// (docs/CLI.md): one MoE layer of the artifact on the caller's hidden states, routed by the given
 // router logits or by given top-k ids and weights (lib/convert/run_layer). Parsing and printing only; the --json document is lib/report's.
 #include <cstdio>
 #include <iostream>

@@ -1,5 +1,5 @@
 // `moepack verify ARTIFACT [--source CKPT] [--tokens N] [--seed S] [--write-golden F | --golden F] [--json]`
-// (CLI.md): hashes, then every MoE layer run by the runtime experts and compared with the
+// (docs/CLI.md): hashes, then every MoE layer run by the runtime experts and compared with the
 // source's reference or a golden file (lib/convert/verify). Parsing and printing only; the --json document is lib/report's.
 #include <cstdio>
 #include <iostream>

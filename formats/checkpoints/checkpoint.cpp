@@ -662,7 +662,7 @@ OwnedTensor as_owned(Source s, bool transpose) {
   return t;
 }
 
-// `gate_file` holds `gate_name`; every refusal names both (CLI.md: messages name the file).
+// `gate_file` holds `gate_name`; every refusal names both (docs/CLI.md: messages name the file).
 OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTensor up, const std::string& gate_file, const std::string& gate_name) {
   if (gate.dtype != up.dtype) throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` have different dtypes");
   switch (r.w13) {

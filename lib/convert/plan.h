@@ -53,7 +53,7 @@ struct ConvertRequest {
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request);
 
-// The facts a runtime needs to run `layer` from the artifact alone (ARTIFACT.md): routing,
+// The facts a runtime needs to run `layer` from the artifact alone (docs/ARTIFACT.md): routing,
 // activation parameters, biases, w13 row order, gated.
 void record_run_facts(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const oracle::MoeLayerQuery& query, artifact::Layer& manifest_layer);
 
