@@ -1,7 +1,7 @@
 // The common shape of every packer: a layout transform of ONE expert's canonical tensor.
 //
 // Canonical tensors are what vLLM's loader holds for one expert before
-// process_weights_after_loading (ARCHITECTURE.md "canonical params"), already zero-padded to
+// process_weights_after_loading (docs/ARCHITECTURE.md "canonical params"), already zero-padded to
 // the backend's sizes: e.g. w13 weight U8 [2I, H/2] (two FP4 codes per byte, low nibble = even
 // column), w13 scale U8 [2I, H/32] (E8M0). A packed [E, ...] parameter is the concatenation of
 // the per-expert packed slabs, expert 0 first, so the converter streams expert by expert.

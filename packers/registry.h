@@ -1,7 +1,7 @@
 // Layout registry: the manifest/oracle layout string -> a factory for that packer.
 //
 // The oracle's TransformPlan names each tensor's transform by the same string the packer
-// reports as name() and the manifest records as `layout` (ARTIFACT.md), for example
+// reports as name() and the manifest records as `layout` (docs/ARTIFACT.md), for example
 // "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)". The converter looks that string up here;
 // the emulation experts look up the manifest's string to get the inverse (unpack).
 //

@@ -1,5 +1,6 @@
 // `moepack bench experts ARTIFACT [--layer PREFIX] [--tokens 1,8,64,512] [--threads N] [--seed S] [--json]`
-// (CLI.md "bench --json"): lib/convert/bench_experts times, this file prints.
+// (moepack-bench(1)): lib/convert/bench_experts times, lib/report builds the --json document,
+// this file prints.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "lib/convert/bench_experts.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
+#include "lib/report/runtime_reports.h"
 
 namespace moepack::cli {
 namespace {
@@ -41,25 +43,12 @@ std::vector<uint64_t> parse_tokens(const std::string& text) {
   return out;
 }
 
-nlohmann::ordered_json opt(const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); }
-
-nlohmann::ordered_json report_json(const convert::BenchReport& r) {
-  nlohmann::ordered_json results = nlohmann::ordered_json::array();
-  for (const auto& x : r.results)
-    results.push_back({{"tokens", x.tokens}, {"ms", x.ms}, {"weight_bytes", x.weight_bytes}, {"gbps", x.gbps}, {"fraction_of_stream", x.fraction_of_stream},
-                       {"gflops", x.gflops}, {"onednn_bf16_gflops", opt(x.onednn_bf16_gflops)}, {"ratio_to_onednn", opt(x.ratio_to_onednn)}});
-  return {{"machine", {{"cpu", r.cpu}, {"threads", r.threads}, {"isa", r.isa}, {"stream_read_gbps", r.stream_read_gbps}, {"onednn_bf16_gflops", opt(r.onednn_bf16_gflops)}}},
-          {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
-                     {"intermediate_size", r.intermediate_size}}},
-          {"results", results}};
-}
-
 int run_bench(BenchCliOptions& o) {
   if (!o.layer.empty()) o.bench.layer = o.layer;
   o.bench.tokens = parse_tokens(o.tokens);
   const convert::BenchReport r = convert::bench_experts(o.bench);
   if (o.json) {
-    std::cout << safe_json_text(report_json(r)) << std::endl;
+    std::cout << safe_json_text(report::bench_json(r)) << std::endl;
     return 0;
   }
   std::printf("machine  %s, %d threads, %s; stream read %.1f GB/s", r.cpu.c_str(), r.threads, r.isa.c_str(), r.stream_read_gbps);
@@ -86,7 +75,7 @@ CommandRegistration reg(70, [](CLI::App& app) {
   ex->add_option("--tokens", opts->tokens, "Token counts, comma-separated (default 1,8,64,512)");
   ex->add_option("--threads", opts->bench.threads, "Threads (default: all hardware threads)");
   ex->add_option("--seed", opts->bench.seed, "Seed of the activations and routing");
-  ex->add_flag("--json", opts->json, "Print one JSON object (CLI.md bench --json)");
+  ex->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-bench(1))");
   ex->callback([opts] {
     global_flags().json = opts->json;
     set_exit_code(run_bench(*opts));

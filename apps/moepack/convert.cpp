@@ -1,6 +1,7 @@
-// `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values, then
-// streams the artifact through a staging directory (lib/convert/executor, staging). Parsing
-// and printing only.
+// `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values
+// (lib/convert/bad_values), then streams the artifact through a staging directory
+// (lib/convert/executor, staging). Parsing and printing only; the --dry-run --json document is
+// lib/report's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,15 +14,18 @@
 #include "apps/moepack/command.h"
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/bad_values.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/staging.h"
+#include "lib/convert/target.h"
 #include "lib/core/cancel.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
 #include "lib/oracle/hazards.h"
+#include "lib/report/convert_report.h"
 
 namespace moepack::cli {
 namespace {
@@ -56,29 +60,6 @@ uint64_t parse_size(const std::string& text) {
       return value * factor;
     }
   throw Error(ErrorKind::usage, "--max-shard-size: unknown unit `" + unit + "` (B, KB, MB, GB, KiB, MiB, GiB)");
-}
-
-nlohmann::ordered_json dry_run_json(const convert::ConversionPlan& plan, const std::vector<convert::ShardAssignment>& shards) {
-  using ojson = nlohmann::ordered_json;
-  ojson files = ojson::array();
-  for (const auto& s : shards)
-    files.push_back({{"file", s.file_name}, {"rank", s.rank < 0 ? ojson(nullptr) : ojson(s.rank)}, {"bytes", s.data_bytes}, {"tensors", s.tensor_names}});
-  ojson layers = ojson::array();
-  for (const auto& l : plan.layers) {
-    ojson ranks = ojson::array();
-    for (const auto& r : l.ranks) {
-      ojson tensors = ojson::object();
-      for (const auto& t : r.tensors)
-        tensors[t.role] = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                           {"layout", t.layout}, {"bytes", t.num_experts * t.slab_bytes}};
-      ranks.push_back({{"rank", r.rank}, {"tensors", tensors}});
-    }
-    layers.push_back({{"prefix", l.manifest.prefix}, {"backend", l.manifest.backend}, {"experts_class", l.manifest.experts_class},
-                      {"padded_hidden_size", l.manifest.padded_hidden_size},
-                      {"padded_intermediate_size", l.manifest.padded_intermediate_size}, {"ranks", ranks}});
-  }
-  return {{"dry_run", true}, {"target", plan.target}, {"layers", layers}, {"files", files},
-          {"copied_files", plan.copied_files}, {"pass_through_tensors", plan.pass_through.size()}};
 }
 
 void print_dry_run(const convert::ConversionPlan& plan, const std::vector<convert::ShardAssignment>& shards) {
@@ -127,27 +108,18 @@ void run_convert(const ConvertOptions& o) {
   warn_of_hazards(decisions, deployment);
   convert::ConvertRequest request;
   if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
-  request.target_json = deployment_json(deployment);
+  request.target_json = convert::target_json(deployment);
   convert::ConversionPlan plan = convert::build_conversion_plan(checkpoint, decisions, request);
   if (plan.layers.empty()) std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
 
   if (o.dry_run) {
     auto shards = convert::assign_shards(plan, max_shard);
-    if (o.json) std::cout << safe_json_text(dry_run_json(plan, shards)) << std::endl;
+    if (o.json) std::cout << safe_json_text(report::dry_run_json(plan, shards)) << std::endl;
     else print_dry_run(plan, shards);
     return;
   }
 
-  if (!o.allow_bad_values) {
-    ckpt::ValueScan scan = ckpt::scan_values(checkpoint, 8);
-    if (scan.bad_values > 0) {
-      std::string list;
-      for (const auto& f : scan.listed)
-        list += "\n  " + f.file + ": tensor `" + f.tensor + "` element " + std::to_string(f.element) + ": " + f.what;
-      throw Error(ErrorKind::bad_input, o.checkpoint + ": " + std::to_string(scan.bad_values) + " values no kernel should see (in " +
-                                            std::to_string(scan.per_tensor.size()) + " tensors); pass --allow-bad-values to convert anyway:" + list);
-    }
-  }
+  if (!o.allow_bad_values) convert::refuse_bad_values(checkpoint, o.checkpoint);
 
   install_cancel_signal_handlers();
   auto start = std::chrono::steady_clock::now();

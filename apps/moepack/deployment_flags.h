@@ -1,4 +1,4 @@
-// The deployment flags of CLI.md ("Describing a deployment"), shared by plan, convert and
+// The deployment flags of docs/CLI.md ("Describing a deployment"), shared by plan, convert and
 // verify: one place declares them on a CLI::App and turns the parsed values into an
 // oracle::Deployment.
 #pragma once
@@ -7,7 +7,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "lib/oracle/deployment.h"
 
@@ -38,8 +37,5 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& options, bool with_t
 // Builds the oracle's view. Throws moepack::Error(usage) for values no deployment can have
 // (unknown target or package, malformed --env, sizes below 1, unknown dtype).
 oracle::Deployment build_deployment(const DeploymentOptions& options);
-
-// The `target` object of plan --json: device and every deployment setting in effect.
-nlohmann::ordered_json deployment_json(const oracle::Deployment& deployment);
 
 }  // namespace moepack::cli

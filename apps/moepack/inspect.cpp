@@ -1,4 +1,4 @@
-// `moepack inspect CKPT [--json] [--check-values]`: what a checkpoint is (CLI.md). Parsing and
+// `moepack inspect CKPT [--json] [--check-values]`: what a checkpoint is (docs/CLI.md). Parsing and
 // printing only; everything it reports comes from formats/checkpoints, and the JSON document
 // from lib/report.
 #include <cstdio>
@@ -47,6 +47,57 @@ std::string layer_range(const std::vector<const ckpt::MoeLayer*>& group) {
 
 std::string shape_text(const std::vector<uint64_t>& shape) { return shape_string(shape); }
 
+// The MoE layers, consecutive layers that agree in everything but their index on one line.
+void print_layers(const ckpt::Checkpoint& c, std::ostringstream& out) {
+  if (c.layers.empty()) {
+    out << "  MoE layers   none\n";
+    return;
+  }
+  out << "  MoE layers   " << c.layers.size() << "\n";
+  std::vector<std::vector<const ckpt::MoeLayer*>> groups;
+  std::string last_sig;
+  for (const auto& l : c.layers) {
+    std::string sig = layer_signature(l);
+    bool extends = !groups.empty() && sig == last_sig && l.layer_index >= 0 && groups.back().back()->layer_index + 1 == l.layer_index;
+    if (extends) groups.back().push_back(&l);
+    else groups.push_back({&l});
+    last_sig = sig;
+  }
+  for (const auto& g : groups) {
+    const auto& l = *g.front();
+    const auto& q = l.quant;
+    out << "    " << layer_range(g) << ": " << l.num_experts << " experts, " << q.scheme << (l.gated ? "" : ", not gated") << ", " << human_bytes(l.source_bytes) << " per layer\n";
+    if (!c.has_config) {
+      out << "      names      " << l.prefix << (g.size() > 1 ? " (and the other layers)" : "") << ", " << ckpt::naming_name(l.naming) << "\n";
+      continue;
+    }
+    out << "      vLLM       " << (q.method.quant_method.empty() ? "(unquantized)" : q.method.quant_method) << " / " << q.method.moe_method << "\n";
+    out << "      oracle     " << q.method.oracle_family << ", weight " << (q.method.weight_key.empty() ? "none" : q.method.weight_key) << ", activation "
+        << (q.method.activation_key.empty() ? "none" : q.method.activation_key) << "\n";
+    if (q.on_sm90)
+      out << "      on SM90    " << q.on_sm90->moe_method << " (" << q.on_sm90->oracle_family << ", " << q.on_sm90->weight_key << " x " << q.on_sm90->activation_key << ")\n";
+    if (!q.unsupported.empty()) out << "      refused    " << q.unsupported << "\n";
+    out << "      names      " << l.prefix << (g.size() > 1 ? " (and the other layers)" : "") << ", " << ckpt::naming_name(l.naming) << ", w13 " << ckpt::w13_order_name(l.recipe.w13_order) << "\n";
+    out << "      per expert";
+    for (size_t i = 0; i < l.params.size(); ++i)
+      out << (i ? "\n                 " : " ") << l.params[i].name << " " << dtype_name(l.params[i].dtype) << " " << shape_text(l.params[i].shape);
+    out << "\n";
+  }
+}
+
+// What --check-values found.
+void print_value_scan(const ckpt::ValueScan& scan, std::ostringstream& out) {
+  out << "  values       " << with_commas(scan.tensors_scanned) << " tensors, " << human_bytes(scan.bytes_scanned) << " scanned: ";
+  if (!scan.bad_values) {
+    out << "no NaN/Inf\n";
+  } else {
+    out << with_commas(scan.bad_values) << " bad value" << (scan.bad_values == 1 ? "" : "s") << " in " << scan.per_tensor.size() << " tensor" << (scan.per_tensor.size() == 1 ? "" : "s") << "\n";
+    for (const auto& [name, count] : scan.per_tensor) out << "    " << name << ": " << with_commas(count) << "\n";
+    for (const auto& fnd : scan.listed) out << "    " << fnd.tensor << "[" << fnd.element << "] = " << fnd.what << "\n";
+    if (scan.listed.size() < scan.bad_values) out << "    (first " << scan.listed.size() << " listed)\n";
+  }
+}
+
 void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan) {
   const auto& f = c.facts;
   std::ostringstream out;
@@ -79,52 +130,9 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
     }
     if (listed > kListed) out << "    ... and " << with_commas(listed - kListed) << " more (--json lists all)\n";
   }
-  if (c.layers.empty()) {
-    out << "  MoE layers   none\n";
-  } else {
-    out << "  MoE layers   " << c.layers.size() << "\n";
-    std::vector<std::vector<const ckpt::MoeLayer*>> groups;
-    std::string last_sig;
-    for (const auto& l : c.layers) {
-      std::string sig = layer_signature(l);
-      bool extends = !groups.empty() && sig == last_sig && l.layer_index >= 0 && groups.back().back()->layer_index + 1 == l.layer_index;
-      if (extends) groups.back().push_back(&l);
-      else groups.push_back({&l});
-      last_sig = sig;
-    }
-    for (const auto& g : groups) {
-      const auto& l = *g.front();
-      const auto& q = l.quant;
-      out << "    " << layer_range(g) << ": " << l.num_experts << " experts, " << q.scheme << (l.gated ? "" : ", not gated") << ", " << human_bytes(l.source_bytes) << " per layer\n";
-      if (!c.has_config) {
-        out << "      names      " << l.prefix << (g.size() > 1 ? " (and the other layers)" : "") << ", " << ckpt::naming_name(l.naming) << "\n";
-        continue;
-      }
-      out << "      vLLM       " << (q.method.quant_method.empty() ? "(unquantized)" : q.method.quant_method) << " / " << q.method.moe_method << "\n";
-      out << "      oracle     " << q.method.oracle_family << ", weight " << (q.method.weight_key.empty() ? "none" : q.method.weight_key) << ", activation "
-          << (q.method.activation_key.empty() ? "none" : q.method.activation_key) << "\n";
-      if (q.on_sm90)
-        out << "      on SM90    " << q.on_sm90->moe_method << " (" << q.on_sm90->oracle_family << ", " << q.on_sm90->weight_key << " x " << q.on_sm90->activation_key << ")\n";
-      if (!q.unsupported.empty()) out << "      refused    " << q.unsupported << "\n";
-      out << "      names      " << l.prefix << (g.size() > 1 ? " (and the other layers)" : "") << ", " << ckpt::naming_name(l.naming) << ", w13 " << ckpt::w13_order_name(l.recipe.w13_order) << "\n";
-      out << "      per expert";
-      for (size_t i = 0; i < l.params.size(); ++i)
-        out << (i ? "\n                 " : " ") << l.params[i].name << " " << dtype_name(l.params[i].dtype) << " " << shape_text(l.params[i].shape);
-      out << "\n";
-    }
-  }
+  print_layers(c, out);
   for (const auto& n : c.notes) out << "  note         " << n << "\n";
-  if (scan) {
-    out << "  values       " << with_commas(scan->tensors_scanned) << " tensors, " << human_bytes(scan->bytes_scanned) << " scanned: ";
-    if (!scan->bad_values) {
-      out << "no NaN/Inf\n";
-    } else {
-      out << with_commas(scan->bad_values) << " bad value" << (scan->bad_values == 1 ? "" : "s") << " in " << scan->per_tensor.size() << " tensor" << (scan->per_tensor.size() == 1 ? "" : "s") << "\n";
-      for (const auto& [name, count] : scan->per_tensor) out << "    " << name << ": " << with_commas(count) << "\n";
-      for (const auto& fnd : scan->listed) out << "    " << fnd.tensor << "[" << fnd.element << "] = " << fnd.what << "\n";
-      if (scan->listed.size() < scan->bad_values) out << "    (first " << scan->listed.size() << " listed)\n";
-    }
-  }
+  if (scan) print_value_scan(*scan, out);
   std::cout << out.str();
 }
 

@@ -1,14 +1,12 @@
 // `moepack plan`: the oracle's decision per MoE layer, with the known kernel defects it hits
 // (lib/oracle/hazards). The layers come from a checkpoint (headers and config only), from
-// --layer-json, or from --family and the model flags; the deployment from the shared
-// deployment flags. Parsing and printing only: lib/oracle decides.
+// --layer-json (lib/convert/layer_json), or from --family and the model flags; the deployment
+// from the shared deployment flags. Parsing and printing only: lib/oracle decides,
+// lib/convert applies the reader's refusals, lib/report builds the --json document.
 #include <algorithm>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -18,9 +16,11 @@
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
+#include "lib/convert/layer_json.h"
 #include "lib/convert/plan.h"
 #include "lib/oracle/hazards.h"
 #include "lib/oracle/oracle.h"
+#include "lib/report/plan_report.h"
 
 namespace moepack::cli {
 namespace {
@@ -62,134 +62,6 @@ struct PlanOptions {
 
 [[noreturn]] void usage(const std::string& what) { throw Error(ErrorKind::usage, what); }
 
-// ---- Layers described in JSON (--layer-json): one object or an array of objects ----
-
-orc::MoeLayerQuery query_from_json(const json& j, const std::string& file) {
-  if (!j.is_object()) throw_bad_input(file, "", "each layer must be a JSON object");
-  orc::MoeLayerQuery q;
-  auto str = [&](const char* key, std::string& out) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_string()) throw_bad_input(file, "", std::string("'") + key + "' must be a string");
-    out = j[key].get<std::string>();
-  };
-  auto integer = [&](const char* key, int& out) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_number_integer()) throw_bad_input(file, "", std::string("'") + key + "' must be an integer");
-    out = j[key].get<int>();
-  };
-  auto boolean = [&](const char* key, bool& out) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_boolean()) throw_bad_input(file, "", std::string("'") + key + "' must be true or false");
-    out = j[key].get<bool>();
-  };
-  auto opt_bool = [&](const char* key, std::optional<bool>& out) {
-    bool v = false;
-    if (!j.contains(key)) return;
-    boolean(key, v);
-    out = v;
-  };
-  auto number = [&](const char* key, std::optional<double>& out) {
-    if (!j.contains(key) || j[key].is_null()) return;
-    if (!j[key].is_number()) throw_bad_input(file, "", std::string("'") + key + "' must be a number");
-    out = j[key].get<double>();
-  };
-  static const std::vector<std::string> kKnown = {
-      "prefix", "family", "quant_method", "method_class", "weight_key", "activation_key", "weight_bits", "group_size",
-      "symmetric", "has_zero_points", "desc_act", "actorder", "may_have_zp", "may_have_bias", "allow_tile_padding",
-      "quark_scheme", "static_input_scales", "allow_vllm_cutlass", "model_type", "hidden_size", "intermediate_size",
-      "moe_intermediate_size", "num_experts", "top_k", "activation", "routing", "scoring_func", "renormalize",
-      "num_expert_group", "has_e_score_bias", "routed_scaling_factor", "router_logits_dtype", "has_bias",
-      "swiglu_limit", "swiglu_alpha", "swiglu_beta", "situ_beta", "situ_linear_beta"};
-  for (const auto& [k, v] : j.items())
-    if (std::find(kKnown.begin(), kKnown.end(), k) == kKnown.end()) throw_bad_input(file, "", "unknown layer key '" + k + "'");
-
-  std::string family = "unquantized";
-  str("family", family);
-  auto f = orc::parse_family(family);
-  if (!f) throw_bad_input(file, "", "unknown family '" + family + "'");
-  q.family = *f;
-  str("prefix", q.prefix);
-  str("quant_method", q.quant_method);
-  str("method_class", q.method_class);
-  str("weight_key", q.weight_key);
-  str("activation_key", q.activation_key);
-  integer("weight_bits", q.weight_bits);
-  integer("group_size", q.group_size);
-  boolean("symmetric", q.symmetric);
-  boolean("has_zero_points", q.has_zero_points);
-  boolean("desc_act", q.desc_act);
-  str("actorder", q.actorder);
-  opt_bool("may_have_zp", q.may_have_zp);
-  opt_bool("may_have_bias", q.may_have_bias);
-  opt_bool("allow_tile_padding", q.allow_tile_padding);
-  str("quark_scheme", q.quark_ocp_mx_scheme);
-  boolean("static_input_scales", q.static_input_scales);
-  opt_bool("allow_vllm_cutlass", q.allow_vllm_cutlass);
-  str("model_type", q.model_type);
-  integer("hidden_size", q.hidden_size);
-  integer("intermediate_size", q.moe_intermediate_size);
-  integer("moe_intermediate_size", q.moe_intermediate_size);
-  integer("num_experts", q.num_experts);
-  integer("top_k", q.top_k);
-  str("activation", q.activation);
-  boolean("has_bias", q.has_bias);
-  number("swiglu_limit", q.swiglu_limit);
-  number("swiglu_alpha", q.swiglu_alpha);
-  number("swiglu_beta", q.swiglu_beta);
-  number("situ_beta", q.situ_beta);
-  number("situ_linear_beta", q.situ_linear_beta);
-  std::string router_dtype;
-  str("router_logits_dtype", router_dtype);
-  if (!router_dtype.empty()) {
-    q.router_logits_dtype = orc::parse_float_type(router_dtype);
-    if (!q.router_logits_dtype) throw_bad_input(file, "", "unknown router_logits_dtype '" + router_dtype + "'");
-  }
-  if (j.contains("routing")) {
-    std::string r;
-    str("routing", r);
-    auto rm = orc::parse_routing_method(r);
-    if (!rm) throw_bad_input(file, "", "unknown routing method '" + r + "'");
-    q.routing = *rm;
-  } else if (j.contains("scoring_func")) {
-    // Derive it the way vLLM does from the router settings.
-    std::string scoring;
-    bool renormalize = false, bias = false;
-    int groups = 0;
-    std::optional<double> scaling = 1.0;
-    str("scoring_func", scoring);
-    boolean("renormalize", renormalize);
-    boolean("has_e_score_bias", bias);
-    integer("num_expert_group", groups);
-    if (j.contains("routed_scaling_factor")) {
-      scaling.reset();
-      number("routed_scaling_factor", scaling);
-    }
-    q.routing = orc::get_routing_method_type(scoring, renormalize, groups, bias, scaling);
-  }
-  return q;
-}
-
-std::vector<orc::MoeLayerQuery> queries_from_json_file(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_io(file, "cannot open", errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw_bad_input(file, "", std::string("not valid JSON: ") + e.what());
-  }
-  std::vector<orc::MoeLayerQuery> out;
-  if (j.is_array()) {
-    for (const auto& item : j) out.push_back(query_from_json(item, file));
-  } else {
-    out.push_back(query_from_json(j, file));
-  }
-  if (out.empty()) throw_bad_input(file, "", "no layer in the file");
-  return out;
-}
-
 orc::MoeLayerQuery query_from_flags(const PlanOptions& o) {
   orc::MoeLayerQuery q;
   auto f = orc::parse_family(o.family);
@@ -228,42 +100,9 @@ orc::MoeLayerQuery query_from_flags(const PlanOptions& o) {
 
 // ---- Output ----
 
-json decision_json(const orc::Decision& d, const orc::Deployment& dep) {
-  auto opt = [](const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); };
-  json candidates = json::array();
-  for (const auto& c : d.candidates)
-    candidates.push_back({{"backend", c.backend}, {"experts_class", c.experts_class.empty() ? json(nullptr) : json(c.experts_class)},
-                          {"ok", c.ok}, {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)}});
-  json layouts = json::object();
-  for (const auto& [role, layout] : d.tensor_layouts) layouts[role] = layout;
-  json hazards = json::array();
-  for (const auto& h : orc::find_hazards(d, dep)) hazards.push_back({{"id", h.id}, {"effect", h.effect}, {"seen", h.seen}});
-  return {
-      {"prefix", d.prefix},
-      {"family", orc::family_name(d.family)},
-      {"quant_method", d.quant_method.empty() ? json(nullptr) : json(d.quant_method)},
-      {"method_class", d.method_class},
-      {"weight_key", opt(d.weight_key)},
-      {"activation_key", opt(d.activation_key)},
-      {"backend", opt(d.backend)},
-      {"experts_class", opt(d.experts_class)},
-      {"num_experts", d.num_experts},
-      {"num_local_experts", d.num_local_experts},
-      {"hidden_size", d.hidden_size},
-      {"intermediate_size", d.intermediate_size},
-      {"padded_hidden_size", d.padded_hidden_size},
-      {"padded_intermediate_size", d.padded_intermediate_size},
-      {"candidates", candidates},
-      {"tensor_layouts", layouts},
-      {"notes", d.notes},
-      {"error", d.error ? json{{"type", d.error->type}, {"message", d.error->message}} : json(nullptr)},
-      {"hazards", hazards},
-  };
-}
-
 // A decision's identity for grouping the human output (prefix excluded).
 std::string signature(const orc::Decision& d, const orc::Deployment& dep) {
-  json j = decision_json(d, dep);
+  json j = report::plan_layer_json(d, dep);
   j.erase("prefix");
   return safe_json_text(j, -1);
 }
@@ -318,28 +157,15 @@ int run_plan(const PlanOptions& o) {
   if (!o.checkpoint.empty()) {
     const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
     reader_notes = c.notes;
-    for (const auto& layer : c.layers) {
-      orc::Decision d = orc::decide(convert::query_from_checkpoint(c, layer, dep), dep);
-      if (!layer.quant.unsupported.empty() && d.ok()) {
-        // The reader knows vLLM raises for this layer before the oracle runs.
-        d.error = orc::DecisionError{"ValueError", layer.quant.unsupported};
-        d.backend.reset();
-        d.experts_class.reset();
-        d.tensor_layouts.clear();
-      }
-      decisions.push_back(std::move(d));
-    }
+    for (const auto& layer : convert::decide_layers(c, dep)) decisions.push_back(convert::reported_decision(layer));
   } else {
-    const auto queries = o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : queries_from_json_file(o.layer_json);
+    const auto queries =
+        o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);
     for (const auto& q : queries) decisions.push_back(orc::decide(q, dep));
   }
 
   if (o.json) {
-    json layers = json::array();
-    for (const auto& d : decisions) layers.push_back(decision_json(d, dep));
-    json out = {{"target", deployment_json(dep)}, {"reference", orc::oracle_reference()}, {"layers", layers}};
-    if (!reader_notes.empty()) out["notes"] = reader_notes;
-    std::cout << safe_json_text(out) << std::endl;
+    std::cout << safe_json_text(report::plan_json(dep, decisions, reader_notes)) << std::endl;
   } else {
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";

@@ -1,6 +1,6 @@
 // `moepack run ARTIFACT --input X.safetensors -o Y.safetensors [--layer PREFIX] [--json]`
-// (CLI.md): one MoE layer of the artifact on the caller's hidden states, routed by the given
-// router logits or by given top-k ids and weights (lib/convert/run_layer). Parsing and printing only.
+// (docs/CLI.md): one MoE layer of the artifact on the caller's hidden states, routed by the given
+// router logits or by given top-k ids and weights (lib/convert/run_layer). Parsing and printing only; the --json document is lib/report's.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +11,7 @@
 #include "apps/moepack/command.h"
 #include "lib/convert/run_layer.h"
 #include "lib/core/json_output.h"
+#include "lib/report/runtime_reports.h"
 
 namespace moepack::cli {
 namespace {
@@ -21,30 +22,11 @@ struct RunCliOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json report_json(const convert::RunReport& r, const convert::RunOptions& o) {
-  return {{"artifact", o.artifact},
-          {"input", o.input},
-          {"output", o.output},
-          {"layer", r.layer},
-          {"family", r.family},
-          {"backend", r.backend},
-          {"ranks", r.ranks},
-          {"tokens", r.tokens},
-          {"hidden_size", r.hidden_size},
-          {"hidden_dtype", r.hidden_dtype},
-          {"num_experts", r.num_experts},
-          {"top_k", r.top_k},
-          {"routing", r.routing},
-          {"routing_method", r.routing_method},
-          {"max_abs_output", r.max_abs_output},
-          {"nonfinite_outputs", r.nonfinite_outputs}};
-}
-
 int run_run(RunCliOptions& o) {
   if (!o.layer.empty()) o.run.layer = o.layer;
   const convert::RunReport r = convert::run_layer(o.run);
   if (o.json) {
-    std::cout << safe_json_text(report_json(r, o.run)) << std::endl;
+    std::cout << safe_json_text(report::run_json(r, o.run)) << std::endl;
   } else {
     std::printf("%s (%s, %s%s)\n", r.layer.c_str(), r.family.c_str(), r.backend.c_str(), r.ranks > 1 ? (", " + std::to_string(r.ranks) + " ranks").c_str() : "");
     std::printf("  %llu tokens x %llu (%s), %s, %llu experts per token of %llu\n", static_cast<unsigned long long>(r.tokens),

@@ -1,6 +1,6 @@
 // `moepack verify ARTIFACT [--source CKPT] [--tokens N] [--seed S] [--write-golden F | --golden F] [--json]`
-// (CLI.md): hashes, then every MoE layer run by the runtime experts and compared with the
-// source's reference or a golden file (lib/convert/verify). Parsing and printing only.
+// (docs/CLI.md): hashes, then every MoE layer run by the runtime experts and compared with the
+// source's reference or a golden file (lib/convert/verify). Parsing and printing only; the --json document is lib/report's.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +12,7 @@
 #include "lib/convert/verify.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
+#include "lib/report/runtime_reports.h"
 
 namespace moepack::cli {
 namespace {
@@ -21,24 +22,6 @@ struct VerifyCliOptions {
   std::string source, write_golden, golden;
   bool json = false;
 };
-
-nlohmann::ordered_json report_json(const convert::VerifyReport& r) {
-  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const auto& l : r.layers)
-    layers.push_back({{"prefix", l.prefix}, {"family", l.family}, {"backend", l.backend}, {"ranks", l.ranks},
-                      {"compared_with", l.compared_with.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.compared_with)},
-                      {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
-                      {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)},
-                      {"fast_cpu", l.fast_cpu_isa.empty() ? nlohmann::ordered_json(nullptr)
-                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}}});
-  return {{"ok", r.ok()},
-          {"tokens", r.tokens},
-          {"seed", r.seed},
-          {"integrity", {{"files_checked", r.integrity.files_checked}, {"tensors_checked", r.integrity.tensors_checked},
-                         {"expert_slabs_checked", r.integrity.expert_slabs_checked}, {"problems", r.integrity.problems}}},
-          {"layers", layers},
-          {"golden_problems", r.golden_problems}};
-}
 
 void print_text(const convert::VerifyReport& r, const VerifyCliOptions& o) {
   std::printf("%s\n", o.verify.artifact.c_str());
@@ -67,7 +50,7 @@ int run_verify(VerifyCliOptions& o) {
   if (!o.write_golden.empty()) o.verify.write_golden = o.write_golden;
   if (!o.golden.empty()) o.verify.golden = o.golden;
   const convert::VerifyReport r = convert::verify_artifact(o.verify);
-  if (o.json) std::cout << safe_json_text(report_json(r)) << std::endl;
+  if (o.json) std::cout << safe_json_text(report::verify_json(r)) << std::endl;
   else print_text(r, o);
   if (!r.ok()) {
     std::fprintf(stderr, "moepack: error: verification failed for %s\n", o.verify.artifact.c_str());

@@ -151,6 +151,105 @@ ojson to_json(const Manifest& m) {
 
 std::string manifest_text(const Manifest& m) { return to_json(m).dump(2) + "\n"; }
 
+namespace {
+
+std::vector<uint64_t> read_shape(const Reader& r, const json& holder, const std::string& where) {
+  std::vector<uint64_t> shape;
+  for (const auto& d : r.array(holder, "shape", where)) {
+    if (!d.is_number_unsigned()) r.fail(where + ".shape", "holds a value that is not a non-negative integer");
+    shape.push_back(d.get<uint64_t>());
+  }
+  return shape;
+}
+
+// One entry of a rank's "tensors" (`w` is its path, for messages).
+PackedTensor read_packed_tensor(const Reader& r, const json& tj, const std::string& tw) {
+  PackedTensor t;
+  t.file = r.relative_file(tj, "file", tw);
+  t.name = r.string(tj, "name", tw);
+  t.dtype = r.string(tj, "dtype", tw);
+  t.shape = read_shape(r, tj, tw);
+  t.layout = r.string(tj, "layout", tw);
+  t.xxh3 = r.hash(tj, "xxh3", tw);
+  if (tj.contains("canonical")) {
+    const json& c = r.member(tj, "canonical", tw);
+    const std::string cw = tw + ".canonical";
+    t.canonical_dtype = r.string(c, "dtype", cw);
+    t.canonical_shape = read_shape(r, c, cw);
+    if (c.contains("per_expert")) {
+      const json& pe = r.member(c, "per_expert", cw);
+      if (!pe.is_boolean()) r.fail(cw + ".per_expert", "is not true or false");
+      t.per_expert = pe.get<bool>();
+      if (!t.per_expert) t.derived = r.string(c, "derived", cw);
+    }
+  }
+  return t;
+}
+
+RankTensors read_rank(const Reader& r, const json& rj, const std::string& rw) {
+  RankTensors rt;
+  // Ranks are ints everywhere else; a larger number would wrap, not be refused.
+  const uint64_t rank = r.unsigned_number(rj, "rank", rw);
+  if (rank > static_cast<uint64_t>(std::numeric_limits<int>::max())) r.fail(rw + ".rank", "is out of range");
+  rt.rank = static_cast<int>(rank);
+  const json& tensors = r.member(rj, "tensors", rw);
+  if (!tensors.is_object()) r.fail(rw + ".tensors", "is not an object");
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) rt.tensors.emplace(it.key(), read_packed_tensor(r, it.value(), rw + ".tensors." + it.key()));
+  return rt;
+}
+
+// The run facts (routing, activation parameters, biases, w13 rows, gated), present together.
+void read_run_facts(const Reader& r, const json& lj, const std::string& w, Layer& l) {
+  const json& rj = r.member(lj, "routing", w);
+  const std::string rw = w + ".routing";
+  RoutingFacts rf;
+  rf.method = r.string(rj, "method", rw);
+  rf.scoring_func = r.string(rj, "scoring_func", rw);
+  rf.renormalize = r.boolean(rj, "renormalize", rw);
+  rf.n_group = r.unsigned_number(rj, "n_group", rw);
+  rf.topk_group = r.unsigned_number(rj, "topk_group", rw);
+  rf.routed_scaling_factor = r.optional_number(rj, "routed_scaling_factor", rw);
+  rf.correction_bias = r.optional_string(rj, "correction_bias", rw);
+  l.routing = rf;
+  l.swiglu_limit = r.optional_number(lj, "swiglu_limit", w);
+  l.swiglu_alpha = r.optional_number(lj, "swiglu_alpha", w);
+  l.swiglu_beta = r.optional_number(lj, "swiglu_beta", w);
+  l.has_bias = r.boolean(lj, "has_bias", w);
+  l.w13_rows = r.string(lj, "w13_rows", w);
+  if (l.w13_rows != "gate_up_halves" && l.w13_rows != "interleaved" && l.w13_rows != "up_gate_halves")
+    r.fail(w + ".w13_rows", "is `" + l.w13_rows + "` (known: gate_up_halves, interleaved, up_gate_halves)");
+  l.gated = r.boolean(lj, "gated", w);
+}
+
+Layer read_layer(const Reader& r, const json& lj, const std::string& w) {
+  Layer l;
+  l.prefix = r.string(lj, "prefix", w);
+  l.family = r.string(lj, "family", w);
+  l.weight_key = r.optional_string(lj, "weight_key", w);
+  l.activation_key = r.optional_string(lj, "activation_key", w);
+  l.backend = r.string(lj, "backend", w);
+  l.experts_class = r.string(lj, "experts_class", w);
+  l.num_experts = r.unsigned_number(lj, "num_experts", w);
+  l.top_k = r.unsigned_number(lj, "top_k", w);
+  l.activation = r.string(lj, "activation", w);
+  l.hidden_size = r.unsigned_number(lj, "hidden_size", w);
+  l.intermediate_size = r.unsigned_number(lj, "intermediate_size", w);
+  l.padded_hidden_size = r.unsigned_number(lj, "padded_hidden_size", w);
+  l.padded_intermediate_size = r.unsigned_number(lj, "padded_intermediate_size", w);
+  if (lj.contains("intermediate_size_scope")) {
+    l.intermediate_size_scope = r.string(lj, "intermediate_size_scope", w);
+    // Another scope would change what the sizes mean; a reader must not guess.
+    if (*l.intermediate_size_scope != kPerRankScope)
+      r.fail(w + ".intermediate_size_scope", "is `" + *l.intermediate_size_scope + "`, this moepack knows `" + kPerRankScope + "`");
+  }
+  if (lj.contains("routing")) read_run_facts(r, lj, w, l);
+  const json& ranks = r.array(lj, "ranks", w);
+  for (size_t k = 0; k < ranks.size(); ++k) l.ranks.push_back(read_rank(r, ranks[k], w + ".ranks[" + std::to_string(k) + "]"));
+  return l;
+}
+
+}  // namespace
+
 Manifest manifest_from_json(const json& j, const std::string& path) {
   Reader r(path);
   Manifest m;
@@ -167,94 +266,7 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   if (!target.is_object()) r.fail("$.target", "is not an object");
   m.target = ojson::parse(target.dump());
   const json& layers = r.array(j, "layers", "$");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    std::string w = "$.layers[" + std::to_string(i) + "]";
-    const json& lj = layers[i];
-    Layer l;
-    l.prefix = r.string(lj, "prefix", w);
-    l.family = r.string(lj, "family", w);
-    l.weight_key = r.optional_string(lj, "weight_key", w);
-    l.activation_key = r.optional_string(lj, "activation_key", w);
-    l.backend = r.string(lj, "backend", w);
-    l.experts_class = r.string(lj, "experts_class", w);
-    l.num_experts = r.unsigned_number(lj, "num_experts", w);
-    l.top_k = r.unsigned_number(lj, "top_k", w);
-    l.activation = r.string(lj, "activation", w);
-    l.hidden_size = r.unsigned_number(lj, "hidden_size", w);
-    l.intermediate_size = r.unsigned_number(lj, "intermediate_size", w);
-    l.padded_hidden_size = r.unsigned_number(lj, "padded_hidden_size", w);
-    l.padded_intermediate_size = r.unsigned_number(lj, "padded_intermediate_size", w);
-    if (lj.contains("intermediate_size_scope")) {
-      l.intermediate_size_scope = r.string(lj, "intermediate_size_scope", w);
-      // Another scope would change what the sizes mean; a reader must not guess.
-      if (*l.intermediate_size_scope != kPerRankScope)
-        r.fail(w + ".intermediate_size_scope", "is `" + *l.intermediate_size_scope + "`, this moepack knows `" + kPerRankScope + "`");
-    }
-    if (lj.contains("routing")) {
-      const json& rj = r.member(lj, "routing", w);
-      const std::string rw = w + ".routing";
-      RoutingFacts rf;
-      rf.method = r.string(rj, "method", rw);
-      rf.scoring_func = r.string(rj, "scoring_func", rw);
-      rf.renormalize = r.boolean(rj, "renormalize", rw);
-      rf.n_group = r.unsigned_number(rj, "n_group", rw);
-      rf.topk_group = r.unsigned_number(rj, "topk_group", rw);
-      rf.routed_scaling_factor = r.optional_number(rj, "routed_scaling_factor", rw);
-      rf.correction_bias = r.optional_string(rj, "correction_bias", rw);
-      l.routing = rf;
-      l.swiglu_limit = r.optional_number(lj, "swiglu_limit", w);
-      l.swiglu_alpha = r.optional_number(lj, "swiglu_alpha", w);
-      l.swiglu_beta = r.optional_number(lj, "swiglu_beta", w);
-      l.has_bias = r.boolean(lj, "has_bias", w);
-      l.w13_rows = r.string(lj, "w13_rows", w);
-      if (l.w13_rows != "gate_up_halves" && l.w13_rows != "interleaved" && l.w13_rows != "up_gate_halves")
-        r.fail(w + ".w13_rows", "is `" + l.w13_rows + "` (known: gate_up_halves, interleaved, up_gate_halves)");
-      l.gated = r.boolean(lj, "gated", w);
-    }
-    const json& ranks = r.array(lj, "ranks", w);
-    for (size_t k = 0; k < ranks.size(); ++k) {
-      std::string rw = w + ".ranks[" + std::to_string(k) + "]";
-      RankTensors rt;
-      // Ranks are ints everywhere else; a larger number would wrap, not be refused.
-      const uint64_t rank = r.unsigned_number(ranks[k], "rank", rw);
-      if (rank > static_cast<uint64_t>(std::numeric_limits<int>::max())) r.fail(rw + ".rank", "is out of range");
-      rt.rank = static_cast<int>(rank);
-      const json& tensors = r.member(ranks[k], "tensors", rw);
-      if (!tensors.is_object()) r.fail(rw + ".tensors", "is not an object");
-      for (auto it = tensors.begin(); it != tensors.end(); ++it) {
-        std::string tw = rw + ".tensors." + it.key();
-        PackedTensor t;
-        t.file = r.relative_file(it.value(), "file", tw);
-        t.name = r.string(it.value(), "name", tw);
-        t.dtype = r.string(it.value(), "dtype", tw);
-        const json& shape = r.array(it.value(), "shape", tw);
-        for (const auto& d : shape) {
-          if (!d.is_number_unsigned()) r.fail(tw + ".shape", "holds a value that is not a non-negative integer");
-          t.shape.push_back(d.get<uint64_t>());
-        }
-        t.layout = r.string(it.value(), "layout", tw);
-        t.xxh3 = r.hash(it.value(), "xxh3", tw);
-        if (it.value().contains("canonical")) {
-          const json& c = r.member(it.value(), "canonical", tw);
-          const std::string cw = tw + ".canonical";
-          t.canonical_dtype = r.string(c, "dtype", cw);
-          for (const auto& d : r.array(c, "shape", cw)) {
-            if (!d.is_number_unsigned()) r.fail(cw + ".shape", "holds a value that is not a non-negative integer");
-            t.canonical_shape.push_back(d.get<uint64_t>());
-          }
-          if (c.contains("per_expert")) {
-            const json& pe = r.member(c, "per_expert", cw);
-            if (!pe.is_boolean()) r.fail(cw + ".per_expert", "is not true or false");
-            t.per_expert = pe.get<bool>();
-            if (!t.per_expert) t.derived = r.string(c, "derived", cw);
-          }
-        }
-        rt.tensors.emplace(it.key(), std::move(t));
-      }
-      l.ranks.push_back(std::move(rt));
-    }
-    m.layers.push_back(std::move(l));
-  }
+  for (size_t i = 0; i < layers.size(); ++i) m.layers.push_back(read_layer(r, layers[i], "$.layers[" + std::to_string(i) + "]"));
   m.files = r.files(j, "files", "$");
   return m;
 }

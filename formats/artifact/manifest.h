@@ -1,4 +1,4 @@
-// The artifact manifest `moepack.json` (../shared/design/ARTIFACT.md): what was converted, for
+// The artifact manifest `moepack.json` (docs/ARTIFACT.md): what was converted, for
 // which deployment, where every packed tensor lives, its layout and its XXH3-128 hash, and the
 // hash of every file of the artifact. Written by the converter, read back by verify/diff and by
 // scripts. The reader is strict: it is the entry point for artifacts someone else produced.
@@ -27,7 +27,7 @@ struct PackedTensor {
   std::string layout;  // transform and parameters, e.g. "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)"
   std::string xxh3;    // XXH3-128 of the tensor bytes, 32 hex digits
   // What the layout's unpack returns for one expert: vLLM's loaded parameter of one expert at
-  // this rank's padded sizes (ARTIFACT.md "Enough to run a layer"). Empty dtype: not recorded
+  // this rank's padded sizes (docs/ARTIFACT.md "Enough to run a layer"). Empty dtype: not recorded
   // (a manifest written before these fields existed).
   std::string canonical_dtype;
   std::vector<uint64_t> canonical_shape;
@@ -73,7 +73,7 @@ struct Layer {
   // with one rank, where per rank and whole are the same; it is not written there, so that
   // single-rank manifests keep the bytes they had before the key existed.
   std::optional<std::string> intermediate_size_scope;
-  // The facts a runtime needs to run the layer from the artifact alone (ARTIFACT.md). Optional
+  // The facts a runtime needs to run the layer from the artifact alone (docs/ARTIFACT.md). Optional
   // when reading: manifests written before they existed do not have them (`routing` empty).
   std::optional<RoutingFacts> routing;
   std::optional<double> swiglu_limit, swiglu_alpha, swiglu_beta;
@@ -97,7 +97,7 @@ struct Manifest {
   std::string source_scheme_description;  // the same for people ("mxfp4 (gpt-oss)")
   std::string source_fingerprint;          // "xxh3-128:<hex>" over the source files' names and hashes
   std::vector<FileEntry> source_files;
-  nlohmann::ordered_json target = nlohmann::ordered_json::object();  // the deployment, as CLI.md's plan --json "target"
+  nlohmann::ordered_json target = nlohmann::ordered_json::object();  // the deployment, as docs/CLI.md's plan --json "target"
   std::vector<Layer> layers;
   std::vector<FileEntry> files;            // every file of the artifact except moepack.json itself
 };
@@ -107,7 +107,7 @@ nlohmann::ordered_json to_json(const Manifest& m);
 // throws Error(bad_input) naming `path` and the offending key.
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& path);
 Manifest read_manifest(const std::string& path);
-// Pretty JSON with a trailing newline; deterministic (keys in the order of ARTIFACT.md).
+// Pretty JSON with a trailing newline; deterministic (keys in the order of docs/ARTIFACT.md).
 std::string manifest_text(const Manifest& m);
 
 }  // namespace moepack::artifact

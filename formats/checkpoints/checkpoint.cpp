@@ -285,18 +285,15 @@ std::vector<uint64_t> whole_w13_shape(const SourceTensorRule& r, std::vector<uin
   return assembled_shape(r, std::move(shape), false);
 }
 
-// Checks every expert's tensors against the recipe and the config sizes; fills the summary.
-// Tensors are placed in an (expert, projection, rule) table first, so the check is one pass
-// without building names (DeepSeek-V3 has ~90k expert tensors).
-void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, const ExpertRecipe& recipe, const std::vector<ScannedTensor>& tensors) {
-  const std::vector<Projection> projs = projections(layer.naming);
-  const size_t P = projs.size();
-  const uint64_t H = layer.hidden_size, I = layer.intermediate_size;
-  const size_t R = recipe.tensors.size();
+// Every tensor of the layer placed in an (expert, projection, rule) table, indexed
+// (expert * P + projection) * R + rule. Every tensor must be one the recipe knows: anything else
+// means the scheme was mis-detected or the checkpoint is inconsistent, and a converter would
+// silently drop it.
+std::vector<const ScannedTensor*> place_expert_tensors(const MoeLayer& layer, const ExpertRecipe& recipe, const std::vector<Projection>& projs,
+                                                       const std::vector<ScannedTensor>& tensors) {
+  const size_t P = projs.size(), R = recipe.tensors.size();
   std::map<std::string_view, size_t> rule_of;
   for (size_t ri = 0; ri < R; ++ri) rule_of.emplace(recipe.tensors[ri].suffix, ri);
-  // Every tensor of the layer must be one the recipe knows: anything else means the scheme was
-  // mis-detected or the checkpoint is inconsistent, and a converter would silently drop it.
   std::vector<const ScannedTensor*> slots(static_cast<size_t>(layer.num_experts) * P * R, nullptr);
   for (const auto& t : tensors) {
     const std::string& name = t.info->name;
@@ -316,6 +313,35 @@ void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, cons
       throw_bad_input(file, name, "expert index " + std::to_string(t.parsed.expert) + " is out of range: the config declares " + std::to_string(layer.num_experts) + " experts");
     slots[(t.parsed.expert * P + proj) * R + rule->second] = &t;
   }
+  return slots;
+}
+
+// The summary of one expert, listed as w13_X, w2_X in recipe order: w13 from the first
+// projection (gate, or the whole w13), w2 from the down projection (the last).
+void summarize_expert_params(MoeLayer& layer, const ExpertRecipe& recipe, const std::vector<Projection>& projs,
+                             const std::vector<const ScannedTensor*>& slots) {
+  const size_t P = projs.size(), R = recipe.tensors.size();
+  for (size_t ri = 0; ri < R; ++ri) {
+    const auto& r = recipe.tensors[ri];
+    for (size_t p : {size_t{0}, P - 1}) {
+      const ScannedTensor* t = slots[p * R + ri];
+      if (!t) continue;
+      const bool is_w13 = p == 0;
+      std::vector<uint64_t> shape = projs[p].part == ProjPart::w13_whole ? whole_w13_shape(r, t->info->shape, layer.gated) : assembled_shape(r, t->info->shape, is_w13);
+      layer.params.push_back({std::string(is_w13 ? "w13_" : "w2_") + r.param, r.canonical_dtype.value_or(t->info->dtype), std::move(shape)});
+    }
+  }
+}
+
+// Checks every expert's tensors against the recipe and the config sizes; fills the summary.
+// Tensors are placed in an (expert, projection, rule) table first, so the check is one pass
+// without building names (DeepSeek-V3 has ~90k expert tensors).
+void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, const ExpertRecipe& recipe, const std::vector<ScannedTensor>& tensors) {
+  const std::vector<Projection> projs = projections(layer.naming);
+  const size_t P = projs.size();
+  const uint64_t H = layer.hidden_size, I = layer.intermediate_size;
+  const size_t R = recipe.tensors.size();
+  const std::vector<const ScannedTensor*> slots = place_expert_tensors(layer, recipe, projs, tensors);
   // Expected shapes depend only on (projection, rule).
   std::vector<std::vector<uint64_t>> want(P * R);
   for (size_t p = 0; p < P; ++p) {
@@ -357,18 +383,7 @@ void validate_per_expert_layer(const st::ShardSet& shards, MoeLayer& layer, cons
       }
     }
   }
-  // The summary of one expert, listed as w13_X, w2_X in recipe order: w13 from the first
-  // projection (gate, or the whole w13), w2 from the down projection (the last).
-  for (size_t ri = 0; ri < R; ++ri) {
-    const auto& r = recipe.tensors[ri];
-    for (size_t p : {size_t{0}, P - 1}) {
-      const ScannedTensor* t = slots[p * R + ri];
-      if (!t) continue;
-      const bool is_w13 = p == 0;
-      std::vector<uint64_t> shape = projs[p].part == ProjPart::w13_whole ? whole_w13_shape(r, t->info->shape, layer.gated) : assembled_shape(r, t->info->shape, is_w13);
-      layer.params.push_back({std::string(is_w13 ? "w13_" : "w2_") + r.param, r.canonical_dtype.value_or(t->info->dtype), std::move(shape)});
-    }
-  }
+  summarize_expert_params(layer, recipe, projs, slots);
 }
 
 // The stable scheme id of one layer (see Checkpoint::scheme_id).
@@ -425,9 +440,9 @@ ExpertNaming naming_of(const LayerScan& scan, const std::string& prefix) {
   return prefix.find("block_sparse_moe") != std::string::npos ? ExpertNaming::mixtral : ExpertNaming::deepseek_native;
 }
 
-}  // namespace
-
-Checkpoint open_checkpoint(const std::string& path) {
+// The shards (validated headers), their total size and config.json when there is one: what
+// every later step reads.
+Checkpoint open_files(const std::string& path) {
   Checkpoint ck;
   ck.path = path;
   ck.shards = std::make_unique<st::ShardSet>(path);
@@ -445,8 +460,11 @@ Checkpoint open_checkpoint(const std::string& path) {
     ck.config = read_strict_json_file(cfg);
     if (!ck.config.is_object()) throw_bad_input(cfg, "", "config.json is not a JSON object");
   }
+  return ck;
+}
 
-  // Discover the MoE layers from tensor names.
+// The MoE layers, discovered from tensor names alone: expert tensors grouped by layer prefix.
+std::map<std::string_view, LayerScan> scan_expert_tensors(const st::ShardSet& shards) {
   std::map<std::string_view, LayerScan> scans;
   for (const auto& f : shards.files()) {
     for (const auto& t : f->header().tensors) {
@@ -465,125 +483,139 @@ Checkpoint open_checkpoint(const std::string& path) {
       }
     }
   }
+  return scans;
+}
 
-  if (scans.empty()) {
-    // Still describe the model (a dense model, a non-MoE shard): facts are best-effort.
-    if (ck.config.is_object()) ck.facts = detail::read_model_facts(ck.config, shards, ck.config_path);
-    ck.has_config = ck.config.is_object();
-    ck.scheme = "no MoE layers";
-    ck.scheme_id = ck.has_config ? "none" : "unknown";
-    return ck;
+// What a layer's tensor names say: prefix, index, tensors (sorted) and their bytes.
+MoeLayer named_layer(const std::string& prefix, const LayerScan& scan) {
+  MoeLayer layer;
+  layer.prefix = prefix;
+  layer.layer_index = layer_index_of(prefix);
+  layer.tensors.reserve(scan.tensors.size());
+  for (const auto& t : scan.tensors) {
+    layer.tensors.push_back(t.info->name);
+    layer.source_bytes += t.info->num_bytes();
   }
-  if (!ck.config.is_object()) {
-    // A lone file (or a directory without config.json): what the names say, nothing more. The
-    // quantization scheme, the expert sizes and the family live in config.json.
-    ck.has_config = false;
-    ck.scheme = "unknown (no config.json)";
-    ck.scheme_id = "unknown";
-    for (auto& [prefix_view, scan] : scans) {
-      MoeLayer layer;
-      layer.prefix = std::string(prefix_view);
-      layer.layer_index = layer_index_of(layer.prefix);
-      for (const auto& t : scan.tensors) {
-        layer.tensors.push_back(t.info->name);
-        layer.source_bytes += t.info->num_bytes();
-      }
-      std::sort(layer.tensors.begin(), layer.tensors.end());
-      layer.naming = naming_of(scan, layer.prefix);
-      layer.gated = layer.naming != ExpertNaming::hf_no_gate;
-      layer.num_experts = scan.fused ? 0 : scan.max_expert + 1;
-      if (scan.fused)
-        for (const auto& t : scan.tensors)
-          if (!t.info->shape.empty()) layer.num_experts = std::max(layer.num_experts, t.info->shape[0]);
-      layer.quant.scheme = "unknown";
-      ck.layers.push_back(std::move(layer));
-    }
-    std::sort(ck.layers.begin(), ck.layers.end(), [](const MoeLayer& a, const MoeLayer& b) { return std::tie(a.layer_index, a.prefix) < std::tie(b.layer_index, b.prefix); });
-    ck.notes.push_back("no config.json beside " + shards.root() + ": family, scheme and expert shapes are unknown (plan and convert need it)");
-    return ck;
-  }
+  std::sort(layer.tensors.begin(), layer.tensors.end());
+  return layer;
+}
 
-  // The quantization config: config.json's block, else the legacy side files.
-  nlohmann::json quant = nullptr;
-  std::string quant_source;
-  if (const auto* q = detail::find_key(ck.config, "quantization_config")) {
-    quant = *q;
-    quant_source = ck.config_path;
-  } else if (const auto* c = detail::find_key(ck.config, "compression_config")) {  // compressed-tensors before the rename
-    quant = *c;
-    quant_source = ck.config_path;
+void sort_layers(Checkpoint& ck) {
+  std::sort(ck.layers.begin(), ck.layers.end(), [](const MoeLayer& a, const MoeLayer& b) {
+    return std::tie(a.layer_index, a.prefix) < std::tie(b.layer_index, b.prefix);
+  });
+}
+
+// A dense model or a non-MoE shard is still described: its facts are best-effort.
+void describe_without_moe_layers(Checkpoint& ck) {
+  if (ck.config.is_object()) ck.facts = detail::read_model_facts(ck.config, *ck.shards, ck.config_path);
+  ck.has_config = ck.config.is_object();
+  ck.scheme = "no MoE layers";
+  ck.scheme_id = ck.has_config ? "none" : "unknown";
+}
+
+// A lone file (or a directory without config.json): what the names say, nothing more. The
+// quantization scheme, the expert sizes and the family live in config.json.
+void describe_without_config(Checkpoint& ck, const std::map<std::string_view, LayerScan>& scans) {
+  ck.has_config = false;
+  ck.scheme = "unknown (no config.json)";
+  ck.scheme_id = "unknown";
+  for (const auto& [prefix_view, scan] : scans) {
+    MoeLayer layer = named_layer(std::string(prefix_view), scan);
+    layer.naming = naming_of(scan, layer.prefix);
+    layer.gated = layer.naming != ExpertNaming::hf_no_gate;
+    layer.num_experts = scan.fused ? 0 : scan.max_expert + 1;
+    if (scan.fused)
+      for (const auto& t : scan.tensors)
+        if (!t.info->shape.empty()) layer.num_experts = std::max(layer.num_experts, t.info->shape[0]);
+    layer.quant.scheme = "unknown";
+    ck.layers.push_back(std::move(layer));
+  }
+  sort_layers(ck);
+  ck.notes.push_back("no config.json beside " + ck.shards->root() + ": family, scheme and expert shapes are unknown (plan and convert need it)");
+}
+
+// The quantization config and the file it came from: config.json's block, else the legacy
+// side files (null and "" when there is none).
+std::pair<nlohmann::json, std::string> read_quantization_config(const Checkpoint& ck) {
+  if (const auto* q = detail::find_key(ck.config, "quantization_config")) return {*q, ck.config_path};
+  if (const auto* c = detail::find_key(ck.config, "compression_config")) return {*c, ck.config_path};  // compressed-tensors before the rename
+  for (const char* side : {"hf_quant_config.json", "quantize_config.json", "quant_config.json"}) {
+    std::string p = (fs::path(ck.shards->root()) / side).string();
+    if (fs::exists(p)) return {read_strict_json_file(p), p};
+  }
+  return {nullptr, ""};
+}
+
+// One MoE layer of a checkpoint with a config: its naming, sizes, the family's quantization
+// and recipe, every tensor validated against them, and the summary of one expert's params.
+MoeLayer read_layer(Checkpoint& ck, const detail::FamilyRules& rules, const std::string& prefix, const LayerScan& scan) {
+  const st::ShardSet& shards = *ck.shards;
+  MoeLayer layer = named_layer(prefix, scan);
+  const std::string& first_file = scan.tensors.front().file->path();
+  layer.naming = naming_of(scan, prefix);
+  // Non-gated experts are named so (no gate projection) and need an activation without a
+  // multiply; a gated model missing its gate tensors is a broken checkpoint, not a new layout.
+  layer.gated = layer.naming != ExpertNaming::hf_no_gate;
+  if (!layer.gated && !ck.facts.activation.ends_with("_no_mul"))
+    throw_bad_input(first_file, prefix + ".0.gate_proj", "missing gate_proj: the experts have only up_proj/down_proj, but the model's activation `" + ck.facts.activation +
+                                                            "` multiplies gate and up (non-gated experts need e.g. Nemotron-H's `mlp_hidden_act: relu2`)");
+  layer.hidden_size = ck.facts.moe_hidden_size ? ck.facts.moe_hidden_size : ck.facts.hidden_size;
+  layer.intermediate_size = ck.facts.moe_intermediate_size;
+  if (layer.hidden_size == 0) throw_bad_input(ck.config_path, "", "`hidden_size` is missing: needed to check the expert shapes");
+  if (layer.intermediate_size == 0)
+    throw_bad_input(ck.config_path, "", "the expert width (`moe_intermediate_size` or `intermediate_size`) is missing: needed to check the expert shapes");
+  layer.quant = rules.layer_quant(prefix);
+  layer.recipe = rules.recipe(layer.quant, layer.naming);
+  if (layer.naming == ExpertNaming::gpt_oss_fused) {
+    detail::validate_gpt_oss_layer(shards, layer, ck.facts);
+  } else if (layer.naming == ExpertNaming::fused_3d) {
+    detail::validate_fused_3d_layer(shards, layer, ck.facts);
   } else {
-    for (const char* side : {"hf_quant_config.json", "quantize_config.json", "quant_config.json"}) {
-      std::string p = (fs::path(shards.root()) / side).string();
-      if (fs::exists(p)) {
-        quant = read_strict_json_file(p);
-        quant_source = p;
-        break;
-      }
-    }
+    uint64_t found = scan.max_expert + 1;
+    layer.num_experts = ck.facts.num_experts ? ck.facts.num_experts : found;
+    if (found > layer.num_experts)
+      throw_bad_input(first_file, prefix + "." + std::to_string(scan.max_expert), "expert index " + std::to_string(scan.max_expert) + " is out of range: config.json declares " +
+                                                                                     std::to_string(layer.num_experts) + " experts");
+    validate_per_expert_layer(shards, layer, layer.recipe, scan.tensors);
   }
+  // gpt-oss' experts have biases by architecture: vLLM allocates them (zeros where a
+  // producer dropped the tensors), so the oracle must see them either way.
+  if (ck.facts.has_bias) layer.has_bias = true;
+  if (layer.has_bias) ck.facts.has_bias = true;
+  return layer;
+}
+
+// The family's rules (detected from config.json and the quantization config), then every layer.
+void describe_with_config(Checkpoint& ck, const std::map<std::string_view, LayerScan>& scans) {
+  auto [quant, quant_source] = read_quantization_config(ck);
   if (!quant.is_null() && !quant.is_object()) throw_bad_input(quant_source, "", "the quantization config is not a JSON object");
   ck.quant_config_source = quant_source;
 
-  ck.facts = detail::read_model_facts(ck.config, shards, ck.config_path);
-  detail::DetectInput in{ck.config, quant, quant_source, shards};
+  ck.facts = detail::read_model_facts(ck.config, *ck.shards, ck.config_path);
+  detail::DetectInput in{ck.config, quant, quant_source, *ck.shards};
   auto rules = detail::detect_family(in);
   ck.family = rules->family();
   ck.scheme = rules->scheme();
 
-  for (auto& [prefix_view, scan] : scans) {
-    const std::string prefix(prefix_view);
-    MoeLayer layer;
-    layer.prefix = prefix;
-    layer.layer_index = layer_index_of(prefix);
-    layer.tensors.reserve(scan.tensors.size());
-    for (const auto& t : scan.tensors) {
-      layer.tensors.push_back(t.info->name);
-      layer.source_bytes += t.info->num_bytes();
-    }
-    std::sort(layer.tensors.begin(), layer.tensors.end());
-    const std::string& first_file = scan.tensors.front().file->path();
-    layer.naming = naming_of(scan, prefix);
-    // Non-gated experts are named so (no gate projection) and need an activation without a
-    // multiply; a gated model missing its gate tensors is a broken checkpoint, not a new layout.
-    layer.gated = layer.naming != ExpertNaming::hf_no_gate;
-    if (!layer.gated && !ck.facts.activation.ends_with("_no_mul"))
-      throw_bad_input(first_file, prefix + ".0.gate_proj", "missing gate_proj: the experts have only up_proj/down_proj, but the model's activation `" + ck.facts.activation +
-                                                              "` multiplies gate and up (non-gated experts need e.g. Nemotron-H's `mlp_hidden_act: relu2`)");
-    layer.hidden_size = ck.facts.moe_hidden_size ? ck.facts.moe_hidden_size : ck.facts.hidden_size;
-    layer.intermediate_size = ck.facts.moe_intermediate_size;
-    if (layer.hidden_size == 0) throw_bad_input(ck.config_path, "", "`hidden_size` is missing: needed to check the expert shapes");
-    if (layer.intermediate_size == 0)
-      throw_bad_input(ck.config_path, "", "the expert width (`moe_intermediate_size` or `intermediate_size`) is missing: needed to check the expert shapes");
-    layer.quant = rules->layer_quant(prefix);
-    layer.recipe = rules->recipe(layer.quant, layer.naming);
-    if (layer.naming == ExpertNaming::gpt_oss_fused) {
-      detail::validate_gpt_oss_layer(shards, layer, ck.facts);
-    } else if (layer.naming == ExpertNaming::fused_3d) {
-      detail::validate_fused_3d_layer(shards, layer, ck.facts);
-    } else {
-      uint64_t found = scan.max_expert + 1;
-      layer.num_experts = ck.facts.num_experts ? ck.facts.num_experts : found;
-      if (found > layer.num_experts)
-        throw_bad_input(first_file, prefix + "." + std::to_string(scan.max_expert), "expert index " + std::to_string(scan.max_expert) + " is out of range: config.json declares " +
-                                                                                       std::to_string(layer.num_experts) + " experts");
-      validate_per_expert_layer(shards, layer, layer.recipe, scan.tensors);
-    }
-    // gpt-oss' experts have biases by architecture: vLLM allocates them (zeros where a
-    // producer dropped the tensors), so the oracle must see them either way.
-    if (ck.facts.has_bias) layer.has_bias = true;
-    if (layer.has_bias) ck.facts.has_bias = true;
-    ck.layers.push_back(std::move(layer));
-  }
-  std::sort(ck.layers.begin(), ck.layers.end(), [](const MoeLayer& a, const MoeLayer& b) {
-    return std::tie(a.layer_index, a.prefix) < std::tie(b.layer_index, b.prefix);
-  });
+  for (const auto& [prefix_view, scan] : scans) ck.layers.push_back(read_layer(ck, *rules, std::string(prefix_view), scan));
+  sort_layers(ck);
   for (const auto& l : ck.layers)
     if (!l.quant.unsupported.empty()) {
       ck.notes.push_back("vLLM refuses `" + l.prefix + "` (and maybe more layers): " + l.quant.unsupported);
       break;
     }
   ck.scheme_id = scheme_id_of(ck);
+}
+
+}  // namespace
+
+Checkpoint open_checkpoint(const std::string& path) {
+  Checkpoint ck = open_files(path);
+  const std::map<std::string_view, LayerScan> scans = scan_expert_tensors(*ck.shards);
+  if (scans.empty()) describe_without_moe_layers(ck);
+  else if (!ck.config.is_object()) describe_without_config(ck, scans);
+  else describe_with_config(ck, scans);
   return ck;
 }
 
@@ -630,7 +662,7 @@ OwnedTensor as_owned(Source s, bool transpose) {
   return t;
 }
 
-// `gate_file` holds `gate_name`; every refusal names both (CLI.md: messages name the file).
+// `gate_file` holds `gate_name`; every refusal names both (docs/CLI.md: messages name the file).
 OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTensor up, const std::string& gate_file, const std::string& gate_name) {
   if (gate.dtype != up.dtype) throw_bad_input(gate_file, gate_name, "gate and up `" + r.suffix + "` have different dtypes");
   switch (r.w13) {

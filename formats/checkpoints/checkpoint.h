@@ -2,7 +2,7 @@
 // see it: which quantization method and MoE method each expert layer gets, the QuantKey names the
 // fused-MoE oracle is called with, the model facts the oracle needs, and — read lazily, one expert
 // at a time — the expert tensors as vLLM's FusedMoE loader holds them before
-// `process_weights_after_loading` ("canonical params", ARCHITECTURE.md).
+// `process_weights_after_loading` ("canonical params", docs/ARCHITECTURE.md).
 //
 // Opening reads headers and JSON only: every header is validated, every expert tensor of every
 // MoE layer is checked for presence, dtype and shape against config.json, but no tensor data is
@@ -263,7 +263,7 @@ struct DetectInput {
   const nlohmann::json& quant_config;     // the quantization block (or null)
   const std::string& quant_source;        // file it came from, for messages
   const st::ShardSet& shards;
-  // The path of config.json, for messages (they name the file, CLI.md; a bare "config.json"
+  // The path of config.json, for messages (they name the file, docs/CLI.md; a bare "config.json"
   // would not say which checkpoint).
   std::string config_file() const { return shards.root() + "/config.json"; }
 };

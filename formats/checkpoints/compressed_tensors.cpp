@@ -124,7 +124,6 @@ class CompressedTensorsRules final : public FamilyRules {
     if (!q.quantized()) return unquantized_recipe();
     ExpertRecipe r;
     const std::string& fam = q.method.oracle_family;
-    auto float_scales = std::vector<DType>{DType::F32, DType::BF16, DType::F16};
     if (fam == "mxfp4") {
       r.tensors = fp4_weight_rules("weight_packed", DType::U8, 32);
       // CompressedTensorsW4A4Mxfp4MoEMethod loads w13_weight_packed and renames it w13_weight
@@ -141,62 +140,11 @@ class CompressedTensorsRules final : public FamilyRules {
       s.canonical_dtype = DType::U8;
       r.tensors.push_back(s);
     } else if (fam == "fp8" || fam == "int8") {
-      r.tensors = {fp8_weight_rule("weight")};
-      if (fam == "int8") r.tensors[0].dtypes = {DType::I8};
-      if (q.group_size == -1) {  // channel: [out, 1]
-        SourceTensorRule s{"weight_scale", float_scales, [](uint64_t o, uint64_t) { return std::vector<uint64_t>{o, 1}; }};
-        s.param = "weight_scale";
-        r.tensors.push_back(s);
-      } else if (!q.weight_block_size.empty()) {
-        r.tensors.push_back(block_scale_rule("weight_scale", static_cast<uint64_t>(q.weight_block_size[0]), static_cast<uint64_t>(q.weight_block_size[1]), float_scales));
-      } else {
-        r.tensors.push_back(scalar_rule("weight_scale", Assemble::pair));
-      }
-      // vLLM raises unless the gate and up input scales agree ("input_scales of w1 and w3 ... must be equal").
-      if (q.input_scales == "static") r.tensors.push_back(scalar_rule("input_scale", Assemble::same));
+      r.tensors = fp8_or_int8_rules(q);
     } else if (fam == "wna16") {
-      const uint64_t bits = static_cast<uint64_t>(q.weight_bits);
-      const int64_t g = q.group_size;
-      auto groups = [g](uint64_t in) { return g > 0 ? ceil_div(in, static_cast<uint64_t>(g)) : 1; };
-      // vLLM's Marlin/Triton/emulation backends hold these transposed ([K-packed, N]); gate and
-      // up are then joined along the columns.
-      SourceTensorRule w{"weight_packed", {DType::I32}, [bits](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * bits, 32)}; }};
-      w.param = "weight_packed";
-      w.transpose = true;
-      w.w13 = Assemble::cols;
-      SourceTensorRule s{"weight_scale", float_scales, [groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, groups(i)}; }};
-      s.param = "weight_scale";
-      s.transpose = true;
-      s.w13 = Assemble::cols;
-      r.tensors = {w, s};
-      if (!q.symmetric) {
-        SourceTensorRule z{"weight_zero_point", {DType::I32}, [bits, groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{ceil_div(o * bits, 32), groups(i)}; }};
-        z.param = "weight_zero_point";
-        z.transpose = true;
-        z.w13 = Assemble::cols;
-        r.tensors.push_back(z);
-      }
-      SourceTensorRule gi{"weight_g_idx", {DType::I32}, [](uint64_t, uint64_t i) { return std::vector<uint64_t>{i}; }, q.actorder == "group"};
-      gi.param = "weight_g_idx";
-      gi.w13 = Assemble::same;
-      r.tensors.push_back(gi);
-      r.tensors.push_back(weight_shape_rule());
+      r.tensors = wna16_rules(q);
     } else if (fam == "w4a8_int8" || fam == "w4a8") {
-      const int64_t g = q.group_size;
-      auto groups = [g](uint64_t in) { return g > 0 ? ceil_div(in, static_cast<uint64_t>(g)) : 1; };
-      SourceTensorRule s{"weight_scale", float_scales, [groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, groups(i)}; }};
-      s.param = "weight_scale";
-      if (q.checkpoint_format == "int-quantized") {
-        // ERRATA 14: int4 values one per byte in an I8 [out, in] `weight` (what
-        // CompressedTensorsW4A8Int8MoEMethod allocates as w13_weight / w2_weight).
-        SourceTensorRule w{"weight", {DType::I8}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, i}; }};
-        w.param = "weight";
-        r.tensors = {w, s};
-      } else {
-        SourceTensorRule w{"weight_packed", {DType::I32}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * 4, 32)}; }};
-        w.param = "weight_packed";
-        r.tensors = {w, s, weight_shape_rule()};
-      }
+      r.tensors = w4a8_rules(q);
     }
     // Biases (llm-compressor's linearized gpt-oss experts keep one per projection); vLLM's
     // compressed-tensors MoE methods allocate w13_bias / w2_bias when the model has them.
@@ -207,6 +155,79 @@ class CompressedTensorsRules final : public FamilyRules {
   }
 
  private:
+  static const std::vector<DType>& float_scales() {
+    static const std::vector<DType> dtypes = {DType::F32, DType::BF16, DType::F16};
+    return dtypes;
+  }
+
+  // fp8 and int8 W8A8: the weight, its scale (per channel, per block or per tensor), static
+  // input scales.
+  static std::vector<SourceTensorRule> fp8_or_int8_rules(const LayerQuant& q) {
+    std::vector<SourceTensorRule> rules = {fp8_weight_rule("weight")};
+    if (q.method.oracle_family == "int8") rules[0].dtypes = {DType::I8};
+    if (q.group_size == -1) {  // channel: [out, 1]
+      SourceTensorRule s{"weight_scale", float_scales(), [](uint64_t o, uint64_t) { return std::vector<uint64_t>{o, 1}; }};
+      s.param = "weight_scale";
+      rules.push_back(s);
+    } else if (!q.weight_block_size.empty()) {
+      rules.push_back(block_scale_rule("weight_scale", static_cast<uint64_t>(q.weight_block_size[0]), static_cast<uint64_t>(q.weight_block_size[1]), float_scales()));
+    } else {
+      rules.push_back(scalar_rule("weight_scale", Assemble::pair));
+    }
+    // vLLM raises unless the gate and up input scales agree ("input_scales of w1 and w3 ... must be equal").
+    if (q.input_scales == "static") rules.push_back(scalar_rule("input_scale", Assemble::same));
+    return rules;
+  }
+
+  // WNA16: packed int weights, group scales, zero points when asymmetric, act-order g_idx.
+  static std::vector<SourceTensorRule> wna16_rules(const LayerQuant& q) {
+    const uint64_t bits = static_cast<uint64_t>(q.weight_bits);
+    const int64_t g = q.group_size;
+    auto groups = [g](uint64_t in) { return g > 0 ? ceil_div(in, static_cast<uint64_t>(g)) : 1; };
+    // vLLM's Marlin/Triton/emulation backends hold these transposed ([K-packed, N]); gate and
+    // up are then joined along the columns.
+    SourceTensorRule w{"weight_packed", {DType::I32}, [bits](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * bits, 32)}; }};
+    w.param = "weight_packed";
+    w.transpose = true;
+    w.w13 = Assemble::cols;
+    SourceTensorRule s{"weight_scale", float_scales(), [groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, groups(i)}; }};
+    s.param = "weight_scale";
+    s.transpose = true;
+    s.w13 = Assemble::cols;
+    std::vector<SourceTensorRule> rules = {w, s};
+    if (!q.symmetric) {
+      SourceTensorRule z{"weight_zero_point", {DType::I32}, [bits, groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{ceil_div(o * bits, 32), groups(i)}; }};
+      z.param = "weight_zero_point";
+      z.transpose = true;
+      z.w13 = Assemble::cols;
+      rules.push_back(z);
+    }
+    SourceTensorRule gi{"weight_g_idx", {DType::I32}, [](uint64_t, uint64_t i) { return std::vector<uint64_t>{i}; }, q.actorder == "group"};
+    gi.param = "weight_g_idx";
+    gi.w13 = Assemble::same;
+    rules.push_back(gi);
+    rules.push_back(weight_shape_rule());
+    return rules;
+  }
+
+  // W4A8 (int8 or fp8 activations): int4 weights, packed or one per byte, group scales.
+  static std::vector<SourceTensorRule> w4a8_rules(const LayerQuant& q) {
+    const int64_t g = q.group_size;
+    auto groups = [g](uint64_t in) { return g > 0 ? ceil_div(in, static_cast<uint64_t>(g)) : 1; };
+    SourceTensorRule s{"weight_scale", float_scales(), [groups](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, groups(i)}; }};
+    s.param = "weight_scale";
+    if (q.checkpoint_format == "int-quantized") {
+      // ERRATA 14: int4 values one per byte in an I8 [out, in] `weight` (what
+      // CompressedTensorsW4A8Int8MoEMethod allocates as w13_weight / w2_weight).
+      SourceTensorRule w{"weight", {DType::I8}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, i}; }};
+      w.param = "weight";
+      return {w, s};
+    }
+    SourceTensorRule w{"weight_packed", {DType::I32}, [](uint64_t o, uint64_t i) { return std::vector<uint64_t>{o, ceil_div(i * 4, 32)}; }};
+    w.param = "weight_packed";
+    return {w, s, weight_shape_rule()};
+  }
+
   static SourceTensorRule weight_shape_rule() {
     // [out, in] of the unpacked weight; vLLM keeps one per expert (both projections write it).
     SourceTensorRule ws{"weight_shape", {DType::I64, DType::I32}, [](uint64_t, uint64_t) { return std::vector<uint64_t>{2}; }, false};
@@ -244,6 +265,50 @@ class CompressedTensorsRules final : public FamilyRules {
     return s;
   }
 
+  // WNA16 (int weights, 16-bit activations); `q` holds what every scheme shares.
+  static LayerQuant dispatch_wna16(const QuantArgs& w, const std::string& format, LayerQuant q) {
+    const std::string ct = "compressed-tensors";
+    q.scheme = "int" + std::to_string(w.num_bits) + (w.strategy == "channel" ? " channel" : " g" + std::to_string(w.group_size)) + (w.symmetric ? " sym" : " asym");
+    bool bits_ok = w.symmetric ? (w.num_bits == 2 || w.num_bits == 3 || w.num_bits == 4 || w.num_bits == 8) : (w.num_bits == 4 || w.num_bits == 8);
+    q.method = {ct, "CompressedTensorsWNA16MoEMethod", "wna16", wna16_key(w), ""};
+    if (!bits_ok || format != "pack-quantized")
+      q.unsupported = "For Fused MoE layers, only format: pack-quantized and bits: 4, 8 is supported (got format " + format + ", bits " + std::to_string(w.num_bits) + ")";
+    q.act_order = w.strategy == "group" && (w.actorder == "group" || w.actorder == "dynamic");
+    q.may_have_zp = !w.symmetric;
+    q.may_have_bias = false;
+    q.allow_tile_padding = !q.act_order;
+    return q;
+  }
+
+  // FP8 W8A8: block, per-tensor or per-channel; `q` holds what every scheme shares.
+  static LayerQuant dispatch_fp8(const QuantArgs& w, const QuantArgs& in, LayerQuant q) {
+    const std::string ct = "compressed-tensors";
+    bool per_tensor = w.strategy == "tensor" && in.strategy == "tensor";
+    bool per_channel = w.strategy == "channel" && in.strategy == "token";
+    q.method = {ct, "CompressedTensorsW8A8Fp8MoEMethod", "fp8", "", ""};
+    if (w.strategy == "block") {
+      q.scheme = "fp8 block";
+      q.weight_block_size = w.block_structure.empty() ? std::vector<int64_t>{128, 128} : w.block_structure;
+      q.scheme += " " + std::to_string(q.weight_block_size[0]) + "x" + std::to_string(q.weight_block_size[1]);
+      q.method.weight_key = "kFp8Static128BlockSym";
+      q.method.activation_key = "kFp8Dynamic128Sym";
+    } else if (per_tensor) {
+      q.scheme = "fp8 per-tensor";
+      q.method.weight_key = "kFp8StaticTensorSym";
+      q.method.activation_key = in.dynamic ? "kFp8Dynamic128Sym" : "kFp8StaticTensorSym";  // as coded upstream
+    } else if (per_channel) {
+      q.scheme = "fp8 per-channel";
+      q.method.weight_key = "kFp8StaticChannelSym";
+      q.method.activation_key = "kFp8DynamicTokenSym";
+      if (!in.dynamic) q.unsupported = "For FP8 Fused MoE layer, we require either per tensor or channelwise, dynamic per token quantization";
+    } else {
+      q.scheme = "fp8 " + w.strategy;
+      q.method.weight_key = w.strategy == "channel" ? "kFp8StaticChannelSym" : "kFp8StaticTensorSym";
+      q.unsupported = "FP8 MoE needs per-tensor weights with per-tensor activations, channel weights with per-token activations, or block weights";
+    }
+    return q;
+  }
+
   LayerQuant dispatch(const Group& g, const std::string& prefix) const {
     const QuantArgs& w = g.weights;
     const auto& in = g.input;
@@ -268,18 +333,7 @@ class CompressedTensorsRules final : public FamilyRules {
       q.input_scales = "dynamic";
       return q;
     }
-    if ((w.strategy == "channel" || w.strategy == "group") && !in && !w.dynamic) {
-      q.scheme = "int" + std::to_string(w.num_bits) + (w.strategy == "channel" ? " channel" : " g" + std::to_string(w.group_size)) + (w.symmetric ? " sym" : " asym");
-      bool bits_ok = w.symmetric ? (w.num_bits == 2 || w.num_bits == 3 || w.num_bits == 4 || w.num_bits == 8) : (w.num_bits == 4 || w.num_bits == 8);
-      q.method = {ct, "CompressedTensorsWNA16MoEMethod", "wna16", wna16_key(w), ""};
-      if (!bits_ok || format != "pack-quantized")
-        q.unsupported = "For Fused MoE layers, only format: pack-quantized and bits: 4, 8 is supported (got format " + format + ", bits " + std::to_string(w.num_bits) + ")";
-      q.act_order = w.strategy == "group" && (w.actorder == "group" || w.actorder == "dynamic");
-      q.may_have_zp = !w.symmetric;
-      q.may_have_bias = false;
-      q.allow_tile_padding = !q.act_order;
-      return q;
-    }
+    if ((w.strategy == "channel" || w.strategy == "group") && !in && !w.dynamic) return dispatch_wna16(w, format, q);
     if (is_nvfp4(w)) {
       bool a16 = !in;
       q.scheme = a16 ? "nvfp4 (W4A16)" : "nvfp4 (W4A4)";
@@ -288,32 +342,7 @@ class CompressedTensorsRules final : public FamilyRules {
       if (in && !is_nvfp4(*in)) q.unsupported = "For NVFP4 weights, input quantization must also be NVFP4 format or None for NVFP4A16";
       return q;
     }
-    if (is_fp8_w8a8(w, in)) {
-      bool per_tensor = w.strategy == "tensor" && in->strategy == "tensor";
-      bool per_channel = w.strategy == "channel" && in->strategy == "token";
-      q.method = {ct, "CompressedTensorsW8A8Fp8MoEMethod", "fp8", "", ""};
-      if (w.strategy == "block") {
-        q.scheme = "fp8 block";
-        q.weight_block_size = w.block_structure.empty() ? std::vector<int64_t>{128, 128} : w.block_structure;
-        q.scheme += " " + std::to_string(q.weight_block_size[0]) + "x" + std::to_string(q.weight_block_size[1]);
-        q.method.weight_key = "kFp8Static128BlockSym";
-        q.method.activation_key = "kFp8Dynamic128Sym";
-      } else if (per_tensor) {
-        q.scheme = "fp8 per-tensor";
-        q.method.weight_key = "kFp8StaticTensorSym";
-        q.method.activation_key = in->dynamic ? "kFp8Dynamic128Sym" : "kFp8StaticTensorSym";  // as coded upstream
-      } else if (per_channel) {
-        q.scheme = "fp8 per-channel";
-        q.method.weight_key = "kFp8StaticChannelSym";
-        q.method.activation_key = "kFp8DynamicTokenSym";
-        if (!in->dynamic) q.unsupported = "For FP8 Fused MoE layer, we require either per tensor or channelwise, dynamic per token quantization";
-      } else {
-        q.scheme = "fp8 " + w.strategy;
-        q.method.weight_key = w.strategy == "channel" ? "kFp8StaticChannelSym" : "kFp8StaticTensorSym";
-        q.unsupported = "FP8 MoE needs per-tensor weights with per-tensor activations, channel weights with per-token activations, or block weights";
-      }
-      return q;
-    }
+    if (is_fp8_w8a8(w, in)) return dispatch_fp8(w, *in, q);
     if (is_int8_dynamic_token(w, in)) {
       q.scheme = "int8 W8A8";
       q.method = {ct, "CompressedTensorsW8A8Int8MoEMethod", "int8", "kInt8StaticChannelSym", "kInt8DynamicTokenSym"};

@@ -5,7 +5,7 @@
 //   [8+N, EOF)    data region; offsets are relative to its start, contiguous, covering it exactly
 //
 // Rules and their order follow huggingface/safetensors : safetensors/src/tensor.rs
-// (`read_metadata`, `Metadata::validate`) at 24b0b28; ../shared/specs/checkpoint-formats.md 1.3.
+// (`read_metadata`, `Metadata::validate`) at 24b0b28; checkpoint-formats.md 1.3.
 // Stricter than the reference where it is lax: duplicate JSON keys at any level (tensor names
 // included), NUL bytes and a UTF-8 BOM in the header, nesting deeper than kMaxJsonDepth, more
 // than kMaxTensors tensors, ranks above kMaxRank and names above kMaxNameBytes are rejected.

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
+#include <fstream>
 #include <set>
 #include <unistd.h>
 
@@ -131,6 +132,18 @@ void Writer::commit() {
   if (::rename(partial_path_.c_str(), path_.c_str()) != 0) throw_io(path_, "cannot rename into place", errno);
   committed_ = true;
   file_xxh3_ = file_hash_.hex();
+}
+
+std::string shard_index_text(const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
+  const nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+  return index.dump(2) + "\n";
+}
+
+void write_shard_index(const std::string& path, const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << shard_index_text(weight_map, total_size);
+  out.close();
+  if (!out) throw_io(path, "write failed", errno);
 }
 
 }  // namespace moepack::st

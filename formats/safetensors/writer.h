@@ -64,4 +64,13 @@ class Writer {
   std::string file_xxh3_;
 };
 
+// The text of a sharded checkpoint's index as Hugging Face writes one
+// (model.safetensors.index.json): {"metadata": {"total_size": N}, "weight_map": {tensor: file}},
+// names sorted, two-space indent, a final newline. total_size counts the bytes of the tensors
+// listed; file.h's parse_shard_index reads it back.
+std::string shard_index_text(const std::map<std::string, std::string>& weight_map, uint64_t total_size);
+
+// Writes shard_index_text to `path`; Error(io) when the write fails.
+void write_shard_index(const std::string& path, const std::map<std::string, std::string>& weight_map, uint64_t total_size);
+
 }  // namespace moepack::st

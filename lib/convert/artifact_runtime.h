@@ -1,4 +1,4 @@
-// Running an artifact's MoE layers from the artifact alone (ARTIFACT.md "Enough to run a
+// Running an artifact's MoE layers from the artifact alone (docs/ARTIFACT.md "Enough to run a
 // layer"): the manifest says how each layer routes and activates and what each packed tensor
 // unpacks to; each rank's packed slabs go through their layout's inverse, are dequantized
 // through lib/experts' format table and computed at that rank's padded sizes; tensor-parallel

@@ -1,6 +1,6 @@
 // `moepack bench experts`: times the runtime experts on one MoE layer of an artifact and states
-// the result as fractions of this machine's limits measured in the same run (CLI.md
-// "bench --json"): a streaming read of a buffer much larger than the caches (memory bandwidth),
+// the result as fractions of this machine's limits measured in the same run (moepack-bench(1),
+// its --json document in lib/report/runtime_reports): a streaming read of a buffer much larger than the caches (memory bandwidth),
 // and oneDNN's bf16 matmul on the same routed shapes with dequantized weights (when this build
 // has oneDNN). Decode (few tokens) is bound by the packed weight bytes the routed experts read;
 // prefill (many tokens) by arithmetic. Medians of several runs; the machine is shared and noisy.

@@ -201,16 +201,11 @@ artifact::FileEntry copy_file_hashed(const std::string& from, const std::string&
   return {name, total, h.hex()};
 }
 
-// A safetensors index as Hugging Face writes one: total_size (bytes of the tensors it lists) and
-// weight_map, names sorted, every file a plain name in the artifact directory.
+// A safetensors index of the artifact (formats/safetensors' text), hashed for the manifest.
 artifact::FileEntry write_index(const std::string& staging_dir, const std::string& file_name,
                                 const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
   const std::string path = staging_dir + "/" + file_name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << index.dump(2) << "\n";
-  out.close();
-  if (!out) throw_io(path, "write failed", errno);
+  st::write_shard_index(path, weight_map, total_size);
   return hash_file(path, file_name);
 }
 
@@ -258,6 +253,157 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
   if (in.left() != 0) throw Error(ErrorKind::io, file.path() + ": tensor `" + p.source.info->name + "` ends early: the file changed while it was being read");
 }
 
+// Hashes every source shard whole on a thread of its own (see execute_plan); `abandon` ends it
+// early, leaving a partial list the caller discards.
+std::future<std::vector<artifact::FileEntry>> hash_sources_async(const ConversionPlan& plan, std::atomic<bool>& abandon) {
+  return std::async(std::launch::async, [&plan, &abandon] {
+    std::vector<artifact::FileEntry> files;
+    for (const auto& path : plan.source_files) {
+      if (abandon.load(std::memory_order_relaxed)) break;
+      std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
+      if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
+      files.push_back(hash_file(path, rel, &abandon));
+    }
+    return files;
+  });
+}
+
+// The manifest before anything is written: every layer and every packed tensor's entry, whose
+// file and hash the shard writer fills in as it writes the tensor (`entry`).
+class ManifestSkeleton {
+ public:
+  explicit ManifestSkeleton(const ConversionPlan& plan) {
+    manifest_.moepack_version = MOEPACK_VERSION_STRING;
+    manifest_.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
+    manifest_.source_scheme = plan.source_scheme;
+    manifest_.source_scheme_description = plan.source_scheme_description;
+    manifest_.target = plan.target;
+    for (size_t li = 0; li < plan.layers.size(); ++li) {
+      artifact::Layer l = plan.layers[li].manifest;
+      l.ranks.clear();
+      for (const auto& r : plan.layers[li].ranks) {
+        artifact::RankTensors rt;
+        rt.rank = r.rank;
+        for (const auto& t : r.tensors) {
+          rt.tensors.emplace(t.role, packed_entry(t));
+          slot_of_[&t] = {li, {r.rank, t.role}};
+        }
+        l.ranks.push_back(std::move(rt));
+      }
+      manifest_.layers.push_back(std::move(l));
+    }
+  }
+
+  artifact::Manifest& manifest() { return manifest_; }
+
+  artifact::PackedTensor& entry(const PackedTensorPlan* t) {
+    auto& [li, key] = slot_of_.at(t);
+    for (auto& rt : manifest_.layers[li].ranks)
+      if (rt.rank == key.first) return rt.tensors.at(key.second);
+    throw_internal("manifest slot missing for " + t->name);
+  }
+
+ private:
+  static artifact::PackedTensor packed_entry(const PackedTensorPlan& t) {
+    artifact::PackedTensor pt;
+    pt.name = t.name;
+    pt.dtype = std::string(dtype_name(t.dtype));
+    pt.shape = t.shape;
+    pt.layout = t.layout;
+    pt.canonical_dtype = std::string(dtype_name(t.canonical_dtype));
+    pt.canonical_shape = t.canonical_shape;
+    pt.per_expert = t.per_expert;
+    pt.derived = t.derived;
+    return pt;
+  }
+
+  artifact::Manifest manifest_;
+  std::unordered_map<const PackedTensorPlan*, std::pair<size_t, std::pair<int, std::string>>> slot_of_;  // -> layer, (rank, role)
+};
+
+// Which file holds each tensor, for the indexes: the tensors every rank shares, and each rank's
+// own, with their bytes.
+struct IndexMaps {
+  std::map<std::string, std::string> shared;  // tensor name -> file
+  uint64_t shared_bytes = 0;
+  std::map<int, std::map<std::string, std::string>> per_rank;
+  std::map<int, uint64_t> rank_bytes;
+};
+
+// Writes every shard of the layout: pass-through tensors copied, packed tensors produced expert
+// by expert (their manifest entries filled as they go), one file entry per shard.
+IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
+                       int threads, Progress& progress) {
+  IndexMaps maps;
+  for (size_t s = 0; s < layout.shards.size(); ++s) {
+    const ShardAssignment& shard = layout.shards[s];
+    std::vector<st::TensorSpec> specs;
+    for (const TensorEntry* e : layout.shard_entries[s]) specs.push_back({e->name, e->dtype, e->shape});
+    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}});
+    for (const TensorEntry* e : layout.shard_entries[s]) {
+      if (e->pass_through) {
+        copy_pass_through(*e->pass_through, writer);
+      } else {
+        artifact::PackedTensor& pt = skeleton.entry(e->packed);
+        pt.file = shard.file_name;
+        write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
+        for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
+      }
+      (shard.rank < 0 ? maps.shared : maps.per_rank[shard.rank])[e->name] = shard.file_name;
+      (shard.rank < 0 ? maps.shared_bytes : maps.rank_bytes[shard.rank]) += e->bytes;
+    }
+    writer.commit();
+    skeleton.manifest().files.push_back({shard.file_name, writer.total_bytes(), writer.file_xxh3()});
+  }
+  return maps;
+}
+
+// model.safetensors.index.json, when there is more than one file, lists the tensors every rank
+// shares (with one rank: all of them). Several ranks' packed tensors carry the same names, so no
+// single standard index can hold them; each rank gets its own complete one.
+void write_indexes(const ConversionPlan& plan, const Layout& layout, const IndexMaps& maps, const std::string& staging_dir, artifact::Manifest& m) {
+  if (layout.shards.size() > 1 || plan.tp_size > 1) m.files.push_back(write_index(staging_dir, kIndexFileName, maps.shared, maps.shared_bytes));
+  for (const auto& [rank, own] : maps.per_rank) {
+    std::map<std::string, std::string> view = maps.shared;
+    view.insert(own.begin(), own.end());  // lay_out refused a name both shared and per rank
+    m.files.push_back(write_index(staging_dir, rank_index_file_name(rank), view, maps.shared_bytes + maps.rank_bytes.at(rank)));
+  }
+}
+
+// Every other file of the source directory, byte for byte.
+void copy_other_files(const ConversionPlan& plan, const std::string& staging_dir, artifact::Manifest& m) {
+  for (const auto& rel : plan.copied_files) {
+    throw_if_cancelled();
+    fs::path dest = fs::path(staging_dir) / rel;
+    std::error_code ec;
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec) throw_io(dest.parent_path().string(), "cannot create directory: " + ec.message(), 0);
+    m.files.push_back(copy_file_hashed((fs::path(plan.source_root) / rel).string(), dest.string(), rel));
+  }
+}
+
+// Source identity: every shard read, hashed whole, and one fingerprint over them.
+void record_source_identity(const ConversionPlan& plan, std::vector<artifact::FileEntry> source_files, artifact::Manifest& m) {
+  m.source_files = std::move(source_files);
+  // The hashes were read beside the conversion; a shard truncated or rewritten after its last
+  // tensor was packed would otherwise be recorded with the hash of whatever the reader saw.
+  for (const st::File* f : plan.source_mappings) f->mapping().check_unchanged();
+  Xxh3Stream fingerprint;
+  for (const auto& f : m.source_files) {
+    std::string line = f.name + "\n" + std::to_string(f.bytes) + "\n" + f.xxh3 + "\n";
+    fingerprint.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(line.data()), line.size()));
+  }
+  m.source_fingerprint = "xxh3-128:" + fingerprint.hex();
+}
+
+void write_manifest_file(const std::string& staging_dir, const artifact::Manifest& m) {
+  std::string manifest_path = staging_dir + "/" + artifact::kManifestFileName;
+  std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);
+  out << artifact::manifest_text(m);
+  out.close();
+  if (!out) throw_io(manifest_path, "write failed", errno);
+}
+
 }  // namespace
 
 std::string rank_index_file_name(int rank) { return file_prefix(rank) + ".safetensors.index.json"; }
@@ -278,16 +424,7 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
   // The future's destructor joins the thread on every exit path, exceptions included.
   std::atomic<bool> abandon_source_hashes{false};
-  std::future<std::vector<artifact::FileEntry>> source_hashes = std::async(std::launch::async, [&plan, &abandon_source_hashes] {
-    std::vector<artifact::FileEntry> files;
-    for (const auto& path : plan.source_files) {
-      if (abandon_source_hashes.load(std::memory_order_relaxed)) break;
-      std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
-      if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
-      files.push_back(hash_file(path, rel, &abandon_source_hashes));
-    }
-    return files;
-  });
+  std::future<std::vector<artifact::FileEntry>> source_hashes = hash_sources_async(plan, abandon_source_hashes);
   // On an error (disk full, a truncated shard, a refused tensor) the hashes are not needed, and
   // without this the future's destructor would wait until the whole checkpoint has been read
   // (seconds per GB) before the error is reported and the staging directory removed. Declared
@@ -298,110 +435,17 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
     ~AbandonOnExit() { flag.store(true, std::memory_order_relaxed); }
   } abandon_on_exit{abandon_source_hashes};
 
-  artifact::Manifest m;
-  m.moepack_version = MOEPACK_VERSION_STRING;
-  m.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
-  m.source_scheme = plan.source_scheme;
-  m.source_scheme_description = plan.source_scheme_description;
-  m.target = plan.target;
-
   // Manifest skeleton first, so packed tensors know where to record file and hash.
-  std::unordered_map<const PackedTensorPlan*, std::pair<size_t, std::pair<int, std::string>>> slot_of;
-  for (size_t li = 0; li < plan.layers.size(); ++li) {
-    artifact::Layer l = plan.layers[li].manifest;
-    l.ranks.clear();
-    for (const auto& r : plan.layers[li].ranks) {
-      artifact::RankTensors rt;
-      rt.rank = r.rank;
-      for (const auto& t : r.tensors) {
-        artifact::PackedTensor pt;
-        pt.name = t.name;
-        pt.dtype = std::string(dtype_name(t.dtype));
-        pt.shape = t.shape;
-        pt.layout = t.layout;
-        pt.canonical_dtype = std::string(dtype_name(t.canonical_dtype));
-        pt.canonical_shape = t.canonical_shape;
-        pt.per_expert = t.per_expert;
-        pt.derived = t.derived;
-        rt.tensors.emplace(t.role, pt);
-        slot_of[&t] = {li, {r.rank, t.role}};
-      }
-      l.ranks.push_back(std::move(rt));
-    }
-    m.layers.push_back(std::move(l));
-  }
-  auto slot = [&](const PackedTensorPlan* t) -> artifact::PackedTensor& {
-    auto& [li, key] = slot_of.at(t);
-    for (auto& rt : m.layers[li].ranks)
-      if (rt.rank == key.first) return rt.tensors.at(key.second);
-    throw_internal("manifest slot missing for " + t->name);
-  };
-
-  std::map<std::string, std::string> shared_map;  // tensor name -> file, rank-independent tensors
-  uint64_t shared_bytes = 0;
-  std::map<int, std::map<std::string, std::string>> rank_maps;
-  std::map<int, uint64_t> rank_bytes;
-  for (size_t s = 0; s < layout.shards.size(); ++s) {
-    const ShardAssignment& shard = layout.shards[s];
-    std::vector<st::TensorSpec> specs;
-    for (const TensorEntry* e : layout.shard_entries[s]) specs.push_back({e->name, e->dtype, e->shape});
-    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}});
-    for (const TensorEntry* e : layout.shard_entries[s]) {
-      if (e->pass_through) {
-        copy_pass_through(*e->pass_through, writer);
-      } else {
-        artifact::PackedTensor& pt = slot(e->packed);
-        pt.file = shard.file_name;
-        write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
-        for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
-      }
-      (shard.rank < 0 ? shared_map : rank_maps[shard.rank])[e->name] = shard.file_name;
-      (shard.rank < 0 ? shared_bytes : rank_bytes[shard.rank]) += e->bytes;
-    }
-    writer.commit();
-    m.files.push_back({shard.file_name, writer.total_bytes(), writer.file_xxh3()});
-  }
+  ManifestSkeleton skeleton(plan);
+  artifact::Manifest& m = skeleton.manifest();
+  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, progress);
   progress.finish();
-
-  // model.safetensors.index.json, when there is more than one file, lists the tensors every
-  // rank shares (with one rank: all of them). Several ranks' packed tensors carry the same
-  // names, so no single standard index can hold them; each rank gets its own complete one.
-  if (layout.shards.size() > 1 || plan.tp_size > 1)
-    m.files.push_back(write_index(staging_dir, kIndexFileName, shared_map, shared_bytes));
-  for (const auto& [rank, own] : rank_maps) {
-    std::map<std::string, std::string> view = shared_map;
-    view.insert(own.begin(), own.end());  // lay_out refused a name both shared and per rank
-    m.files.push_back(write_index(staging_dir, rank_index_file_name(rank), view, shared_bytes + rank_bytes[rank]));
-  }
-
-  for (const auto& rel : plan.copied_files) {
-    throw_if_cancelled();
-    fs::path dest = fs::path(staging_dir) / rel;
-    std::error_code ec;
-    fs::create_directories(dest.parent_path(), ec);
-    if (ec) throw_io(dest.parent_path().string(), "cannot create directory: " + ec.message(), 0);
-    m.files.push_back(copy_file_hashed((fs::path(plan.source_root) / rel).string(), dest.string(), rel));
-  }
+  write_indexes(plan, layout, maps, staging_dir, m);
+  copy_other_files(plan, staging_dir, m);
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-
-  // Source identity: every shard read, hashed whole (started at the beginning, see above).
-  m.source_files = source_hashes.get();
-  // The hashes were read beside the conversion; a shard truncated or rewritten after its last
-  // tensor was packed would otherwise be recorded with the hash of whatever the reader saw.
-  for (const st::File* f : plan.source_mappings) f->mapping().check_unchanged();
-  Xxh3Stream fingerprint;
-  for (const auto& f : m.source_files) {
-    std::string line = f.name + "\n" + std::to_string(f.bytes) + "\n" + f.xxh3 + "\n";
-    fingerprint.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(line.data()), line.size()));
-  }
-  m.source_fingerprint = "xxh3-128:" + fingerprint.hex();
-
-  std::string manifest_path = staging_dir + "/" + artifact::kManifestFileName;
-  std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);
-  out << artifact::manifest_text(m);
-  out.close();
-  if (!out) throw_io(manifest_path, "write failed", errno);
-  return m;
+  record_source_identity(plan, source_hashes.get(), m);
+  write_manifest_file(staging_dir, m);
+  return std::move(m);
 }
 
 }  // namespace moepack::convert

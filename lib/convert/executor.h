@@ -1,6 +1,6 @@
 // The streaming half of `convert`: given a fully planned conversion (every output tensor with
 // its size, layout and a function that produces one expert's packed slab), write the artifact
-// of ARTIFACT.md. Planning (which backend, which layout, which bytes) happens before, in
+// of docs/ARTIFACT.md. Planning (which backend, which layout, which bytes) happens before, in
 // lib/convert/plan; nothing here knows about checkpoint families or backends.
 //
 // Memory: at most `batch` expert slabs of one tensor are alive at once (batch = 2 x threads),

@@ -77,6 +77,23 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
   return out;
 }
 
+std::optional<orc::DecisionError> load_refusal(const ckpt::MoeLayer& layer) {
+  if (layer.quant.unsupported.empty()) return std::nullopt;
+  return orc::DecisionError{"ValueError", layer.quant.unsupported};
+}
+
+orc::Decision reported_decision(const LayerDecision& layer) {
+  orc::Decision d = layer.decision;
+  // Where the oracle already refuses the layer, its error is the one reported.
+  if (auto refusal = load_refusal(*layer.layer); refusal && d.ok()) {
+    d.error = std::move(refusal);
+    d.backend.reset();
+    d.experts_class.reset();
+    d.tensor_layouts.clear();
+  }
+  return d;
+}
+
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
@@ -184,8 +201,10 @@ std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint
   return out;
 }
 
-ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
-                                     const ConvertRequest& request) {
+namespace {
+
+// What the plan knows before any layer: the source, the target, the files copied unchanged.
+ConversionPlan plan_sources(const ckpt::Checkpoint& checkpoint, const ConvertRequest& request) {
   ConversionPlan plan;
   plan.source_root = checkpoint.shards->root();
   plan.source_scheme = checkpoint.scheme_id;
@@ -196,142 +215,196 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
     plan.source_mappings.push_back(f.get());
   }
   plan.copied_files = files_to_copy(checkpoint);
+  return plan;
+}
 
+// The refusals that need only the decision: vLLM would not load or run the layer, or moepack
+// cannot produce its family's layouts.
+void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+  if (auto refusal = load_refusal(layer)) refuse(layer.prefix, "vLLM refuses to load this layer: " + refusal->message);
+  if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
+  if (d.method_class.ends_with("OnlineMoEMethod"))
+    refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
+                         "that are already quantized and does not quantize (drop --quantization to prepack the 16-bit experts)");
+  if (!family_convertible(d.family))
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
+                             "): moepack cannot produce this family's layouts yet, and writes no approximation");
+}
+
+// Which canonical params this layer has (one expert's summary) and how each becomes its output:
+// a packer layout or a reduction over the rank's experts.
+std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+  std::set<std::string> available;
+  for (const auto& p : layer.params) available.insert(p.name);
+  std::vector<RoleSpec> roles;
+  for (const auto& [role, layout_id] : d.tensor_layouts) {
+    if (!available.count(role)) continue;  // e.g. biases of a model without them
+    if (const LayerReduction* reduction = find_reduction(layout_id)) {
+      roles.push_back({role, nullptr, reduction});
+      continue;
+    }
+    if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
+                               " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
+    roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr});
+  }
+  // A loaded parameter the backend's layout table does not name would be dropped silently
+  // (its source tensors are not passed through either): refuse instead.
+  for (const auto& p : layer.params)
+    if (std::none_of(d.tensor_layouts.begin(), d.tensor_layouts.end(), [&](const auto& tl) { return tl.first == p.name; }))
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": no layout is known for the loaded parameter " + p.name +
+                               " on this backend; refusing rather than dropping it");
+  return roles;
+}
+
+// The layer's manifest entry, all but its ranks.
+artifact::Layer manifest_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld) {
+  const ckpt::MoeLayer& layer = *ld.layer;
+  const orc::Decision& d = ld.decision;
+  artifact::Layer m;
+  m.prefix = layer.prefix;
+  m.family = orc::family_name(d.family);
+  m.weight_key = d.weight_key;
+  m.activation_key = d.activation_key;
+  m.backend = *d.backend;
+  m.experts_class = *d.experts_class;
+  m.num_experts = layer.num_experts;
+  m.top_k = checkpoint.facts.top_k;
+  m.activation = ld.query.activation;
+  m.hidden_size = static_cast<uint64_t>(d.hidden_size);
+  m.intermediate_size = static_cast<uint64_t>(d.intermediate_size);
+  m.padded_hidden_size = static_cast<uint64_t>(d.padded_hidden_size);
+  m.padded_intermediate_size = static_cast<uint64_t>(d.padded_intermediate_size);
+  record_run_facts(checkpoint, layer, ld.query, m);
+  return m;
+}
+
+// How a layer's experts spread over ranks: expert parallelism gives each rank whole experts;
+// tensor parallelism slices every expert.
+struct RankSplit {
+  bool expert_parallel = false;
+  int ranks = 1;
+  uint64_t local_experts = 0;
+};
+
+RankSplit split_over_ranks(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+  RankSplit split;
+  split.expert_parallel = d.ep_size > 1;
+  split.ranks = split.expert_parallel ? d.ep_size : d.tp_size;
+  split.local_experts = split.expert_parallel ? layer.num_experts / static_cast<uint64_t>(d.ep_size) : layer.num_experts;
+  return split;
+}
+
+// The refusals of a split that vLLM would load wrongly or not at all.
+void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split) {
+  if (split.expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
+    refuse(layer.prefix, std::to_string(layer.num_experts) + " experts do not split evenly over " + std::to_string(d.ep_size) + " expert-parallel ranks");
+  // MX formats scale blocks of 32 elements along the input dim: a per-rank size that splits a
+  // block leaves vLLM a parameter with a fractional number of scale groups (truncated to what
+  // fits, so the kernel reads the wrong scales). Refused rather than packed.
+  if (d.family == orc::Family::mxfp4 && (d.padded_intermediate_size % 32 != 0 || d.padded_hidden_size % 32 != 0))
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
+                             ", intermediate " + std::to_string(d.padded_intermediate_size) +
+                             ") split the 32-element MX scale blocks at this parallel size");
+}
+
+RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank) {
+  RankGeometry g;
+  g.hidden = layer.hidden_size;
+  g.intermediate = layer.intermediate_size;
+  g.padded_hidden = static_cast<uint64_t>(d.padded_hidden_size);
+  g.padded_intermediate = static_cast<uint64_t>(d.padded_intermediate_size);
+  g.tp_size = split.expert_parallel ? 1 : static_cast<uint64_t>(d.tp_size);
+  g.tp_rank = split.expert_parallel ? 0 : static_cast<uint64_t>(rank);
+  // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
+  g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
+  g.gated = layer.gated;
+  return g;
+}
+
+// One rank's packed tensor of a role with a packer layout: its storage shape, and the producer
+// of one expert's slab (read the expert's canonical param, load it as vLLM would, pack it).
+PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const orc::Decision& d, const RoleSpec& rs,
+                               const RankGeometry& g, uint64_t first_expert, const RankSplit& split) {
+  // The loaded parameter's per-expert shape, from the summary of one expert's canonical param.
+  const ckpt::ParamSummary* summary = nullptr;
+  for (const auto& p : layer.params)
+    if (p.name == rs.role) summary = &p;
+  OwnedTensor probe(summary->dtype, summary->shape);
+  OwnedTensor loaded = load_expert_param(rs.role, probe, g);
+  PackedTensorPlan t;
+  t.role = rs.role;
+  t.name = layer.prefix + "." + rs.role;
+  t.dtype = rs.layout->packed_dtype(loaded.dtype);
+  std::vector<uint64_t> slab_shape;
+  try {
+    slab_shape = rs.layout->packed_shape(loaded.shape);
+  } catch (const Error& e) {
+    // The checkpoint is fine; this backend's weight preparation cannot take the per-rank
+    // shape (vLLM fails while loading the layer), so the deployment is refused.
+    if (e.kind() != ErrorKind::bad_input) throw;
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + " cannot prepare " + rs.role + " at " +
+                             (split.ranks > 1 ? "this parallel size" : "this size") + " (vLLM fails while loading the layer): " + e.what());
+  }
+  t.shape = rs.layout->parameter_shape(split.local_experts, loaded.shape);
+  t.layout = rs.layout->name();
+  t.num_experts = split.local_experts;
+  t.slab_bytes = byte_size(t.dtype, slab_shape);
+  t.canonical_dtype = loaded.dtype;
+  t.canonical_shape = loaded.shape;
+  const ckpt::Checkpoint* ck = &checkpoint;
+  const ckpt::MoeLayer* lay = &layer;
+  auto layout = rs.layout;
+  std::string role = rs.role;
+  t.produce = [ck, lay, layout, role, g, first_expert](uint64_t e, std::span<uint8_t> slab) {
+    ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, role);
+    auto it = params.tensors.find(role);
+    if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
+    OwnedTensor param = load_expert_param(role, it->second, g);
+    layout->pack(param.view(), slab);
+  };
+  return t;
+}
+
+// One MoE layer's plan: its refusals, its manifest entry and every rank's tensors.
+LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld, const ConvertRequest& request) {
+  const ckpt::MoeLayer& layer = *ld.layer;
+  const orc::Decision& d = ld.decision;
+  const std::vector<RoleSpec> roles = role_specs(layer, d);
+  LayerPlan lp;
+  lp.manifest = manifest_layer(checkpoint, ld);
+  const RankSplit split = split_over_ranks(layer, d);
+  // The decision's sizes are one rank's (as vLLM's FusedMoE holds them); with several ranks
+  // the manifest says so, since a reader cannot tell 1440 per rank from 1440 whole.
+  if (split.ranks > 1) lp.manifest.intermediate_size_scope = artifact::kPerRankScope;
+  refuse_bad_split(layer, d, split);
+  for (int rank = 0; rank < split.ranks; ++rank) {
+    if (request.only_rank && *request.only_rank != rank) continue;
+    const RankGeometry g = rank_geometry(layer, d, split, rank);
+    const uint64_t first_expert = split.expert_parallel ? split.local_experts * static_cast<uint64_t>(rank) : 0;
+    RankPlan rp;
+    rp.rank = rank;
+    for (const RoleSpec& rs : roles) {
+      if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts));
+      else rp.tensors.push_back(packed_tensor(checkpoint, layer, d, rs, g, first_expert, split));
+    }
+    lp.ranks.push_back(std::move(rp));
+  }
+  return lp;
+}
+
+}  // namespace
+
+ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
+                                     const ConvertRequest& request) {
+  ConversionPlan plan = plan_sources(checkpoint, request);
   std::set<std::string> expert_tensors;
   for (const LayerDecision& ld : decisions) {
-    const ckpt::MoeLayer& layer = *ld.layer;
-    const orc::Decision& d = ld.decision;
-    if (!layer.quant.unsupported.empty()) refuse(layer.prefix, "vLLM refuses to load this layer: " + layer.quant.unsupported);
-    if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
-    if (d.method_class.ends_with("OnlineMoEMethod"))
-      refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
-                           "that are already quantized and does not quantize (drop --quantization to prepack the 16-bit experts)");
-    if (!family_convertible(d.family))
-      refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
-                               "): moepack cannot produce this family's layouts yet, and writes no approximation");
-    expert_tensors.insert(layer.tensors.begin(), layer.tensors.end());
-
-    // Which canonical params this layer has (one expert's summary) and the layout of each.
-    std::set<std::string> available;
-    for (const auto& p : layer.params) available.insert(p.name);
-    std::vector<RoleSpec> roles;
-    for (const auto& [role, layout_id] : d.tensor_layouts) {
-      if (!available.count(role)) continue;  // e.g. biases of a model without them
-      if (const LayerReduction* reduction = find_reduction(layout_id)) {
-        roles.push_back({role, nullptr, reduction});
-        continue;
-      }
-      if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
-        refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
-                                 " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
-      roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr});
-    }
-    // A loaded parameter the backend's layout table does not name would be dropped silently
-    // (its source tensors are not passed through either): refuse instead.
-    for (const auto& p : layer.params)
-      if (std::none_of(d.tensor_layouts.begin(), d.tensor_layouts.end(), [&](const auto& tl) { return tl.first == p.name; }))
-        refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": no layout is known for the loaded parameter " + p.name +
-                                 " on this backend; refusing rather than dropping it");
-
-    LayerPlan lp;
-    artifact::Layer& m = lp.manifest;
-    m.prefix = layer.prefix;
-    m.family = orc::family_name(d.family);
-    m.weight_key = d.weight_key;
-    m.activation_key = d.activation_key;
-    m.backend = *d.backend;
-    m.experts_class = *d.experts_class;
-    m.num_experts = layer.num_experts;
-    m.top_k = checkpoint.facts.top_k;
-    m.activation = ld.query.activation;
-    m.hidden_size = static_cast<uint64_t>(d.hidden_size);
-    m.intermediate_size = static_cast<uint64_t>(d.intermediate_size);
-    m.padded_hidden_size = static_cast<uint64_t>(d.padded_hidden_size);
-    m.padded_intermediate_size = static_cast<uint64_t>(d.padded_intermediate_size);
-    record_run_facts(checkpoint, layer, ld.query, m);
-
-    // Expert parallelism gives each rank whole experts; tensor parallelism slices every expert.
-    const bool expert_parallel = d.ep_size > 1;
-    const int ranks = expert_parallel ? d.ep_size : d.tp_size;
-    const uint64_t local_experts = expert_parallel ? layer.num_experts / static_cast<uint64_t>(d.ep_size) : layer.num_experts;
-    // The decision's sizes are one rank's (as vLLM's FusedMoE holds them); with several ranks
-    // the manifest says so, since a reader cannot tell 1440 per rank from 1440 whole.
-    if (ranks > 1) m.intermediate_size_scope = artifact::kPerRankScope;
-    if (expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
-      refuse(layer.prefix, std::to_string(layer.num_experts) + " experts do not split evenly over " + std::to_string(d.ep_size) + " expert-parallel ranks");
-    // MX formats scale blocks of 32 elements along the input dim: a per-rank size that splits a
-    // block leaves vLLM a parameter with a fractional number of scale groups (truncated to what
-    // fits, so the kernel reads the wrong scales). Refused rather than packed.
-    if (d.family == orc::Family::mxfp4 && (d.padded_intermediate_size % 32 != 0 || d.padded_hidden_size % 32 != 0))
-      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
-                               ", intermediate " + std::to_string(d.padded_intermediate_size) +
-                               ") split the 32-element MX scale blocks at this parallel size");
-    for (int rank = 0; rank < ranks; ++rank) {
-      if (request.only_rank && *request.only_rank != rank) continue;
-      RankGeometry g;
-      g.hidden = layer.hidden_size;
-      g.intermediate = layer.intermediate_size;
-      g.padded_hidden = static_cast<uint64_t>(d.padded_hidden_size);
-      g.padded_intermediate = static_cast<uint64_t>(d.padded_intermediate_size);
-      g.tp_size = expert_parallel ? 1 : static_cast<uint64_t>(d.tp_size);
-      g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank);
-      // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
-      g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
-      g.gated = layer.gated;
-      const uint64_t first_expert = expert_parallel ? local_experts * static_cast<uint64_t>(rank) : 0;
-
-      RankPlan rp;
-      rp.rank = rank;
-      for (const RoleSpec& rs : roles) {
-        if (rs.reduction) {
-          rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, local_experts));
-          continue;
-        }
-        // The loaded parameter's per-expert shape, from the summary of one expert's canonical param.
-        const ckpt::ParamSummary* summary = nullptr;
-        for (const auto& p : layer.params)
-          if (p.name == rs.role) summary = &p;
-        OwnedTensor probe(summary->dtype, summary->shape);
-        OwnedTensor loaded = load_expert_param(rs.role, probe, g);
-        PackedTensorPlan t;
-        t.role = rs.role;
-        t.name = layer.prefix + "." + rs.role;
-        t.dtype = rs.layout->packed_dtype(loaded.dtype);
-        std::vector<uint64_t> slab_shape;
-        try {
-          slab_shape = rs.layout->packed_shape(loaded.shape);
-        } catch (const Error& e) {
-          // The checkpoint is fine; this backend's weight preparation cannot take the per-rank
-          // shape (vLLM fails while loading the layer), so the deployment is refused.
-          if (e.kind() != ErrorKind::bad_input) throw;
-          refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + " cannot prepare " + rs.role + " at " + (ranks > 1 ? "this parallel size" : "this size") +
-                                   " (vLLM fails while loading the layer): " + e.what());
-        }
-        t.shape = rs.layout->parameter_shape(local_experts, loaded.shape);
-        t.layout = rs.layout->name();
-        t.num_experts = local_experts;
-        t.slab_bytes = byte_size(t.dtype, slab_shape);
-        t.canonical_dtype = loaded.dtype;
-        t.canonical_shape = loaded.shape;
-        const ckpt::Checkpoint* ck = &checkpoint;
-        const ckpt::MoeLayer* lay = &layer;
-        auto layout = rs.layout;
-        std::string role = rs.role;
-        t.produce = [ck, lay, layout, role, g, first_expert](uint64_t e, std::span<uint8_t> slab) {
-          ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, role);
-          auto it = params.tensors.find(role);
-          if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
-          OwnedTensor param = load_expert_param(role, it->second, g);
-          layout->pack(param.view(), slab);
-        };
-        rp.tensors.push_back(std::move(t));
-      }
-      lp.ranks.push_back(std::move(rp));
-    }
-    plan.tp_size = std::max(plan.tp_size, ranks);
-    plan.layers.push_back(std::move(lp));
+    refuse_unconvertible(*ld.layer, ld.decision);
+    expert_tensors.insert(ld.layer->tensors.begin(), ld.layer->tensors.end());
+    plan.layers.push_back(plan_layer(checkpoint, ld, request));
+    plan.tp_size = std::max(plan.tp_size, split_over_ranks(*ld.layer, ld.decision).ranks);
   }
-
   for (const auto& name : checkpoint.shards->names())
     if (!expert_tensors.count(name)) plan.pass_through.push_back({name, *checkpoint.shards->find(name)});
   return plan;

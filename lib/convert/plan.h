@@ -34,6 +34,16 @@ struct LayerDecision {
 // Decisions for every MoE layer of an open checkpoint.
 std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, const oracle::Deployment& deployment);
 
+// vLLM raises for some layers while loading them, before any backend is selected; the reader
+// knows which (ckpt::LayerQuant::unsupported). The error vLLM raises, or nullopt when it loads
+// the layer: `plan` reports it as the layer's decision (reported_decision), `convert` refuses
+// the layer with it (build_conversion_plan).
+std::optional<oracle::DecisionError> load_refusal(const ckpt::MoeLayer& layer);
+
+// The decision `plan` reports for a layer: the oracle's, unless vLLM refuses to load the layer
+// first (then that error, with no backend, experts class or layouts).
+oracle::Decision reported_decision(const LayerDecision& layer);
+
 struct ConvertRequest {
   std::optional<int> only_rank;  // --tp-rank: write one rank's tensors only
   nlohmann::ordered_json target_json = nlohmann::ordered_json::object();  // recorded in the manifest
@@ -43,7 +53,7 @@ struct ConvertRequest {
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request);
 
-// The facts a runtime needs to run `layer` from the artifact alone (ARTIFACT.md): routing,
+// The facts a runtime needs to run `layer` from the artifact alone (docs/ARTIFACT.md): routing,
 // activation parameters, biases, w13 row order, gated.
 void record_run_facts(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const oracle::MoeLayerQuery& query, artifact::Layer& manifest_layer);
 

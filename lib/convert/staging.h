@@ -1,4 +1,4 @@
-// The artifact appears complete or not at all (ARTIFACT.md): everything is written under
+// The artifact appears complete or not at all (docs/ARTIFACT.md): everything is written under
 // OUT.tmp beside OUT and renamed at the end. A staging directory left by a killed run
 // (kill -9) is recognised by its owner file and removed by the next run.
 #pragma once

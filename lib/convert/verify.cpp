@@ -98,13 +98,128 @@ double fast_cpu_tolerance() {
   return 2e-2;
 }
 
+namespace {
+
+artifact::Manifest read_artifact_manifest(const std::string& artifact_dir, const std::string& manifest_path) {
+  if (!fs::is_regular_file(manifest_path))
+    throw_bad_input(artifact_dir, "", std::string("not a moepack artifact: there is no ") + artifact::kManifestFileName + " (convert writes one)");
+  return artifact::read_manifest(manifest_path);
+}
+
+// What a golden file written from this run pins before any layer runs: versions, the manifest's
+// hash, seed and tokens.
+artifact::Golden golden_header(const artifact::Manifest& m, const std::string& manifest_path, const VerifyReport& report) {
+  artifact::Golden pinned;
+  pinned.moepack_version = m.moepack_version;
+  pinned.reference = m.reference;
+  {
+    MappedFile manifest_bytes(manifest_path);
+    pinned.artifact = xxh3_128_hex(manifest_bytes.bytes());
+  }
+  pinned.seed = report.seed;
+  pinned.tokens = report.tokens;
+  return pinned;
+}
+
+void fail(LayerVerdict& v, const std::string& why) {
+  v.ok = false;
+  v.note = why;
+}
+
+// The fast CPU experts answer to the same comparison as the runtime experts: the source's
+// reference when there is one, else the exact emulation (`against`).
+void compare_fast_cpu(ArtifactRuntime& runtime, size_t li, const LayerInputs& in, const ex::Routing& routing, uint64_t tokens,
+                      const std::vector<float>& against, LayerVerdict& v) {
+  const std::vector<float> fast = runtime.run_fast_cpu(li, in.x, routing, tokens);
+  double err = 0;
+  for (size_t i = 0; i < fast.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(fast[i]) - against[i]));
+  v.fast_cpu_isa = std::string(ex::cpu_isa_name(ex::best_cpu_isa()));
+  v.fast_max_rel_error = err / std::max(max_abs(against), 1e-30);
+  v.fast_tolerance = fast_cpu_tolerance();
+  if (!(v.fast_max_rel_error <= v.fast_tolerance)) fail(v, "the fast CPU experts differ beyond their tolerance");
+}
+
+void compare_with_source(const std::vector<float>& reference, const std::vector<float>& runtime_out, LayerVerdict& v) {
+  const double scale = std::max(max_abs(reference), 1e-30);
+  for (size_t i = 0; i < reference.size(); ++i) v.max_abs_error = std::max(v.max_abs_error, std::fabs(static_cast<double>(runtime_out[i]) - reference[i]));
+  v.max_rel_error = v.max_abs_error / scale;
+  v.compared_with = "source";
+  if (v.max_rel_error > v.tolerance) fail(v, "the runtime experts differ from the source's reference beyond the tolerance");
+}
+
+// `output` is this run's pinned output of the layer; a golden file pins it byte for byte.
+void compare_with_golden(const artifact::Golden& golden, const artifact::GoldenTensor& output, const std::vector<float>& runtime_out, LayerVerdict& v) {
+  auto it = std::find_if(golden.outputs.begin(), golden.outputs.end(), [&](const artifact::GoldenTensor& g) { return g.name == output.name; });
+  if (it == golden.outputs.end()) {
+    fail(v, "the golden file has no output for this layer");
+  } else if (it->bytes != output.bytes || it->shape != output.shape) {
+    fail(v, "the outputs differ from the golden file");
+    if (it->shape == output.shape) {
+      const float* g = reinterpret_cast<const float*>(it->bytes.data());
+      for (size_t i = 0; i < runtime_out.size(); ++i) v.max_abs_error = std::max(v.max_abs_error, std::fabs(static_cast<double>(runtime_out[i]) - g[i]));
+    }
+  }
+  if (v.compared_with.empty()) v.compared_with = "golden";
+  else v.compared_with += "+golden";
+}
+
+// Layer `li` run by the runtime experts on seeded inputs and compared with what there is to
+// compare with; its output and tensor hashes are added to `pinned`.
+LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, size_t li, ArtifactRuntime& runtime,
+                          const std::optional<ckpt::Checkpoint>& source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned) {
+  const artifact::Layer& L = m.layers[li];
+  LayerVerdict v;
+  v.prefix = L.prefix;
+  v.family = L.family;
+  v.backend = L.backend;
+  v.ranks = L.ranks.size();
+  v.tolerance = verify_tolerance(L.family);
+  for (const auto& rank : L.ranks)
+    for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
+  if (auto why = runtime.cannot_run(li)) {
+    fail(v, *why);
+    return v;
+  }
+  const uint64_t T = pinned.tokens, H = L.hidden_size, E = L.num_experts;
+  LayerInputs in = layer_inputs(pinned.seed, li, T, H, E);
+  const ex::Routing routing = runtime.route(li, in.logits, T);
+  const std::vector<float> runtime_out = runtime.run(li, in.x, routing, T);
+  pinned.outputs.push_back({L.prefix + ".output", DType::F32, {T, H}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(runtime_out.data()),
+                                                                                         reinterpret_cast<const uint8_t*>(runtime_out.data() + runtime_out.size()))});
+  if (std::any_of(runtime_out.begin(), runtime_out.end(), [](float f) { return !std::isfinite(f); }))
+    fail(v, "the runtime experts produced a non-finite output");
+
+  std::optional<std::vector<float>> ref_out;
+  if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T);
+  if (runtime.has_fast_cpu(li)) compare_fast_cpu(runtime, li, in, routing, T, ref_out ? *ref_out : runtime_out, v);
+  if (ref_out) compare_with_source(*ref_out, runtime_out, v);
+  if (golden) compare_with_golden(*golden, pinned.outputs.back(), runtime_out, v);
+  return v;
+}
+
+// Tensor hashes and outputs the golden file and this run do not share, or pin differently.
+std::vector<std::string> golden_problems(const artifact::Golden& golden, const artifact::Golden& pinned) {
+  std::vector<std::string> problems;
+  for (const auto& [name, hash] : golden.tensor_hashes) {
+    auto it = pinned.tensor_hashes.find(name);
+    if (it == pinned.tensor_hashes.end()) problems.push_back("golden tensor `" + name + "` is not in the artifact");
+    else if (it->second != hash) problems.push_back("`" + name + "`: XXH3-128 differs from the golden file");
+  }
+  for (const auto& [name, hash] : pinned.tensor_hashes)
+    if (!golden.tensor_hashes.count(name)) problems.push_back("packed tensor `" + name + "` is not in the golden file");
+  for (const auto& g : golden.outputs)
+    if (std::none_of(pinned.outputs.begin(), pinned.outputs.end(), [&](const artifact::GoldenTensor& p) { return p.name == g.name; }))
+      problems.push_back("golden output `" + g.name + "` has no layer in the artifact");
+  return problems;
+}
+
+}  // namespace
+
 VerifyReport verify_artifact(const VerifyOptions& o) {
   if (o.golden && o.write_golden) throw Error(ErrorKind::usage, "verify: --golden and --write-golden exclude each other");
   VerifyReport report;
   const std::string manifest_path = (fs::path(o.artifact) / artifact::kManifestFileName).string();
-  if (!fs::is_regular_file(manifest_path))
-    throw_bad_input(o.artifact, "", std::string("not a moepack artifact: there is no ") + artifact::kManifestFileName + " (convert writes one)");
-  const artifact::Manifest m = artifact::read_manifest(manifest_path);
+  const artifact::Manifest m = read_artifact_manifest(o.artifact, manifest_path);
 
   std::optional<artifact::Golden> golden;
   if (o.golden) golden = artifact::read_golden(*o.golden);
@@ -117,104 +232,9 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   if (o.source) source = ckpt::open_checkpoint(*o.source);
 
   ArtifactRuntime runtime(o.artifact);
-  artifact::Golden pinned;
-  pinned.moepack_version = m.moepack_version;
-  pinned.reference = m.reference;
-  {
-    MappedFile manifest_bytes(manifest_path);
-    pinned.artifact = xxh3_128_hex(manifest_bytes.bytes());
-  }
-  pinned.seed = report.seed;
-  pinned.tokens = report.tokens;
-
-  for (size_t li = 0; li < m.layers.size(); ++li) {
-    const artifact::Layer& L = m.layers[li];
-    LayerVerdict v;
-    v.prefix = L.prefix;
-    v.family = L.family;
-    v.backend = L.backend;
-    v.ranks = L.ranks.size();
-    v.tolerance = verify_tolerance(L.family);
-    for (const auto& rank : L.ranks)
-      for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
-    if (auto why = runtime.cannot_run(li)) {
-      v.ok = false;
-      v.note = *why;
-      report.layers.push_back(v);
-      continue;
-    }
-    const uint64_t T = report.tokens, H = L.hidden_size, E = L.num_experts;
-    LayerInputs in = layer_inputs(report.seed, li, T, H, E);
-    const ex::Routing routing = runtime.route(li, in.logits, T);
-    const std::vector<float> runtime_out = runtime.run(li, in.x, routing, T);
-    pinned.outputs.push_back({L.prefix + ".output", DType::F32, {T, H}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(runtime_out.data()),
-                                                                                           reinterpret_cast<const uint8_t*>(runtime_out.data() + runtime_out.size()))});
-    for (float f : runtime_out)
-      if (!std::isfinite(f)) {
-        v.ok = false;
-        v.note = "the runtime experts produced a non-finite output";
-        break;
-      }
-
-    // The fast CPU experts answer to the same comparison: the source's reference when there is
-    // one, else the exact emulation.
-    std::optional<std::vector<float>> ref_out;
-    if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T);
-    if (runtime.has_fast_cpu(li)) {
-      const std::vector<float> fast = runtime.run_fast_cpu(li, in.x, routing, T);
-      const std::vector<float>& against = ref_out ? *ref_out : runtime_out;
-      double err = 0;
-      for (size_t i = 0; i < fast.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(fast[i]) - against[i]));
-      v.fast_cpu_isa = std::string(ex::cpu_isa_name(ex::best_cpu_isa()));
-      v.fast_max_rel_error = err / std::max(max_abs(against), 1e-30);
-      v.fast_tolerance = fast_cpu_tolerance();
-      if (!(v.fast_max_rel_error <= v.fast_tolerance)) {
-        v.ok = false;
-        v.note = "the fast CPU experts differ beyond their tolerance";
-      }
-    }
-    if (ref_out) {
-      const double scale = std::max(max_abs(*ref_out), 1e-30);
-      for (size_t i = 0; i < ref_out->size(); ++i) v.max_abs_error = std::max(v.max_abs_error, std::fabs(static_cast<double>(runtime_out[i]) - (*ref_out)[i]));
-      v.max_rel_error = v.max_abs_error / scale;
-      v.compared_with = "source";
-      if (v.max_rel_error > v.tolerance) {
-        v.ok = false;
-        v.note = "the runtime experts differ from the source's reference beyond the tolerance";
-      }
-    }
-    if (golden) {
-      const std::string name = L.prefix + ".output";
-      auto it = std::find_if(golden->outputs.begin(), golden->outputs.end(), [&](const artifact::GoldenTensor& g) { return g.name == name; });
-      if (it == golden->outputs.end()) {
-        v.ok = false;
-        v.note = "the golden file has no output for this layer";
-      } else if (it->bytes != pinned.outputs.back().bytes || it->shape != pinned.outputs.back().shape) {
-        v.ok = false;
-        v.note = "the outputs differ from the golden file";
-        if (it->shape == pinned.outputs.back().shape) {
-          const float* g = reinterpret_cast<const float*>(it->bytes.data());
-          for (size_t i = 0; i < runtime_out.size(); ++i) v.max_abs_error = std::max(v.max_abs_error, std::fabs(static_cast<double>(runtime_out[i]) - g[i]));
-        }
-      }
-      if (v.compared_with.empty()) v.compared_with = "golden";
-      else v.compared_with += "+golden";
-    }
-    report.layers.push_back(v);
-  }
-
-  if (golden) {
-    for (const auto& [name, hash] : golden->tensor_hashes) {
-      auto it = pinned.tensor_hashes.find(name);
-      if (it == pinned.tensor_hashes.end()) report.golden_problems.push_back("golden tensor `" + name + "` is not in the artifact");
-      else if (it->second != hash) report.golden_problems.push_back("`" + name + "`: XXH3-128 differs from the golden file");
-    }
-    for (const auto& [name, hash] : pinned.tensor_hashes)
-      if (!golden->tensor_hashes.count(name)) report.golden_problems.push_back("packed tensor `" + name + "` is not in the golden file");
-    for (const auto& g : golden->outputs)
-      if (std::none_of(pinned.outputs.begin(), pinned.outputs.end(), [&](const artifact::GoldenTensor& p) { return p.name == g.name; }))
-        report.golden_problems.push_back("golden output `" + g.name + "` has no layer in the artifact");
-  }
+  artifact::Golden pinned = golden_header(m, manifest_path, report);
+  for (size_t li = 0; li < m.layers.size(); ++li) report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned));
+  if (golden) report.golden_problems = golden_problems(*golden, pinned);
   if (o.write_golden) artifact::write_golden(*o.write_golden, pinned);
   return report;
 }

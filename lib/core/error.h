@@ -1,4 +1,4 @@
-// One error type for the whole project. Its kind is the process exit code of CLI.md, so the
+// One error type for the whole project. Its kind is the process exit code of docs/CLI.md, so the
 // CLI maps any failure to the contract without knowing where it came from.
 #pragma once
 

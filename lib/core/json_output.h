@@ -1,5 +1,5 @@
 // JSON the CLI prints: one serializer every `--json` document goes through, and the
-// `{"error": {...}}` object CLI.md promises on stdout when a `--json` run fails.
+// `{"error": {...}}` object docs/CLI.md promises on stdout when a `--json` run fails.
 //
 // Strings in these documents quote bytes from strangers: a JSON parse error's "last read"
 // excerpt of a header (which can stop in the middle of a multi-byte character), a path given

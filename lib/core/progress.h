@@ -1,4 +1,4 @@
-// Progress on stderr, as CLI.md says: only when stderr is a terminal (or --progress), never
+// Progress on stderr, as docs/CLI.md says: only when stderr is a terminal (or --progress), never
 // with --quiet, rate-limited so that a fast loop does not flood the terminal.
 #pragma once
 

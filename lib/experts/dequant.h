@@ -1,5 +1,5 @@
 // One table of weight formats, each with the exact rule that turns one expert's canonical
-// tensor (what vLLM's loader holds, ARCHITECTURE.md) into float values. The reference experts,
+// tensor (what vLLM's loader holds, docs/ARCHITECTURE.md) into float values. The reference experts,
 // the emulation of packed layouts and the tests all dequantize through it, so a format is
 // defined once.
 //

@@ -27,7 +27,7 @@
 
 namespace moepack::experts {
 
-// Order of the gate and up rows inside w13 (ARTIFACT.md `w13_rows`).
+// Order of the gate and up rows inside w13 (docs/ARTIFACT.md `w13_rows`).
 enum class W13Rows { gate_up_halves, interleaved, up_gate_halves };
 std::string_view w13_rows_name(W13Rows r);
 std::optional<W13Rows> parse_w13_rows(std::string_view name);

@@ -113,7 +113,7 @@ nlohmann::json inspect_json(const ckpt::Checkpoint& c, const std::string& path, 
                       {"moe_layers", layers},
                       {"notes", c.notes}};
   if (!c.has_config) {
-    // Without a config.json the tensors themselves are what there is to describe (CLI.md: a
+    // Without a config.json the tensors themselves are what there is to describe (docs/CLI.md: a
     // single valid file is described, exit 0).
     nlohmann::json metadata = nlohmann::json::object(), list = nlohmann::json::array();
     for (const auto& f : c.shards->files()) {

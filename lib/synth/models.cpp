@@ -533,100 +533,121 @@ int64_t token(const SampleDims& d, int64_t real_id, int64_t small_id) {
   return d.vocab > static_cast<uint64_t>(real_id) ? real_id : small_id;
 }
 
+// The config.json of each architecture, sized by `d`.
+json qwen3_moe_config(const SampleDims& d) {
+  return {{"architectures", {"Qwen3MoeForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
+          {"bos_token_id", token(d, 151643, 1)}, {"decoder_sparse_step", 1}, {"eos_token_id", token(d, 151645, 2)},
+          {"head_dim", d.head_dim}, {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
+          {"intermediate_size", d.dense_intermediate}, {"max_position_embeddings", 40960}, {"max_window_layers", d.layers},
+          {"mlp_only_layers", json::array()}, {"model_type", "qwen3_moe"}, {"moe_intermediate_size", d.intermediate},
+          {"norm_topk_prob", true}, {"num_attention_heads", d.heads}, {"num_experts", d.experts},
+          {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads},
+          {"output_router_logits", false}, {"rms_norm_eps", 1e-06}, {"rope_scaling", nullptr}, {"rope_theta", 1000000.0},
+          {"router_aux_loss_coef", 0.001}, {"sliding_window", nullptr}, {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"}, {"use_cache", true},
+          {"use_sliding_window", false}, {"vocab_size", d.vocab}};
+}
+
+json mixtral_config(const SampleDims& d) {
+  return {{"architectures", {"MixtralForCausalLM"}}, {"attention_dropout", 0.0}, {"bos_token_id", 1}, {"eos_token_id", 2},
+          {"head_dim", d.head_dim}, {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
+          {"intermediate_size", d.intermediate}, {"max_position_embeddings", 32768}, {"model_type", "mixtral"},
+          {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers},
+          {"num_key_value_heads", d.kv_heads}, {"num_local_experts", d.experts}, {"output_router_logits", false},
+          {"rms_norm_eps", 1e-05}, {"rope_theta", 1000000.0}, {"router_aux_loss_coef", 0.02}, {"sliding_window", nullptr},
+          {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"},
+          {"use_cache", true}, {"vocab_size", d.vocab}};
+}
+
+json gpt_oss_config(const SampleDims& d, const json& quant) {
+  json layer_types = json::array();
+  for (uint64_t l = 0; l < d.layers; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  json c = {{"architectures", {"GptOssForCausalLM"}}, {"attention_bias", true}, {"attention_dropout", 0.0},
+            {"eos_token_id", token(d, 200002, 2)}, {"experts_per_token", d.top_k}, {"head_dim", d.head_dim},
+            {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initial_context_length", 4096}, {"initializer_range", 0.02},
+            {"intermediate_size", d.intermediate}, {"layer_types", layer_types}, {"max_position_embeddings", 131072},
+            {"model_type", "gpt_oss"}, {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k},
+            {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads}, {"num_local_experts", d.experts},
+            {"output_router_logits", false}, {"pad_token_id", token(d, 199999, 0)}, {"rms_norm_eps", 1e-05},
+            {"rope_scaling", {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
+                              {"rope_type", "yarn"}, {"truncate", false}}},
+            {"rope_theta", 150000}, {"router_aux_loss_coef", 0.9}, {"sliding_window", 128}, {"swiglu_limit", 7.0},
+            {"tie_word_embeddings", false}, {"transformers_version", "4.55.0"}, {"use_cache", true}, {"vocab_size", d.vocab}};
+  // The MXFP4 releases name no dtype; an unquantized checkpoint says what its weights are.
+  if (quant.is_null()) c["torch_dtype"] = "bfloat16";
+  return c;
+}
+
+json deepseek_v3_config(const SampleDims& d) {
+  // Grouped top-k needs experts divisible by n_group and top_k <= experts in topk_group groups.
+  uint64_t n_group = d.experts % 8 == 0 && d.experts >= 64 ? 8 : (d.experts % 2 == 0 && d.experts / 2 >= d.top_k ? 2 : 1);
+  uint64_t topk_group = n_group == 8 ? 4 : 1;
+  return {{"architectures", {"DeepseekV3ForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
+          {"bos_token_id", 0}, {"eos_token_id", 1}, {"ep_size", 1}, {"first_k_dense_replace", d.first_dense},
+          {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
+          {"intermediate_size", d.dense_intermediate}, {"kv_lora_rank", d.kv_lora_rank}, {"max_position_embeddings", 163840},
+          {"model_type", "deepseek_v3"}, {"moe_intermediate_size", d.intermediate}, {"moe_layer_freq", 1},
+          {"n_group", n_group}, {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts},
+          {"norm_topk_prob", true}, {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k},
+          {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.heads}, {"num_nextn_predict_layers", 0},
+          {"q_lora_rank", d.q_lora_rank}, {"qk_nope_head_dim", d.qk_nope_head_dim}, {"qk_rope_head_dim", d.qk_rope_head_dim},
+          {"rms_norm_eps", 1e-06},
+          {"rope_scaling", {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+                            {"original_max_position_embeddings", 4096}, {"type", "yarn"}}},
+          {"rope_theta", 10000}, {"routed_scaling_factor", 2.5}, {"scoring_func", "sigmoid"}, {"tie_word_embeddings", false},
+          {"topk_group", topk_group}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.33.1"}, {"use_cache", true}, {"v_head_dim", d.v_head_dim}, {"vocab_size", d.vocab}};
+}
+
+json nemotron_h_config(const SampleDims& d) {
+  // Only MoE blocks are written (emit_nemotron_h), so the pattern is all "E".
+  return {{"architectures", {"NemotronHForCausalLM"}}, {"bos_token_id", 1}, {"eos_token_id", 2}, {"head_dim", d.head_dim},
+          {"hidden_size", d.hidden}, {"hybrid_override_pattern", std::string(d.layers, 'E')}, {"initializer_range", 0.02},
+          {"layer_norm_epsilon", 1e-05}, {"mamba_hidden_act", "silu"}, {"max_position_embeddings", 262144}, {"mlp_bias", false},
+          {"mlp_hidden_act", "relu2"}, {"model_type", "nemotron_h"}, {"moe_intermediate_size", d.intermediate},
+          {"moe_shared_expert_intermediate_size", d.intermediate * d.shared_experts}, {"n_group", 1},
+          {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
+          {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers},
+          {"num_key_value_heads", d.kv_heads}, {"pad_token_id", 0}, {"residual_in_fp32", false}, {"routed_scaling_factor", 2.5},
+          {"tie_word_embeddings", false}, {"topk_group", 1}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"},
+          {"use_bias", false}, {"use_cache", true}, {"vocab_size", d.vocab}};
+}
+
+json llama4_config(const SampleDims& d) {
+  // The numbers live in text_config, as the multimodal release has them. intermediate_size_mlp
+  // (the dense layers' width, 2x the experts' as in Scout) is unused: every layer is MoE.
+  json text = {{"attention_bias", false}, {"attention_chunk_size", 8192}, {"bos_token_id", token(d, 200000, 1)},
+               {"eos_token_id", token(d, 200008, 2)}, {"head_dim", d.head_dim}, {"hidden_act", "silu"},
+               {"hidden_size", d.hidden}, {"initializer_range", 0.02}, {"interleave_moe_layer_step", 1},
+               {"intermediate_size", d.intermediate}, {"intermediate_size_mlp", 2 * d.intermediate},
+               {"max_position_embeddings", 10485760}, {"model_type", "llama4_text"}, {"num_attention_heads", d.heads},
+               {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads},
+               {"num_local_experts", d.experts}, {"output_router_logits", false}, {"pad_token_id", token(d, 200018, 0)},
+               {"rms_norm_eps", 1e-05}, {"rope_theta", 500000.0}, {"router_aux_loss_coef", 0.001}, {"router_jitter_noise", 0.0},
+               {"torch_dtype", "bfloat16"}, {"use_qk_norm", true}, {"vocab_size", d.vocab}};
+  return {{"architectures", {"Llama4ForConditionalGeneration"}}, {"model_type", "llama4"}, {"text_config", text},
+          {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}};
+}
+
+json deepseek_v4_config(const SampleDims& d) {
+  return {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", "fp4"},
+          {"hidden_size", d.hidden}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", d.intermediate},
+          {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
+          {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hash_layers", 0},
+          {"num_hidden_layers", d.layers}, {"num_nextn_predict_layers", 0}, {"rms_norm_eps", 1e-06},
+          {"routed_scaling_factor", 1.5}, {"scoring_func", "sqrtsoftplus"}, {"swiglu_limit", 10.0},
+          {"tie_word_embeddings", false}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"}, {"vocab_size", d.vocab}};
+}
+
 json config_for(const SampleDims& d, const json& quant) {
-  json c;
   const std::string& a = d.arch;
-  if (a == "qwen3_moe") {
-    c = {{"architectures", {"Qwen3MoeForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
-         {"bos_token_id", token(d, 151643, 1)}, {"decoder_sparse_step", 1}, {"eos_token_id", token(d, 151645, 2)},
-         {"head_dim", d.head_dim}, {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
-         {"intermediate_size", d.dense_intermediate}, {"max_position_embeddings", 40960}, {"max_window_layers", d.layers},
-         {"mlp_only_layers", json::array()}, {"model_type", "qwen3_moe"}, {"moe_intermediate_size", d.intermediate},
-         {"norm_topk_prob", true}, {"num_attention_heads", d.heads}, {"num_experts", d.experts},
-         {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads},
-         {"output_router_logits", false}, {"rms_norm_eps", 1e-06}, {"rope_scaling", nullptr}, {"rope_theta", 1000000.0},
-         {"router_aux_loss_coef", 0.001}, {"sliding_window", nullptr}, {"tie_word_embeddings", false},
-         {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"}, {"use_cache", true},
-         {"use_sliding_window", false}, {"vocab_size", d.vocab}};
-  } else if (a == "mixtral") {
-    c = {{"architectures", {"MixtralForCausalLM"}}, {"attention_dropout", 0.0}, {"bos_token_id", 1}, {"eos_token_id", 2},
-         {"head_dim", d.head_dim}, {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
-         {"intermediate_size", d.intermediate}, {"max_position_embeddings", 32768}, {"model_type", "mixtral"},
-         {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers},
-         {"num_key_value_heads", d.kv_heads}, {"num_local_experts", d.experts}, {"output_router_logits", false},
-         {"rms_norm_eps", 1e-05}, {"rope_theta", 1000000.0}, {"router_aux_loss_coef", 0.02}, {"sliding_window", nullptr},
-         {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"},
-         {"use_cache", true}, {"vocab_size", d.vocab}};
-  } else if (a == "gpt_oss") {
-    json layer_types = json::array();
-    for (uint64_t l = 0; l < d.layers; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
-    c = {{"architectures", {"GptOssForCausalLM"}}, {"attention_bias", true}, {"attention_dropout", 0.0},
-         {"eos_token_id", token(d, 200002, 2)}, {"experts_per_token", d.top_k}, {"head_dim", d.head_dim},
-         {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initial_context_length", 4096}, {"initializer_range", 0.02},
-         {"intermediate_size", d.intermediate}, {"layer_types", layer_types}, {"max_position_embeddings", 131072},
-         {"model_type", "gpt_oss"}, {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k},
-         {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads}, {"num_local_experts", d.experts},
-         {"output_router_logits", false}, {"pad_token_id", token(d, 199999, 0)}, {"rms_norm_eps", 1e-05},
-         {"rope_scaling", {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
-                           {"rope_type", "yarn"}, {"truncate", false}}},
-         {"rope_theta", 150000}, {"router_aux_loss_coef", 0.9}, {"sliding_window", 128}, {"swiglu_limit", 7.0},
-         {"tie_word_embeddings", false}, {"transformers_version", "4.55.0"}, {"use_cache", true}, {"vocab_size", d.vocab}};
-    // The MXFP4 releases name no dtype; an unquantized checkpoint says what its weights are.
-    if (quant.is_null()) c["torch_dtype"] = "bfloat16";
-  } else if (a == "deepseek_v3") {
-    // Grouped top-k needs experts divisible by n_group and top_k <= experts in topk_group groups.
-    uint64_t n_group = d.experts % 8 == 0 && d.experts >= 64 ? 8 : (d.experts % 2 == 0 && d.experts / 2 >= d.top_k ? 2 : 1);
-    uint64_t topk_group = n_group == 8 ? 4 : 1;
-    c = {{"architectures", {"DeepseekV3ForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
-         {"bos_token_id", 0}, {"eos_token_id", 1}, {"ep_size", 1}, {"first_k_dense_replace", d.first_dense},
-         {"hidden_act", "silu"}, {"hidden_size", d.hidden}, {"initializer_range", 0.02},
-         {"intermediate_size", d.dense_intermediate}, {"kv_lora_rank", d.kv_lora_rank}, {"max_position_embeddings", 163840},
-         {"model_type", "deepseek_v3"}, {"moe_intermediate_size", d.intermediate}, {"moe_layer_freq", 1},
-         {"n_group", n_group}, {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts},
-         {"norm_topk_prob", true}, {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k},
-         {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.heads}, {"num_nextn_predict_layers", 0},
-         {"q_lora_rank", d.q_lora_rank}, {"qk_nope_head_dim", d.qk_nope_head_dim}, {"qk_rope_head_dim", d.qk_rope_head_dim},
-         {"rms_norm_eps", 1e-06},
-         {"rope_scaling", {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
-                           {"original_max_position_embeddings", 4096}, {"type", "yarn"}}},
-         {"rope_theta", 10000}, {"routed_scaling_factor", 2.5}, {"scoring_func", "sigmoid"}, {"tie_word_embeddings", false},
-         {"topk_group", topk_group}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"},
-         {"transformers_version", "4.33.1"}, {"use_cache", true}, {"v_head_dim", d.v_head_dim}, {"vocab_size", d.vocab}};
-  } else if (a == "nemotron_h") {
-    // Only MoE blocks are written (emit_nemotron_h), so the pattern is all "E".
-    c = {{"architectures", {"NemotronHForCausalLM"}}, {"bos_token_id", 1}, {"eos_token_id", 2}, {"head_dim", d.head_dim},
-         {"hidden_size", d.hidden}, {"hybrid_override_pattern", std::string(d.layers, 'E')}, {"initializer_range", 0.02},
-         {"layer_norm_epsilon", 1e-05}, {"mamba_hidden_act", "silu"}, {"max_position_embeddings", 262144}, {"mlp_bias", false},
-         {"mlp_hidden_act", "relu2"}, {"model_type", "nemotron_h"}, {"moe_intermediate_size", d.intermediate},
-         {"moe_shared_expert_intermediate_size", d.intermediate * d.shared_experts}, {"n_group", 1},
-         {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
-         {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers},
-         {"num_key_value_heads", d.kv_heads}, {"pad_token_id", 0}, {"residual_in_fp32", false}, {"routed_scaling_factor", 2.5},
-         {"tie_word_embeddings", false}, {"topk_group", 1}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.56.0"},
-         {"use_bias", false}, {"use_cache", true}, {"vocab_size", d.vocab}};
-  } else if (a == "llama4") {
-    // The numbers live in text_config, as the multimodal release has them. intermediate_size_mlp
-    // (the dense layers' width, 2x the experts' as in Scout) is unused: every layer is MoE.
-    json text = {{"attention_bias", false}, {"attention_chunk_size", 8192}, {"bos_token_id", token(d, 200000, 1)},
-                 {"eos_token_id", token(d, 200008, 2)}, {"head_dim", d.head_dim}, {"hidden_act", "silu"},
-                 {"hidden_size", d.hidden}, {"initializer_range", 0.02}, {"interleave_moe_layer_step", 1},
-                 {"intermediate_size", d.intermediate}, {"intermediate_size_mlp", 2 * d.intermediate},
-                 {"max_position_embeddings", 10485760}, {"model_type", "llama4_text"}, {"num_attention_heads", d.heads},
-                 {"num_experts_per_tok", d.top_k}, {"num_hidden_layers", d.layers}, {"num_key_value_heads", d.kv_heads},
-                 {"num_local_experts", d.experts}, {"output_router_logits", false}, {"pad_token_id", token(d, 200018, 0)},
-                 {"rms_norm_eps", 1e-05}, {"rope_theta", 500000.0}, {"router_aux_loss_coef", 0.001}, {"router_jitter_noise", 0.0},
-                 {"torch_dtype", "bfloat16"}, {"use_qk_norm", true}, {"vocab_size", d.vocab}};
-    c = {{"architectures", {"Llama4ForConditionalGeneration"}}, {"model_type", "llama4"}, {"text_config", text},
-         {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}};
-  } else {  // deepseek_v4
-    c = {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", "fp4"},
-         {"hidden_size", d.hidden}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", d.intermediate},
-         {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
-         {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hash_layers", 0},
-         {"num_hidden_layers", d.layers}, {"num_nextn_predict_layers", 0}, {"rms_norm_eps", 1e-06},
-         {"routed_scaling_factor", 1.5}, {"scoring_func", "sqrtsoftplus"}, {"swiglu_limit", 10.0},
-         {"tie_word_embeddings", false}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"}, {"vocab_size", d.vocab}};
-  }
+  json c = a == "qwen3_moe"     ? qwen3_moe_config(d)
+           : a == "mixtral"     ? mixtral_config(d)
+           : a == "gpt_oss"     ? gpt_oss_config(d, quant)
+           : a == "deepseek_v3" ? deepseek_v3_config(d)
+           : a == "nemotron_h"  ? nemotron_h_config(d)
+           : a == "llama4"      ? llama4_config(d)
+                                : deepseek_v4_config(d);
   if (!quant.is_null()) c["quantization_config"] = quant;
   return c;
 }

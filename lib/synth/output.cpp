@@ -175,7 +175,7 @@ WriteReport write_sample(const std::string& family_name, const std::string& out_
   report.dir = out;
   report.tensors = tensors.size();
   std::vector<std::vector<const Sink::Tensor*>> per_shard(shard_count);
-  json weight_map = json::object();
+  std::map<std::string, std::string> weight_map;
   for (size_t i = 0; i < tensors.size(); ++i) {
     per_shard[shard_of[i]].push_back(&tensors[i]);
     weight_map[tensors[i].name] = shard_name(shard_of[i], shard_count, zero_based);
@@ -195,8 +195,7 @@ WriteReport write_sample(const std::string& family_name, const std::string& out_
     report.files.push_back(name);
   }
   if (shard_count > 1) {
-    json index = {{"metadata", {{"total_size", report.data_bytes}}}, {"weight_map", weight_map}};
-    write_text_file(tmp + "/model.safetensors.index.json", json_text(index));
+    write_text_file(tmp + "/model.safetensors.index.json", st::shard_index_text(weight_map, report.data_bytes));
     report.files.push_back("model.safetensors.index.json");
   }
   std::map<std::string, std::string> texts = model.extra_files;

@@ -350,6 +350,32 @@ bool scheme_quantizes_attention(Scheme s) {
   return s != Scheme::bf16 && s != Scheme::gpt_oss_mxfp4 && s != Scheme::deepseek_v4_fp4 && s != Scheme::deepseek_v4_nvfp4;
 }
 
+// compressed-tensors MXFP4: weight_packed (two E2M1 codes a byte) + weight_scale (E8M0 per 32).
+void emit_ct_mxfp4(Sink& sink, const LinearJob& j, const Matrix* w) {
+  std::vector<uint8_t> packed, scales;
+  if (w) {
+    MxQuantized q = quantize_mx(*w, MxElement::e2m1);
+    packed = pack_nibbles(q.codes);
+    scales = std::move(q.scales);
+  }
+  sink.add(j.module + ".weight_packed", DType::U8, {j.out, j.in / 2}, std::move(packed));
+  sink.add(j.module + ".weight_scale", DType::U8, {j.out, j.in / 32}, std::move(scales));
+}
+
+// compressed-tensors int-quantized: the signed integer values themselves (the unsigned code less
+// its symmetric zero point), one per I8 byte, int4 included (ERRATA 14: no packing); BF16
+// scales per `group` columns (0: one per row).
+void emit_ct_int_quantized(Sink& sink, const LinearJob& j, const Matrix* w, int bits, uint64_t group) {
+  std::vector<uint8_t> codes, scales;
+  if (w) {
+    IntQuantized q = quantize_int(*w, bits, group, true, ScaleStorage::bf16);
+    codes = int8_bytes(q.codes, 1 << (bits - 1));
+    scales = bytes_as(q.scales, ScaleStorage::bf16);
+  }
+  sink.add(j.module + ".weight", DType::I8, {j.out, j.in}, std::move(codes));
+  sink.add(j.module + ".weight_scale", DType::BF16, {j.out, group ? ceil_div(j.in, group) : uint64_t{1}}, std::move(scales));
+}
+
 void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w, float pair_amax, uint64_t seed) {
   if (j.role == LinearRole::attention && !scheme_quantizes_attention(scheme)) scheme = Scheme::bf16;
   switch (scheme) {
@@ -358,35 +384,13 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
       return;
     case Scheme::ct_nvfp4: return emit_ct_nvfp4(sink, j, w, pair_amax, true, seed);
     case Scheme::ct_nvfp4a16: return emit_ct_nvfp4(sink, j, w, pair_amax, false, seed);
-    case Scheme::ct_mxfp4: {
-      // compressed-tensors names: weight_packed + weight_scale.
-      std::vector<uint8_t> packed, scales;
-      if (w) {
-        MxQuantized q = quantize_mx(*w, MxElement::e2m1);
-        packed = pack_nibbles(q.codes);
-        scales = std::move(q.scales);
-      }
-      sink.add(j.module + ".weight_packed", DType::U8, {j.out, j.in / 2}, std::move(packed));
-      sink.add(j.module + ".weight_scale", DType::U8, {j.out, j.in / 32}, std::move(scales));
-      return;
-    }
+    case Scheme::ct_mxfp4: return emit_ct_mxfp4(sink, j, w);
     case Scheme::ct_w4a16: return emit_ct_packed(sink, j, w, 4, kGroup, true, false, seed);
     case Scheme::ct_w4a16_asym: return emit_ct_packed(sink, j, w, 4, kGroup, false, false, seed);
     case Scheme::ct_w4a16_actorder: return emit_ct_packed(sink, j, w, 4, kGroup, true, true, seed);
     case Scheme::ct_w8a16: return emit_ct_packed(sink, j, w, 8, 0, true, false, seed);
     case Scheme::ct_w4a8_fp8: return emit_ct_packed(sink, j, w, 4, kGroup, true, false, seed);
-    case Scheme::ct_w4a8_int8: {
-      // int-quantized (ERRATA 14): the int4 values themselves, one per I8 byte, no packing.
-      std::vector<uint8_t> codes, scales;
-      if (w) {
-        IntQuantized q = quantize_int(*w, 4, kGroup, true, ScaleStorage::bf16);
-        codes = int8_bytes(q.codes, 8);
-        scales = bytes_as(q.scales, ScaleStorage::bf16);
-      }
-      sink.add(j.module + ".weight", DType::I8, {j.out, j.in}, std::move(codes));
-      sink.add(j.module + ".weight_scale", DType::BF16, {j.out, ceil_div(j.in, kGroup)}, std::move(scales));
-      return;
-    }
+    case Scheme::ct_w4a8_int8: return emit_ct_int_quantized(sink, j, w, 4, kGroup);
     case Scheme::ct_fp8_tensor:
       emit_fp8(sink, j, w, Fp8Granularity::tensor, ScaleStorage::bf16, "weight_scale", {1}, false, DType::BF16);
       sink.add(j.module + ".input_scale", DType::BF16, {1},
@@ -396,17 +400,7 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
       return emit_fp8(sink, j, w, Fp8Granularity::channel, ScaleStorage::bf16, "weight_scale", {}, false, DType::BF16);
     case Scheme::ct_fp8_block:
       return emit_fp8(sink, j, w, Fp8Granularity::block, ScaleStorage::bf16, "weight_scale", {}, false, DType::BF16);
-    case Scheme::ct_w8a8_int8: {
-      std::vector<uint8_t> codes, scales;
-      if (w) {
-        IntQuantized q = quantize_int(*w, 8, 0, true, ScaleStorage::bf16);
-        codes = int8_bytes(q.codes, 128);
-        scales = bytes_as(q.scales, ScaleStorage::bf16);
-      }
-      sink.add(j.module + ".weight", DType::I8, {j.out, j.in}, std::move(codes));
-      sink.add(j.module + ".weight_scale", DType::BF16, {j.out, 1}, std::move(scales));
-      return;
-    }
+    case Scheme::ct_w8a8_int8: return emit_ct_int_quantized(sink, j, w, 8, 0);
     case Scheme::mo_nvfp4: return emit_mo_nvfp4(sink, j, w, pair_amax, true, seed);
     case Scheme::mo_w4a16_nvfp4: return emit_mo_nvfp4(sink, j, w, pair_amax, false, seed);
     case Scheme::mo_fp8:

@@ -1,6 +1,6 @@
 // `moepack convert` when the machine misbehaves: the output disk fills up, the output's parent
 // cannot be written, a source shard is truncated while it is being read, the process is killed
-// with SIGKILL. CLI.md: an I/O failure is exit 6 with a message naming the file, and nothing
+// with SIGKILL. docs/CLI.md: an I/O failure is exit 6 with a message naming the file, and nothing
 // partial is left behind (neither OUT nor OUT.tmp); a later run on the same paths succeeds.
 #include <gtest/gtest.h>
 

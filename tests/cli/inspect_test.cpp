@@ -108,7 +108,7 @@ TEST(Inspect, BadInputIsExitFourWithJsonError) {
   EXPECT_EQ(j["error"]["kind"], "bad_input");
 }
 
-// CLI.md: a single valid file is described (exit 0) even without a config.json; only plan and
+// docs/CLI.md: a single valid file is described (exit 0) even without a config.json; only plan and
 // convert need one.
 TEST(Inspect, LoneFileWithoutConfigIsDescribed) {
   TempDir tmp;

@@ -1,5 +1,5 @@
 // `--json` runs whose messages quote bytes that are not UTF-8 (a header parse error's "last
-// read" excerpt can stop inside a multi-byte character; a path can hold any byte). CLI.md: the
+// read" excerpt can stop inside a multi-byte character; a path can hold any byte). docs/CLI.md: the
 // error goes to stderr as `moepack: error: <what>`, stdout still gets one JSON document with an
 // "error" object, and bad input is exit 4. Before lib/core/json_output these runs aborted
 // (nlohmann type_error 316 thrown inside the error handler).

@@ -14,7 +14,7 @@
 // input it came from, the registered layout id of the vLLM path that produced it, and the
 // shape/stride/dtype of the tensor vLLM keeps. For every case the test packs each expert with
 // packers::make_layout(id), concatenates the slabs and compares byte for byte; it also checks
-// the manifest shape (the contiguous storage shape, ARTIFACT.md) and dtype, and unpack -> input.
+// the manifest shape (the contiguous storage shape, docs/ARTIFACT.md) and dtype, and unpack -> input.
 #include <gtest/gtest.h>
 
 #include <algorithm>

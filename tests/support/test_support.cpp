@@ -64,9 +64,12 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
-CommandResult run_moepack(const std::vector<std::string>& args) {
+CommandResult run_moepack(const std::vector<std::string>& args) { return run_moepack_in("", args); }
+
+CommandResult run_moepack_in(const std::string& working_dir, const std::vector<std::string>& args) {
   TempDir scratch;
-  std::string cmd = shell_quote(moepack_binary());
+  std::string cmd = working_dir.empty() ? std::string() : "cd " + shell_quote(working_dir) + " && ";
+  cmd += shell_quote(moepack_binary());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " </dev/null >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err"));
   int status = std::system(cmd.c_str());

@@ -1,0 +1,58 @@
+#include "lib/report/runtime_reports.h"
+
+namespace moepack::report {
+namespace {
+
+nlohmann::ordered_json or_null(const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); }
+
+}  // namespace
+
+nlohmann::ordered_json verify_json(const convert::VerifyReport& r) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& l : r.layers)
+    layers.push_back({{"prefix", l.prefix}, {"family", l.family}, {"backend", l.backend}, {"ranks", l.ranks},
+                      {"compared_with", l.compared_with.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.compared_with)},
+                      {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
+                      {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)},
+                      {"fast_cpu", l.fast_cpu_isa.empty() ? nlohmann::ordered_json(nullptr)
+                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}}});
+  return {{"ok", r.ok()},
+          {"tokens", r.tokens},
+          {"seed", r.seed},
+          {"integrity", {{"files_checked", r.integrity.files_checked}, {"tensors_checked", r.integrity.tensors_checked},
+                         {"expert_slabs_checked", r.integrity.expert_slabs_checked}, {"problems", r.integrity.problems}}},
+          {"layers", layers},
+          {"golden_problems", r.golden_problems}};
+}
+
+nlohmann::ordered_json run_json(const convert::RunReport& r, const convert::RunOptions& o) {
+  return {{"artifact", o.artifact},
+          {"input", o.input},
+          {"output", o.output},
+          {"layer", r.layer},
+          {"family", r.family},
+          {"backend", r.backend},
+          {"ranks", r.ranks},
+          {"tokens", r.tokens},
+          {"hidden_size", r.hidden_size},
+          {"hidden_dtype", r.hidden_dtype},
+          {"num_experts", r.num_experts},
+          {"top_k", r.top_k},
+          {"routing", r.routing},
+          {"routing_method", r.routing_method},
+          {"max_abs_output", r.max_abs_output},
+          {"nonfinite_outputs", r.nonfinite_outputs}};
+}
+
+nlohmann::ordered_json bench_json(const convert::BenchReport& r) {
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (const auto& x : r.results)
+    results.push_back({{"tokens", x.tokens}, {"ms", x.ms}, {"weight_bytes", x.weight_bytes}, {"gbps", x.gbps}, {"fraction_of_stream", x.fraction_of_stream},
+                       {"gflops", x.gflops}, {"onednn_bf16_gflops", or_null(x.onednn_bf16_gflops)}, {"ratio_to_onednn", or_null(x.ratio_to_onednn)}});
+  return {{"machine", {{"cpu", r.cpu}, {"threads", r.threads}, {"isa", r.isa}, {"stream_read_gbps", r.stream_read_gbps}, {"onednn_bf16_gflops", or_null(r.onednn_bf16_gflops)}}},
+          {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
+                     {"intermediate_size", r.intermediate_size}}},
+          {"results", results}};
+}
+
+}  // namespace moepack::report
