@@ -7,7 +7,7 @@
 //
 // Built by tests/fuzz/CMakeLists.txt (clang, -DMOEPACK_FUZZ=ON), a file fuzz_<name>.cpp becomes
 // the libFuzzer binary fuzz_<name>. Compiled with MOEPACK_FUZZ_REPLAY defined (a one-line
-// wrapper in tests/safetensors/), the same body is registered by name instead, and the ordinary
+// wrapper in tests/fuzz/replay/), the same body is registered by name instead, and the ordinary
 // g++ test suite replays tests/fuzz/regressions/<name>/* through it.
 #pragma once
 

@@ -20,7 +20,7 @@ TEST(FuzzRegressions, EveryRegressionDirectoryHasItsTarget) {
   for (const auto& dir : fs::directory_iterator(regressions_root())) {
     if (!dir.is_directory()) continue;
     EXPECT_TRUE(registered_targets().count(dir.path().filename().string()))
-        << dir.path() << " has no fuzz target compiled into this binary (add tests/safetensors/fuzz_replay_<name>.cpp)";
+        << dir.path() << " has no fuzz target compiled into this binary (add tests/fuzz/replay/fuzz_replay_<name>.cpp)";
   }
 }
 
