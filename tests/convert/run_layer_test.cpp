@@ -47,7 +47,7 @@ struct In {
 
 In f32(const std::string& name, std::vector<uint64_t> shape, const std::vector<float>& v) {
   In t{name, DType::F32, std::move(shape), std::vector<uint8_t>(v.size() * 4)};
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());  // memcpy of an empty vector's null pointer is UB
   return t;
 }
 In bf16(const std::string& name, std::vector<uint64_t> shape, const std::vector<float>& v) {
