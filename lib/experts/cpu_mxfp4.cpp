@@ -2,7 +2,9 @@
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the masked-off source of unmasked
 // operations, which -Wmaybe-uninitialized reports once they are inlined: a false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
