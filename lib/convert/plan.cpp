@@ -24,10 +24,9 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   const ckpt::MethodChoice& m = (lq.on_sm90 && dep.device.is_device_capability(90)) ? *lq.on_sm90 : lq.method;
   orc::MoeLayerQuery q;
   q.prefix = layer.prefix;
-  std::string family = m.oracle_family.empty() ? "unquantized" : m.oracle_family;
-  if (family == "mxfp6") family = "mxfp4";  // Quark OCP-MX fp6 schemes go through the MXFP4 method (emulation)
-  auto f = orc::parse_family(family);
-  if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported an unknown oracle family '" + family + "'");
+  // The family comes from the keys the reader saw; its own family name is for `inspect` only.
+  auto f = orc::family_from_keys(m.weight_key, m.activation_key);
+  if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported a weight key no oracle family takes: '" + m.weight_key + "'");
   q.family = *f;
   // The method class is the oracle's to resolve (oracle::default_method_class); the reader's
   // moe_method is only what `inspect` displays.

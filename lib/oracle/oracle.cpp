@@ -229,6 +229,22 @@ std::optional<Family> parse_family(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<Family> family_from_keys(const std::string& w, const std::string& a) {
+  auto starts = [&w](const char* prefix) { return w.rfind(prefix, 0) == 0; };
+  if (w.empty()) return Family::unquantized;
+  if (starts("kMxfp4") || starts("kMxfp6")) return Family::mxfp4;
+  if (starts("kNvfp4")) return Family::nvfp4;
+  if (starts("kMxfp8")) return Family::mxfp8;
+  if (starts("kFp8")) return Family::fp8;
+  if (starts("kInt4W4A8")) return Family::w4a8_int8;
+  // Integer weights: the activation key separates W8A8 and the FP8-activation W4A8 method from
+  // the weight-only (WNA16) ones, which may also carry an unnamed QuantKey(...).
+  if (starts("kInt8Static") && a.rfind("kInt8Dynamic", 0) == 0) return Family::int8;
+  if (starts("kInt4") && a.rfind("kFp8Dynamic", 0) == 0) return Family::w4a8;
+  if (starts("kInt") || starts("kUint") || starts("QuantKey(")) return Family::wna16;
+  return std::nullopt;
+}
+
 const std::vector<Family>& all_families() {
   static const std::vector<Family> v = [] {
     std::vector<Family> out;

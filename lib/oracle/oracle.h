@@ -29,6 +29,11 @@ namespace moepack::oracle {
 enum class Family { mxfp4, nvfp4, fp8, mxfp8, wna16, int8, w4a8, w4a8_int8, unquantized };
 std::string family_name(Family f);  // "mxfp4", ..., "w4a8_int8", "unquantized"
 std::optional<Family> parse_family(const std::string& name);
+// The family a checkpoint layer belongs to, from the QuantKey constant names its reader reports
+// (oracle.md 2.1-2.3), so no family name needs to cross the reader/oracle seam. Empty weight
+// key: unquantized. OCP-MX FP6 weights belong to the MXFP4 method (emulation). nullopt: a key
+// that names no family.
+std::optional<Family> family_from_keys(const std::string& weight_key, const std::string& activation_key);
 const std::vector<Family>& all_families();
 
 // Everything the oracle needs to know about one MoE layer. A checkpoint reader fills it; the

@@ -29,6 +29,9 @@ TEST(MethodClassSeam, ReadersPassNoClassAndTheOracleResolvesTheOneTheyDisplay) {
         const ckpt::MethodChoice& shown =
             layer.quant.on_sm90 && deployment.device.is_device_capability(90) ? *layer.quant.on_sm90 : layer.quant.method;
         EXPECT_EQ(oracle::decide(query, deployment).method_class, shown.moe_method);
+        // No family name crosses the seam either: the oracle's family from the keys is the one
+        // the reader displays (its fp6 schemes run through the MXFP4 method).
+        EXPECT_EQ(oracle::family_name(query.family), shown.oracle_family == "mxfp6" ? "mxfp4" : (shown.oracle_family.empty() ? "unquantized" : shown.oracle_family));
         ++layers_checked;
       }
     }
