@@ -34,13 +34,6 @@ float abs_max(const Matrix& m) {
   return a;
 }
 
-float e3m2_to_float(uint8_t code) {
-  uint32_t exp = (code >> 2) & 0x7, man = code & 0x3;
-  float mag = exp == 0 ? std::ldexp(static_cast<float>(man), -4)  // subnormal: man · 2^(1-3-2)
-                       : std::ldexp(1.0f + static_cast<float>(man) / 4.0f, static_cast<int>(exp) - 3);
-  return (code & 0x20) ? -mag : mag;
-}
-
 uint8_t float_to_e3m2(float v) {
   uint8_t sign = std::signbit(v) ? 0x20 : 0x00;
   if (std::isnan(v)) return 0;

@@ -20,10 +20,9 @@ struct Matrix {
 
 float abs_max(const Matrix& m);
 
-// ---- element codecs the core library lacks -------------------------------------------------
+// ---- element codecs the core library lacks (its decoders are in lib/core/codecs.h) ---------
 
 // FP6 E3M2 (OCP MX): sign bit 5, exponent bias 3, 2 mantissa bits, no inf/NaN, max 28.
-float e3m2_to_float(uint8_t code);
 uint8_t float_to_e3m2(float v);  // round to nearest even, saturating at ±28
 
 // ---- OCP MX: one E8M0 power-of-two scale per 32 elements along a row -----------------------
