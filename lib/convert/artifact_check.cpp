@@ -96,24 +96,33 @@ void check_indexes(const std::string& artifact_dir, const artifact::Manifest& m,
   }
 }
 
-}  // namespace
+// The artifact's safetensors files, each opened (mapped) once however often it is named.
+class OpenedFiles {
+ public:
+  explicit OpenedFiles(std::string dir) : dir_(std::move(dir)) {}
+  const st::File& operator()(const std::string& name) {
+    auto& slot = files_[name];
+    if (!slot) slot = std::make_unique<st::File>((fs::path(dir_) / name).string());
+    return *slot;
+  }
 
-ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
-  ArtifactCheck out;
-  artifact::Manifest m = artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
+ private:
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<st::File>> files_;
+};
+
+artifact::Manifest read_artifact_manifest(const std::string& artifact_dir) {
+  return artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
+}
+
+void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out) {
   for (const auto& f : m.files) {
     MappedFile map((fs::path(artifact_dir) / f.name).string());
     ++out.files_checked;
     if (map.size() != f.bytes) out.problems.push_back(f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes));
     else if (xxh3_128_hex(map.bytes()) != f.xxh3) out.problems.push_back(f.name + ": XXH3-128 differs from the manifest");
   }
-  std::map<std::string, std::unique_ptr<st::File>> open_files;
-  auto file = [&](const std::string& name) -> const st::File& {
-    auto& slot = open_files[name];
-    if (!slot) slot = std::make_unique<st::File>((fs::path(artifact_dir) / name).string());
-    return *slot;
-  };
-  check_indexes(artifact_dir, m, file, out);
+  check_indexes(artifact_dir, m, [&](const std::string& name) -> const st::File& { return file(name); }, out);
   for (const auto& layer : m.layers)
     for (const auto& rank : layer.ranks)
       for (const auto& [role, t] : rank.tensors) {
@@ -126,19 +135,26 @@ ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
         ++out.tensors_checked;
         if (xxh3_128_hex(file(t.file).data(*info)) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
       }
+}
+
+}  // namespace
+
+ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
+  ArtifactCheck out;
+  OpenedFiles file(artifact_dir);
+  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), file, out);
   return out;
 }
 
 ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source) {
-  ArtifactCheck out = check_artifact_integrity(artifact_dir);
-  artifact::Manifest m = artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
-  std::map<std::string, std::unique_ptr<st::File>> open_files;
-  auto file = [&](const std::string& name) -> const st::File& {
-    auto& slot = open_files[name];
-    if (!slot) slot = std::make_unique<st::File>((fs::path(artifact_dir) / name).string());
-    return *slot;
-  };
+  return check_artifact(artifact_dir, ckpt::open_checkpoint(source));
+}
+
+ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkpoint& ck) {
+  ArtifactCheck out;
+  const artifact::Manifest m = read_artifact_manifest(artifact_dir);
+  OpenedFiles file(artifact_dir);
+  check_integrity(artifact_dir, m, file, out);
   for (const auto& layer : m.layers) {
     const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
     if (!source_layer) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/checkpoints/checkpoint.h"
+
 namespace moepack::convert {
 
 struct ArtifactCheck {
@@ -27,5 +29,7 @@ ArtifactCheck check_artifact_integrity(const std::string& artifact_dir);
 // `artifact_dir` holds moepack.json; `source` is the checkpoint it was made from. Throws
 // Error(bad_input) when either cannot be read at all; mismatches are listed in `problems`.
 ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source);
+// The same with the source already open (verify opens it once for this and for the reference).
+ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkpoint& source);
 
 }  // namespace moepack::convert

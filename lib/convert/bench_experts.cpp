@@ -17,6 +17,7 @@
 #include "lib/convert/artifact_runtime.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/seeded.h"
 
 #ifdef MOEPACK_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -77,16 +78,6 @@ double stream_read_gbps() {
     best = std::max(best, static_cast<double>(bytes) / s / 1e9);
   }
   return best;
-}
-
-std::vector<float> seeded(uint64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (auto& x : v) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    x = static_cast<float>(static_cast<int64_t>(s % 2001) - 1000) / 1000.0f;
-  }
-  return v;
 }
 
 #ifdef MOEPACK_HAVE_ONEDNN
@@ -175,7 +166,7 @@ BenchReport bench_experts(const BenchOptions& o) {
 #endif
     for (uint64_t T : o.tokens) {
       if (T == 0) continue;
-      const std::vector<float> x = seeded(T * L.hidden_size, o.seed + 1), logits = seeded(T * L.num_experts, o.seed + 2);
+      const std::vector<float> x = experts::seeded_normal(o.seed * 2 + 1, T * L.hidden_size), logits = experts::seeded_normal(o.seed * 2 + 2, T * L.num_experts);
       const experts::Routing routing = rt.route(li, logits, T);
       experts::CpuMxfp4Options co;  // runs inside this arena
       BenchResult r;

@@ -1,59 +1,24 @@
 #include "lib/convert/verify.h"
 
-#include "lib/convert/artifact_runtime.h"
-
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <map>
-#include <memory>
 
 #include "formats/artifact/golden.h"
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
-#include "formats/safetensors/file.h"
+#include "lib/convert/artifact_runtime.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
 #include "lib/experts/cpu_mxfp4.h"
-#include "lib/experts/dequant.h"
-#include "lib/experts/moe.h"
 #include "lib/experts/routing.h"
-#include "packers/registry.h"
+#include "lib/experts/seeded.h"
 
 namespace moepack::convert {
-namespace fs = std::filesystem;
 namespace ex = experts;
 namespace {
 
 // ---- seeded inputs -------------------------------------------------------------------------
-
-// splitmix64 and Box-Muller: the same numbers on every machine for one seed.
-class Normal {
- public:
-  explicit Normal(uint64_t seed) : state_(seed) {}
-  float next() {
-    const double u1 = (static_cast<double>(bits() >> 11) + 0.5) / 9007199254740992.0;
-    const double u2 = static_cast<double>(bits() >> 11) / 9007199254740992.0;
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-  }
-
- private:
-  uint64_t bits() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t state_;
-};
-
-std::vector<float> normal_values(uint64_t seed, uint64_t n) {
-  Normal rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = rng.next();
-  return v;
-}
 
 // Inputs of layer `index`: hidden states [T, H] and router logits [T, E].
 struct LayerInputs {
@@ -61,7 +26,7 @@ struct LayerInputs {
 };
 LayerInputs layer_inputs(uint64_t seed, size_t index, uint64_t tokens, uint64_t hidden, uint64_t experts) {
   const uint64_t base = seed * 0x100000001B3ull + static_cast<uint64_t>(index) * 2 + 1;
-  return {normal_values(base, tokens * hidden), normal_values(base + 0x5851F42D4C957F2Dull, tokens * experts)};
+  return {ex::seeded_normal(base, tokens * hidden), ex::seeded_normal(base + 0x5851F42D4C957F2Dull, tokens * experts)};
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -99,12 +64,6 @@ double fast_cpu_tolerance() {
 }
 
 namespace {
-
-artifact::Manifest read_artifact_manifest(const std::string& artifact_dir, const std::string& manifest_path) {
-  if (!fs::is_regular_file(manifest_path))
-    throw_bad_input(artifact_dir, "", std::string("not a moepack artifact: there is no ") + artifact::kManifestFileName + " (convert writes one)");
-  return artifact::read_manifest(manifest_path);
-}
 
 // What a golden file written from this run pins before any layer runs: versions, the manifest's
 // hash, seed and tokens.
@@ -218,8 +177,8 @@ std::vector<std::string> golden_problems(const artifact::Golden& golden, const a
 VerifyReport verify_artifact(const VerifyOptions& o) {
   if (o.golden && o.write_golden) throw Error(ErrorKind::usage, "verify: --golden and --write-golden exclude each other");
   VerifyReport report;
-  const std::string manifest_path = (fs::path(o.artifact) / artifact::kManifestFileName).string();
-  const artifact::Manifest m = read_artifact_manifest(o.artifact, manifest_path);
+  ArtifactRuntime runtime(o.artifact);  // refuses a directory that is not an artifact
+  const artifact::Manifest& m = runtime.manifest();
 
   std::optional<artifact::Golden> golden;
   if (o.golden) golden = artifact::read_golden(*o.golden);
@@ -227,12 +186,11 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   report.seed = golden ? golden->seed : o.seed;
   if (report.tokens == 0) throw Error(ErrorKind::usage, "verify: --tokens must be at least 1");
 
-  report.integrity = o.source ? check_artifact(o.artifact, *o.source) : check_artifact_integrity(o.artifact);
   std::optional<ckpt::Checkpoint> source;
   if (o.source) source = ckpt::open_checkpoint(*o.source);
+  report.integrity = source ? check_artifact(o.artifact, *source) : check_artifact_integrity(o.artifact);
 
-  ArtifactRuntime runtime(o.artifact);
-  artifact::Golden pinned = golden_header(m, manifest_path, report);
+  artifact::Golden pinned = golden_header(m, runtime.manifest_path(), report);
   for (size_t li = 0; li < m.layers.size(); ++li) report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned));
   if (golden) report.golden_problems = golden_problems(*golden, pinned);
   if (o.write_golden) artifact::write_golden(*o.write_golden, pinned);
