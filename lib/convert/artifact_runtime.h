@@ -19,6 +19,8 @@
 
 namespace moepack::convert {
 
+struct FastCpuRank;
+
 class ArtifactRuntime {
  public:
   // Reads ARTIFACT/moepack.json. Throws Error(bad_input) when it is not an artifact.
@@ -60,6 +62,7 @@ class ArtifactRuntime {
   uint64_t routed_weight_bytes(size_t i, const experts::Routing& routing) const;
 
  private:
+  const std::vector<FastCpuRank>& fast_cpu_layer(size_t i);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

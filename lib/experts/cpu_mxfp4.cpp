@@ -249,31 +249,6 @@ void packed_gemm(CpuIsa isa, const PackedGemm& g, const uint16_t* x, uint64_t m,
   });
 }
 
-float activation_of(const ActivationSpec& a, bool gated, float g, float u) {
-  auto silu = [](float v) { return v / (1.0f + std::exp(-v)); };
-  if (!gated) {
-    if (a.name == "silu_no_mul") return silu(g);
-    if (a.name == "relu2_no_mul") return g > 0 ? g * g : 0.0f;
-    if (a.name == "gelu_no_mul") return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f)));
-    return 0.5f * g * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (g + 0.044715f * g * g * g)));
-  }
-  if (a.name == "swigluoai") {
-    const float limit = static_cast<float>(a.swiglu_limit.value_or(7.0)), alpha = static_cast<float>(a.swiglu_alpha.value_or(1.702)),
-                beta = static_cast<float>(a.swiglu_beta.value_or(1.0));
-    g = std::min(g, limit);
-    u = std::clamp(u, -limit, limit);
-    return (u + beta) * g / (1.0f + std::exp(-alpha * g));
-  }
-  if (a.swiglu_limit) {
-    g = std::min(g, static_cast<float>(*a.swiglu_limit));
-    u = std::clamp(u, static_cast<float>(-*a.swiglu_limit), static_cast<float>(*a.swiglu_limit));
-  }
-  if (a.name == "silu") return silu(g) * u;
-  if (a.name == "gelu") return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))) * u;
-  if (a.name == "gelu_tanh") return 0.5f * g * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (g + 0.044715f * g * g * g))) * u;
-  return (g > 0 ? g * g : 0.0f) * u;  // relu2
-}
-
 }  // namespace
 
 std::string_view cpu_isa_name(CpuIsa isa) {
@@ -311,7 +286,7 @@ CpuIsa best_cpu_isa() {
 
 std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, uint64_t hidden, const Routing& routing,
                                  const std::vector<const CpuMxfp4Expert*>& experts, const MoeShape& s, const ActivationSpec& activation,
-                                 const CpuMxfp4Options& options) {
+                                 const CpuMxfp4Options& options, CpuMxfp4Workspace* workspace) {
   check_activation(activation);
   const uint64_t Hp = s.hidden, P = s.inter, n13 = s.gated ? 2 * P : P;
   if (Hp % kBlockRows || P % kBlockRows || n13 % kBlockRows)
@@ -319,8 +294,12 @@ std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, u
   if (hidden > Hp || x.size() != tokens * hidden || routing.tokens != tokens) throw_internal("cpu_mxfp4_moe: sizes");
   if (!cpu_supports(options.isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels");
 
-  // Tokens of each expert, in token order.
-  std::vector<std::vector<std::pair<uint32_t, float>>> per_expert(experts.size());
+  CpuMxfp4Workspace local;
+  CpuMxfp4Workspace& ws = workspace ? *workspace : local;
+  // Tokens of each expert, in token order (the lists keep their capacity between calls).
+  auto& per_expert = ws.tokens_of_expert;
+  per_expert.resize(experts.size());
+  for (auto& list : per_expert) list.clear();
   for (uint64_t t = 0; t < tokens; ++t)
     for (uint64_t j = 0; j < routing.top_k; ++j) {
       const uint32_t e = routing.ids[t * routing.top_k + j];
@@ -330,10 +309,20 @@ std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, u
   uint64_t max_tokens = 0;
   for (const auto& v : per_expert) max_tokens = std::max<uint64_t>(max_tokens, v.size());
 
-  // Workspace, sized once for the busiest expert (nothing is allocated per expert).
-  std::vector<float> xf(static_cast<size_t>(max_tokens * Hp)), h(static_cast<size_t>(max_tokens * n13)), a(static_cast<size_t>(max_tokens * P)),
-      y(static_cast<size_t>(max_tokens * Hp));
-  std::vector<uint16_t> xb(static_cast<size_t>(max_tokens * Hp)), ab(static_cast<size_t>(max_tokens * P));
+  // Sized for the busiest expert; a workspace kept by the caller only grows, so repeated
+  // forward passes allocate nothing but their output.
+  auto& xf = ws.x;
+  auto& h = ws.h;
+  auto& a = ws.act;
+  auto& y = ws.y;
+  auto& xb = ws.x_bf16;
+  auto& ab = ws.act_bf16;
+  xf.resize(static_cast<size_t>(max_tokens * Hp));
+  h.resize(static_cast<size_t>(max_tokens * n13));
+  a.resize(static_cast<size_t>(max_tokens * P));
+  y.resize(static_cast<size_t>(max_tokens * Hp));
+  xb.resize(static_cast<size_t>(max_tokens * Hp));
+  ab.resize(static_cast<size_t>(max_tokens * P));
   std::vector<float> out(static_cast<size_t>(tokens * hidden), 0.0f);
 
   auto body = [&] {
@@ -350,14 +339,8 @@ std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, u
         const float* hi = h.data() + i * n13;
         float* ai = a.data() + i * P;
         for (uint64_t j = 0; j < P; ++j) {
-          if (!s.gated) {
-            ai[j] = activation_of(activation, false, hi[j], 0.0f);
-            continue;
-          }
-          const bool inter = s.rows == W13Rows::interleaved, up_first = s.rows == W13Rows::up_gate_halves;
-          const float g = inter ? hi[2 * j] : up_first ? hi[P + j] : hi[j];
-          const float u = inter ? hi[2 * j + 1] : up_first ? hi[j] : hi[P + j];
-          ai[j] = activation_of(activation, true, g, u);
+          const auto [g, u] = s.gated ? gate_and_up(hi, j, P, s.rows) : std::pair<float, float>{hi[j], 0.0f};
+          ai[j] = static_cast<float>(activation_value(activation, s.gated, g, u));
         }
       }
       to_bf16(options.isa, a.data(), ab.data(), m * P);

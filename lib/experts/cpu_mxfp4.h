@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/experts/moe.h"
@@ -53,12 +54,19 @@ struct CpuMxfp4Options {
   CpuIsa isa = best_cpu_isa();
 };
 
+// Buffers a caller keeps across forward passes so they allocate nothing but their output.
+struct CpuMxfp4Workspace {
+  std::vector<std::vector<std::pair<uint32_t, float>>> tokens_of_expert;  // (token, routing weight)
+  std::vector<float> x, h, act, y;
+  std::vector<uint16_t> x_bf16, act_bf16;
+};
+
 // The layer's output [T, H] for hidden states [T, H] (H <= Hp; zero-padded to Hp inside).
 // `experts[e]` is null when this rank does not hold expert e. Deterministic: the same bytes
 // for any thread count (each output value is summed in one fixed order).
 // Throws Error(bad_input) for shapes the packed layout cannot hold (rows or K not multiples of 32).
 std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, uint64_t hidden, const Routing& routing,
                                  const std::vector<const CpuMxfp4Expert*>& experts, const MoeShape& padded, const ActivationSpec& activation,
-                                 const CpuMxfp4Options& options = {});
+                                 const CpuMxfp4Options& options = {}, CpuMxfp4Workspace* workspace = nullptr);
 
 }  // namespace moepack::experts

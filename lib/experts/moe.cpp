@@ -14,16 +14,6 @@ double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))
 double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 double relu2(double x) { return x > 0 ? x * x : 0.0; }
 
-// Gate and up of intermediate column j inside h (n13 values).
-std::pair<double, double> gate_up(const std::vector<double>& h, uint64_t j, uint64_t P, W13Rows rows) {
-  switch (rows) {
-    case W13Rows::gate_up_halves: return {h[j], h[P + j]};
-    case W13Rows::interleaved: return {h[2 * j], h[2 * j + 1]};
-    case W13Rows::up_gate_halves: return {h[P + j], h[j]};
-  }
-  return {0, 0};
-}
-
 double gated_activation(const ActivationSpec& a, double g, double u) {
   if (a.name == "swigluoai") {
     const double limit = a.swiglu_limit.value_or(7.0), alpha = a.swiglu_alpha.value_or(1.702), beta = a.swiglu_beta.value_or(1.0);
@@ -42,12 +32,12 @@ double gated_activation(const ActivationSpec& a, double g, double u) {
   throw_internal("gated_activation: " + a.name);
 }
 
-double single_activation(const std::string& name, double x) {
+double ungated_activation(const std::string& name, double x) {
   if (name == "silu_no_mul") return silu(x);
   if (name == "gelu_no_mul") return gelu_erf(x);
   if (name == "gelu_tanh_no_mul") return gelu_tanh(x);
   if (name == "relu2_no_mul") return relu2(x);
-  throw_internal("single_activation: " + name);
+  throw_internal("ungated_activation: " + name);
 }
 
 }  // namespace
@@ -68,6 +58,8 @@ std::optional<W13Rows> parse_w13_rows(std::string_view name) {
 }
 
 bool is_gated_activation(const std::string& name) { return !name.ends_with("_no_mul"); }
+
+double activation_value(const ActivationSpec& a, bool gated, double g, double u) { return gated ? gated_activation(a, g, u) : ungated_activation(a.name, g); }
 
 void check_activation(const ActivationSpec& a) {
   static const std::set<std::string> known = {"silu", "gelu", "gelu_tanh", "relu2", "swigluoai", "silu_no_mul", "gelu_no_mul", "gelu_tanh_no_mul", "relu2_no_mul"};
@@ -102,12 +94,8 @@ void accumulate_experts(const std::vector<float>& x, uint64_t tokens, const Rout
           h[r] = acc;
         }
         for (uint64_t i = 0; i < P; ++i) {
-          if (shape.gated) {
-            auto [g, u] = gate_up(h, i, P, shape.rows);
-            a[i] = gated_activation(activation, g, u);
-          } else {
-            a[i] = single_activation(activation.name, h[i]);
-          }
+          const auto [g, u] = shape.gated ? gate_and_up(h.data(), i, P, shape.rows) : std::pair<double, double>{h[i], 0.0};
+          a[i] = activation_value(activation, shape.gated, g, u);
         }
         double* ot = out.data() + t * H;
         for (uint64_t r = 0; r < H; ++r) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/experts/routing.h"
@@ -41,6 +42,21 @@ struct ActivationSpec {
 bool is_gated_activation(const std::string& name);
 // Throws Error(bad_input) for an activation the runtime experts do not implement.
 void check_activation(const ActivationSpec& a);
+
+// The activation of one intermediate column: of gate `g` and up `u` for gated activations, of
+// the single value `g` for the *_no_mul ones. Every expert implementation computes it here.
+double activation_value(const ActivationSpec& a, bool gated, double g, double u);
+
+// Gate and up of intermediate column j inside one token's w13 output `h` (2P values).
+template <typename T>
+std::pair<T, T> gate_and_up(const T* h, uint64_t j, uint64_t P, W13Rows rows) {
+  switch (rows) {
+    case W13Rows::interleaved: return {h[2 * j], h[2 * j + 1]};
+    case W13Rows::up_gate_halves: return {h[P + j], h[j]};
+    case W13Rows::gate_up_halves: break;
+  }
+  return {h[j], h[P + j]};
+}
 
 // One expert's float weights (one rank's slice, at that rank's padded sizes).
 struct ExpertMatrices {
