@@ -13,22 +13,13 @@
 #include "lib/convert/plan.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/seeded.h"
 #include "lib/synth/synth.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
 namespace {
 namespace fs = std::filesystem;
-
-std::vector<float> normal(uint64_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = static_cast<float>(static_cast<int64_t>(s >> 33) % 2001 - 1000) / 500.0f;
-  }
-  return v;
-}
 
 double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
   double err = 0, scale = 1e-30;
@@ -68,7 +59,7 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   ASSERT_TRUE(rt.has_fast_cpu(0));
   const artifact::Layer& L = rt.manifest().layers[0];
   const uint64_t T = 11;  // not a multiple of the 4-token tile
-  std::vector<float> x = normal(T * L.hidden_size, 1), logits = normal(T * L.num_experts, 2);
+  std::vector<float> x = experts::seeded_normal(1, T * L.hidden_size), logits = experts::seeded_normal(2, T * L.num_experts);
   experts::Routing routing = rt.route(0, logits, T);
   const std::vector<float> exact = rt.run(0, x, routing, T);
   experts::CpuMxfp4Options one, two;
