@@ -287,7 +287,7 @@ CpuIsa best_cpu_isa() {
 std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, uint64_t hidden, const Routing& routing,
                                  const std::vector<const CpuMxfp4Expert*>& experts, const MoeShape& s, const ActivationSpec& activation,
                                  const CpuMxfp4Options& options, CpuMxfp4Workspace* workspace) {
-  check_activation(activation);
+  const ResolvedActivation act = resolve_activation(activation);
   const uint64_t Hp = s.hidden, P = s.inter, n13 = s.gated ? 2 * P : P;
   if (Hp % kBlockRows || P % kBlockRows || n13 % kBlockRows)
     throw Error(ErrorKind::bad_input, "the CPU MXFP4 layout needs hidden and intermediate sizes that are multiples of 32 (got " + std::to_string(Hp) + ", " + std::to_string(P) + ")");
@@ -340,7 +340,7 @@ std::vector<float> cpu_mxfp4_moe(const std::vector<float>& x, uint64_t tokens, u
         float* ai = a.data() + i * P;
         for (uint64_t j = 0; j < P; ++j) {
           const auto [g, u] = s.gated ? gate_and_up(hi, j, P, s.rows) : std::pair<float, float>{hi[j], 0.0f};
-          ai[j] = static_cast<float>(activation_value(activation, s.gated, g, u));
+          ai[j] = activation_value(act, g, u);
         }
       }
       to_bf16(options.isa, a.data(), ab.data(), m * P);

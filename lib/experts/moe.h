@@ -17,6 +17,8 @@
 //   *_no_mul    the activation of the single row block: silu(h), gelu(h), relu(h)²
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -43,9 +45,37 @@ bool is_gated_activation(const std::string& name);
 // Throws Error(bad_input) for an activation the runtime experts do not implement.
 void check_activation(const ActivationSpec& a);
 
+// An ActivationSpec resolved once per layer (names compared once, defaults filled in), so the
+// per-element function below is a switch. Throws Error(bad_input) like check_activation.
+enum class ActivationKind { silu, gelu, gelu_tanh, relu2, swigluoai };
+struct ResolvedActivation {
+  ActivationKind kind = ActivationKind::silu;
+  bool gated = true;
+  bool clamp = false;  // swigluoai, or a model's swiglu_limit on silu (DeepSeek-V4's activation_clamp)
+  double limit = 7.0, alpha = 1.702, beta = 1.0;
+};
+ResolvedActivation resolve_activation(const ActivationSpec& a);
+
 // The activation of one intermediate column: of gate `g` and up `u` for gated activations, of
-// the single value `g` for the *_no_mul ones. Every expert implementation computes it here.
-double activation_value(const ActivationSpec& a, bool gated, double g, double u);
+// the single value `g` for the *_no_mul ones. Every expert implementation computes it here, in
+// its own precision (double for the reference, float for the fast CPU kernels).
+template <typename T>
+T activation_value(const ResolvedActivation& a, T g, T u) {
+  const T limit = static_cast<T>(a.limit);
+  if (a.gated && a.clamp) {
+    g = std::min(g, limit);
+    u = std::clamp(u, -limit, limit);
+  }
+  T v = T(0);
+  switch (a.kind) {
+    case ActivationKind::swigluoai: return (u + static_cast<T>(a.beta)) * g / (T(1) + std::exp(-static_cast<T>(a.alpha) * g));
+    case ActivationKind::silu: v = g / (T(1) + std::exp(-g)); break;
+    case ActivationKind::gelu: v = T(0.5) * g * (T(1) + std::erf(g / std::sqrt(T(2)))); break;
+    case ActivationKind::gelu_tanh: v = T(0.5) * g * (T(1) + std::tanh(std::sqrt(T(2) / static_cast<T>(M_PI)) * (g + T(0.044715) * g * g * g))); break;
+    case ActivationKind::relu2: v = g > 0 ? g * g : T(0); break;
+  }
+  return a.gated ? v * u : v;
+}
 
 // Gate and up of intermediate column j inside one token's w13 output `h` (2P values).
 template <typename T>
