@@ -15,6 +15,7 @@
 #include "packers/flashinfer_cutlass_mxfp4.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
 #include "packers/marlin_mxfp4.h"
+#include "packers/nvfp4_layouts.h"
 #include "packers/triton_blackwell_mx.h"
 #include "packers/triton_cdna4_mx_scale.h"
 #include "packers/triton_hopper_mx_scale.h"
@@ -181,6 +182,23 @@ constexpr RowSpec kRows[] = {
    "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
   {&make<E8m0ViewLayout>,
    "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
+  // ---- NVFP4 (vLLM fused_moe/oracle/nvfp4.py; nvfp4_layouts.h) ----
+  {&make<ReorderW13RowsLayout, RowOrder::swap_halves>,
+   "NVFP4 w13 weight on FlashInfer CUTLASS / b12x: [w1; w3] -> [w3; w1] (reorder_w1w3_to_w3w1)"},
+  {&make<ReorderW13RowsLayout, RowOrder::cutedsl_w31_interleave64>,
+   "NVFP4 w13 weight on FlashInfer CuteDSL: [w3; w1] in alternating 64-row groups (from [w1; w3])"},
+  {&make<ReorderW13RowsLayout, RowOrder::cutedsl_deinterleave_interleave64>,
+   "NVFP4 w13 weight on FlashInfer CuteDSL: [w3; w1] in alternating 64-row groups (from interleaved gate/up rows)"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::identity>,
+   "NVFP4 block scales, vLLM swizzle_blockscale: 128x4 atoms, rows padded to 128 and columns to 4 ([Mp, Cp] per expert)"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::swap_halves>,
+   "NVFP4 w13 block scales on FlashInfer CUTLASS / b12x: [w3; w1] then swizzle_blockscale"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::cutedsl_w31_interleave64>,
+   "NVFP4 w13 block scales on FlashInfer CuteDSL: 64-row [w3; w1] interleave then swizzle_blockscale (from [w1; w3])"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::cutedsl_deinterleave_interleave64>,
+   "NVFP4 w13 block scales on FlashInfer CuteDSL: 64-row [w3; w1] interleave then swizzle_blockscale (from interleaved rows)"},
+  {&make<MarlinNvfp4ScaleLayout>,
+   "Marlin NVFP4 E4M3 scales: [K/16, N] permuted, re-encoded S0E5M3 (after the layer's power-of-two factor)"},
 };
 // clang-format on
 

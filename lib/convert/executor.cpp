@@ -314,6 +314,7 @@ class ManifestSkeleton {
     pt.canonical_shape = t.canonical_shape;
     pt.per_expert = t.per_expert;
     pt.derived = t.derived;
+    pt.value_stage = t.value_stage;
     return pt;
   }
 
