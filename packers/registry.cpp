@@ -21,6 +21,9 @@
 #include "packers/triton_hopper_mx_value.h"
 #include "packers/triton_shuffle_weight.h"
 #include "packers/triton_strided.h"
+#include "packers/cpu_prepack_moe.h"
+#include "packers/flashinfer_trtllm_bf16.h"
+#include "packers/unquantized_rows.h"
 
 namespace moepack::packers {
 namespace {
@@ -181,6 +184,17 @@ constexpr RowSpec kRows[] = {
    "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
   {&make<E8m0ViewLayout>,
    "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
+  // ---- unquantized (BF16/FP16) MoE: family_unquantized.cpp's layout rows ----
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::amx>,
+   "CPU unquantized, AMX (X86CPUUnquantizedExperts): 16-row groups of bf16-pair words [O/16][K/2][16][2]"},
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::vec>,
+   "CPU unquantized, portable vec (CPUUnquantizedExperts): 16-row groups [O/16][K][16]"},
+  {&make<SwapW13ToW31Layout>, "FlashInfer CUTLASS unquantized gated w13: [w1; w3] rows -> [w3; w1]"},
+  {&make<XpuTransposeLayout>, "XPU unquantized weights: each expert's [N, K] stored transposed [K, N]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
+   "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
 };
 // clang-format on
 
