@@ -22,6 +22,9 @@
 #include "packers/triton_hopper_mx_value.h"
 #include "packers/triton_shuffle_weight.h"
 #include "packers/triton_strided.h"
+#include "packers/cpu_prepack_moe.h"
+#include "packers/flashinfer_trtllm_bf16.h"
+#include "packers/unquantized_rows.h"
 
 namespace moepack::packers {
 namespace {
@@ -199,6 +202,17 @@ constexpr RowSpec kRows[] = {
    "NVFP4 w13 block scales on FlashInfer CuteDSL: 64-row [w3; w1] interleave then swizzle_blockscale (from interleaved rows)"},
   {&make<MarlinNvfp4ScaleLayout>,
    "Marlin NVFP4 E4M3 scales: [K/16, N] permuted, re-encoded S0E5M3 (after the layer's power-of-two factor)"},
+  // ---- unquantized (BF16/FP16) MoE: family_unquantized.cpp's layout rows ----
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::amx>,
+   "CPU unquantized, AMX (X86CPUUnquantizedExperts): 16-row groups of bf16-pair words [O/16][K/2][16][2]"},
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::vec>,
+   "CPU unquantized, portable vec (CPUUnquantizedExperts): 16-row groups [O/16][K][16]"},
+  {&make<SwapW13ToW31Layout>, "FlashInfer CUTLASS unquantized gated w13: [w1; w3] rows -> [w3; w1]"},
+  {&make<XpuTransposeLayout>, "XPU unquantized weights: each expert's [N, K] stored transposed [K, N]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
+   "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
 };
 // clang-format on
 

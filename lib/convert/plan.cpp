@@ -73,6 +73,7 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
     d.layer = &layer;
     d.query = query_from_checkpoint(checkpoint, layer, deployment);
     d.decision = orc::decide(d.query, deployment);
+    d.model_dtype = deployment.model_dtype;
     out.push_back(std::move(d));
   }
   return out;
@@ -98,7 +99,7 @@ orc::Decision reported_decision(const LayerDecision& layer) {
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
-bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4 || f == orc::Family::nvfp4; }
+bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized; }
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
   throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
@@ -299,6 +300,18 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
   }
 }
 
+// UnquantizedFusedMoEMethod creates the expert parameters in the model dtype and the loader
+// casts the checkpoint's values into them; moepack moves values, it does not round them.
+void refuse_unquantized_cast(const LayerDecision& ld) {
+  if (ld.decision.family != orc::Family::unquantized) return;
+  const DType want = ld.model_dtype == orc::FloatType::bfloat16 ? DType::BF16 : ld.model_dtype == orc::FloatType::float16 ? DType::F16 : DType::F32;
+  for (const auto& p : ld.layer->params)
+    if (p.dtype != want)
+      refuse(ld.layer->prefix, "backend " + ld.decision.backend.value_or("?") + ": the checkpoint's " + p.name + " is " + std::string(dtype_name(p.dtype)) +
+                                   " and --dtype " + orc::float_type_short_name(ld.model_dtype) +
+                                   " makes vLLM cast it while loading; moepack does not cast expert weights (pass --dtype matching the checkpoint)");
+}
+
 // Which canonical params this layer has (one expert's summary) and how each becomes its output:
 // a packer layout or a reduction over the rank's experts.
 std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decision& d) {
@@ -325,7 +338,7 @@ std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decisio
     }
     if (source.empty()) continue;  // e.g. biases of a model without them
     if (!packers::find_layout(packer_id.substr(0, packer_id.find(packers::kPipelineSeparator))))
-      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + std::string(packer_id) + "` of " + role +
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + ": the layout `" + std::string(packer_id) + "` of " + role +
                                " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
     spec.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(packer_id));
     roles.push_back(std::move(spec));
@@ -500,6 +513,7 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   std::set<std::string> expert_tensors;
   for (const LayerDecision& ld : decisions) {
     refuse_unconvertible(*ld.layer, ld.query, ld.decision);
+    refuse_unquantized_cast(ld);
     expert_tensors.insert(ld.layer->tensors.begin(), ld.layer->tensors.end());
     plan.layers.push_back(plan_layer(checkpoint, ld, request));
     plan.tp_size = std::max(plan.tp_size, split_over_ranks(*ld.layer, ld.decision).ranks);

@@ -29,6 +29,8 @@ struct LayerDecision {
   const ckpt::MoeLayer* layer = nullptr;
   oracle::MoeLayerQuery query;
   oracle::Decision decision;
+  // --dtype: the dtype vLLM creates unquantized expert parameters in (params_dtype).
+  oracle::FloatType model_dtype = oracle::FloatType::bfloat16;
 };
 
 // Decisions for every MoE layer of an open checkpoint.

@@ -34,6 +34,7 @@ oracle::Deployment deployment_for(const Case& c) {
     else if (k == "moe-backend") d.moe_backend = oracle::normalize_moe_backend(v);
     else if (k == "activation") d.moe_activation = v;
     else if (k == "env") d.env.set(v.substr(0, v.find(':')), v.substr(v.find(':') + 1));
+    else if (k == "dtype") d.model_dtype = *oracle::parse_float_type(v);
     else if (k == "model-activation") continue;  // applied to the checkpoint's facts (convert_and_check)
     else throw std::runtime_error("unknown test flag " + k);
   }
@@ -195,6 +196,42 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"nemotron-h-nvfp4", "sm90", {}, "MARLIN"}, Case{"nemotron-h-nvfp4", "sm100", {"moe-backend=flashinfer_cutedsl"}, "FLASHINFER_CUTEDSL"},
                       Case{"deepseek-v4-nvfp4", "sm100", {}, "FLASHINFER_TRTLLM"}, Case{"deepseek-v4-nvfp4", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM"},
                       Case{"deepseek-v4-nvfp4", "sm110", {}, "VLLM_CUTLASS"}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string n = info.param.sample + "_" + info.param.target;
+      for (const auto& f : info.param.flags) n += "_" + f;
+      for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+// The unquantized family: per-expert BF16 (Mixtral, Qwen3) and fused 3-D BF16 with interleaved
+// gate/up and biases (gpt-oss, SWIGLUOAI: no CPU intermediate padding, FlashInfer moved back).
+INSTANTIATE_TEST_SUITE_P(
+    Unquantized, ConvertSamples,
+    ::testing::Values(
+        Case{"mixtral-bf16", "cpu-amx", {}, "CPU"},         // vllm.cpu_prepack_moe_weight(amx)
+        Case{"mixtral-bf16", "cpu-avx512", {}, "CPU"},      // (vec)
+        Case{"mixtral-bf16", "sm90", {}, "TRITON"},         // checkpoint layout
+        Case{"mixtral-bf16", "sm100", {}, "FLASHINFER_TRTLLM"},  // BlockMajorK, w3/w1 rows
+        Case{"mixtral-bf16", "sm120", {}, "FLASHINFER_CUTLASS"},  // [w3; w1]
+        Case{"mixtral-bf16", "xpu", {}, "XPU"},             // transposed
+        Case{"mixtral-bf16", "gfx942", {}, "TRITON"},
+        Case{"mixtral-bf16", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM"},  // I = 64 per rank: the smallest it takes
+        Case{"mixtral-bf16", "sm100", {"tp=4"}, ""},         // I = 32 per rank: I % 64 != 0, vLLM fails at load
+        Case{"mixtral-bf16", "sm100", {"dtype=fp16"}, ""},   // vLLM would cast the BF16 experts
+        Case{"qwen3-moe-bf16", "cpu-amx", {"tp=4"}, "CPU"},
+        Case{"qwen3-moe-bf16", "cpu-avx512", {"tp=8"}, "CPU"},  // I = 16 per rank, zero-padded to 32 per w13 half
+        Case{"qwen3-moe-bf16", "sm120", {"tp=2"}, "FLASHINFER_CUTLASS"},
+        Case{"qwen3-moe-bf16", "sm100", {"moe-backend=triton"}, "TRITON"},
+        Case{"qwen3-moe-bf16", "xpu", {"tp=2"}, "XPU"},
+        Case{"qwen3-moe-bf16", "cpu-arm", {}, ""},           // ArmCPUUnquantizedExperts (neon pack) not implemented
+        Case{"qwen3-moe-bf16", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, ""},  // AITER's bf16 shuffle not implemented
+        Case{"gpt-oss-bf16", "cpu-amx", {}, "CPU"},
+        Case{"gpt-oss-bf16", "cpu-avx512", {}, "CPU"},
+        Case{"gpt-oss-bf16", "sm90", {}, "TRITON"},
+        Case{"gpt-oss-bf16", "sm100", {}, "TRITON"},
+        Case{"gpt-oss-bf16", "xpu", {}, "XPU"},
+        Case{"gpt-oss-bf16", "gfx950", {"tp=2"}, "TRITON"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string n = info.param.sample + "_" + info.param.target;
       for (const auto& f : info.param.flags) n += "_" + f;
