@@ -107,6 +107,15 @@ void convert_and_check(const Case& c) {
 }
 
 class ConvertSamples : public ::testing::TestWithParam<Case> {};
+
+// A test name from the sample, target and flags (letters and digits kept, the rest '_').
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = info.param.sample + "_" + info.param.target;
+  for (const auto& f : info.param.flags) n += "_" + f;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
 TEST_P(ConvertSamples, ArtifactIsProvenAgainstItsSource) { convert_and_check(GetParam()); }
 
 // One row per distinct layout path of oracle/mxfp4.py (gpt-oss converter, generic converter,
@@ -169,13 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"deepseek-v4-mxfp4", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS_MXFP4_BF16"},
         Case{"deepseek-v4-mxfp4", "cpu-amx", {}, ""},
         Case{"deepseek-v4-mxfp4", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER_MXFP4_BF16"}),  // the generic converter has no CPU branch
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = info.param.sample + "_" + info.param.target;
-      for (const auto& f : info.param.flags) n += "_" + f;
-      for (char& ch : n)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+    case_name);
 
 // Every NVFP4 source on every backend with its own layout (oracle/nvfp4.py), at TP 1 and 2.
 INSTANTIATE_TEST_SUITE_P(
@@ -196,13 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"nemotron-h-nvfp4", "sm90", {}, "MARLIN"}, Case{"nemotron-h-nvfp4", "sm100", {"moe-backend=flashinfer_cutedsl"}, "FLASHINFER_CUTEDSL"},
                       Case{"deepseek-v4-nvfp4", "sm100", {}, "FLASHINFER_TRTLLM"}, Case{"deepseek-v4-nvfp4", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM"},
                       Case{"deepseek-v4-nvfp4", "sm110", {}, "VLLM_CUTLASS"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = info.param.sample + "_" + info.param.target;
-      for (const auto& f : info.param.flags) n += "_" + f;
-      for (char& ch : n)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+    case_name);
 
 // The unquantized family: per-expert BF16 (Mixtral, Qwen3) and fused 3-D BF16 with interleaved
 // gate/up and biases (gpt-oss, SWIGLUOAI: no CPU intermediate padding, FlashInfer moved back).
@@ -232,13 +229,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-oss-bf16", "sm100", {}, "TRITON"},
         Case{"gpt-oss-bf16", "xpu", {}, "XPU"},
         Case{"gpt-oss-bf16", "gfx950", {"tp=2"}, "TRITON"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = info.param.sample + "_" + info.param.target;
-      for (const auto& f : info.param.flags) n += "_" + f;
-      for (char& ch : n)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+    case_name);
 
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the
 // seed) load into the same parameters, so a backend both reach must get the same bytes.
