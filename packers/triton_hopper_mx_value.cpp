@@ -126,8 +126,10 @@ const SimdTables& simd_tables() {
 
 // GCC 12's intrinsics pass an undefined vector as the pass-through of their unmasked forms,
 // which -Wmaybe-uninitialized reports inside its own headers; nothing here reads one.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_avx512_impl(const TensorView& canonical, std::span<uint8_t> packed) {
   using L = TritonHopperMXValueLayout;
   const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
@@ -166,7 +168,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_avx512
     }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool cpu_has_vbmi() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -17,7 +17,7 @@ TEST(JsonOutput, InvalidUtf8BecomesReplacementCharacters) {
   const std::string text = safe_json_text(nlohmann::json{{"message", message}});
   const nlohmann::json back = nlohmann::json::parse(text);
   EXPECT_EQ(back["message"], "last read: '4]}}" + kReplacement + "'; byte " + kReplacement + " and cut " + kReplacement);
-  EXPECT_EQ(nlohmann::ordered_json::parse(safe_json_text(nlohmann::ordered_json{{"m", message}}, -1))["m"], back["message"]);
+  EXPECT_EQ(nlohmann::ordered_json::parse(safe_json_text(nlohmann::ordered_json{{"m", message}}, -1))["m"].get<std::string>(), back["message"].get<std::string>());
 }
 
 TEST(JsonOutput, ValidTextIsUnchanged) {

@@ -5,39 +5,51 @@
 # target crashes, hangs, leaks or reports undefined behaviour; the input is left under
 # BUILD_DIR/fuzz-artifacts/<target>/.
 #
-#   tests/fuzz/run_fuzzers.sh [--runs N] [--build-dir DIR] [--jobs J] [TARGET...]
+#   tests/fuzz/run_fuzzers.sh [--runs N] [--build-dir DIR] [--jobs J] [--suite] [TARGET...]
 #
 # Defaults: 30000 runs per target, build dir build-fuzz next to the source tree, every target.
+# --suite also builds and runs the whole test suite in the same build (ASan + UBSan under clang,
+# at -O1), so CI compiles the project once for both hardening jobs.
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 runs=30000
 build="$src/build-fuzz"
 jobs=2
+suite=0
 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --suite) suite=1; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 
 mkdir -p "$build"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DMOEPACK_FUZZ=ON -DMOEPACK_TESTS=ON \
-  -DMOEPACK_BENCH=OFF -DMOEPACK_WERROR=ON > "$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; exit 1; }
+  -DMOEPACK_BENCH=OFF -DMOEPACK_WERROR=ON -DCMAKE_CXX_FLAGS_RELEASE=-O1 > "$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; exit 1; }
 if [[ ${#targets[@]} -eq 0 ]]; then
   for f in "$src"/tests/fuzz/fuzz_*.cpp; do t="$(basename "$f" .cpp)"; targets+=("${t#fuzz_}"); done
 fi
 ninja -C "$build" -j "$jobs" fuzz_make_seeds $(printf 'fuzz_%s ' "${targets[@]}")
 
+status=0
+if [[ $suite == 1 ]]; then
+  ninja -C "$build" -j "$jobs"
+  # Same options as tests/run_sanitizers.sh: any report fails the test that triggered it.
+  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1:strict_string_checks=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+    ctest --test-dir "$build" --output-on-failure || status=1
+fi
+
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
 "$build/tests/fuzz/fuzz_make_seeds" "$seeds"
 
-status=0
 for t in "${targets[@]}"; do
   corpus="$build/fuzz-corpus/$t"      # grows across runs; the seeds are read-only input
   artifacts="$build/fuzz-artifacts/$t"
