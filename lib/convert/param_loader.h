@@ -33,6 +33,7 @@ struct RankGeometry {
   uint64_t tp_rank = 0;
   bool gpt_oss_interleaved = false;       // the gpt-oss loader (interleaved w13 rows)
   bool gated = true;                      // false: w13 holds only the up projection (I rows, padded to P)
+  bool int_transposed = false;            // WNA16 (GPTQ/AWQ/compressed-tensors) params: lib/convert/wna16_marlin.h
 };
 
 // The per-rank row range [begin, end) of the intermediate dimension the gpt-oss loader takes.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lib/convert/param_loader.h"
+#include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
 
@@ -96,7 +97,7 @@ orc::Decision reported_decision(const LayerDecision& layer) {
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
-bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4; }
+bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4 || f == orc::Family::wna16; }
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
   throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
@@ -126,6 +127,7 @@ struct RoleSpec {
   std::string role;
   std::shared_ptr<const packers::Layout> layout;
   const LayerReduction* reduction = nullptr;
+  std::shared_ptr<const ExpertDerivation> derivation;  // per-expert output of several params (wna16_marlin.h)
 };
 
 // One output tensor computed from all of the rank's experts: planned as a single "slab".
@@ -237,15 +239,19 @@ std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decisio
   for (const auto& p : layer.params) available.insert(p.name);
   std::vector<RoleSpec> roles;
   for (const auto& [role, layout_id] : d.tensor_layouts) {
+    if (auto derivation = make_expert_derivation(role, layout_id, available, layer)) {
+      roles.push_back({role, nullptr, nullptr, std::move(derivation)});
+      continue;
+    }
     if (!available.count(role)) continue;  // e.g. biases of a model without them
     if (const LayerReduction* reduction = find_reduction(layout_id)) {
-      roles.push_back({role, nullptr, reduction});
+      roles.push_back({role, nullptr, reduction, nullptr});
       continue;
     }
     if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
       refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
                                " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
-    roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr});
+    roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr, nullptr});
   }
   // A loaded parameter the backend's layout table does not name would be dropped silently
   // (its source tensors are not passed through either): refuse instead.
@@ -318,6 +324,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
   // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
+  g.int_transposed = d.family == orc::Family::wna16;
   return g;
 }
 
@@ -384,7 +391,8 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
     RankPlan rp;
     rp.rank = rank;
     for (const RoleSpec& rs : roles) {
-      if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts));
+      if (rs.derivation) rp.tensors.push_back(derived_tensor(checkpoint, layer, rs.role, rs.derivation, g, first_expert, split.local_experts));
+      else if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts));
       else rp.tensors.push_back(packed_tensor(checkpoint, layer, d, rs, g, first_expert, split));
     }
     lp.ranks.push_back(std::move(rp));
