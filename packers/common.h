@@ -102,9 +102,21 @@ inline uint64_t cast_float_bits(DType from, uint64_t bits, DType to) {
 //                           then halves swapped): [g0,u0,...] -> [u0,u1,...; g0,g1,...]
 //   swap_halves             generic [w1;w3] w13 on FlashInfer CUTLASS                 I I+1 ... then 0 1 ...
 //                           (`swap_w13_to_w31`, vllm/.../utils/flashinfer_utils.py)
+//   cutedsl_w31_interleave64  NVFP4 [w1;w3] w13 on FlashInfer CuteDSL (halves swapped, then   I..I+63, 0..63, I+64..
+//                           `interleave_linear_and_gate(group_size=64)`, flashinfer_fp4_moe.py)
+//   cutedsl_deinterleave_interleave64  the same from interleaved rows (SWIGLUOAI models: up   1 3 .. 127, 0 2 .. 126, ...
+//                           = rows 1::2, gate = rows 0::2, then the 64-row interleave)
 // (AITER's gate-first de-interleave, vllm.aiter_deinterleave_gate_up_rows, is the same split as
 // deinterleave_up_first with the halves the other way round; it has its own layout file.)
-enum class RowOrder { identity, swap_pairs, w3w1_interleave, deinterleave_up_first, swap_halves };
+enum class RowOrder {
+  identity,
+  swap_pairs,
+  w3w1_interleave,
+  deinterleave_up_first,
+  swap_halves,
+  cutedsl_w31_interleave64,
+  cutedsl_deinterleave_interleave64,
+};
 
 inline std::string_view row_order_id(RowOrder order) {
   switch (order) {
@@ -113,6 +125,8 @@ inline std::string_view row_order_id(RowOrder order) {
     case RowOrder::w3w1_interleave: return "w3w1_interleave";
     case RowOrder::deinterleave_up_first: return "deinterleave_up_first";
     case RowOrder::swap_halves: return "swap_halves";
+    case RowOrder::cutedsl_w31_interleave64: return "cutedsl_w31_interleave64";
+    case RowOrder::cutedsl_deinterleave_interleave64: return "cutedsl_deinterleave_interleave64";
   }
   return "?";
 }
@@ -126,6 +140,13 @@ inline uint64_t row_order_source(RowOrder order, uint64_t r, uint64_t rows) {
     case RowOrder::w3w1_interleave: return (r % 2 == 0) ? half + r / 2 : r / 2;
     case RowOrder::deinterleave_up_first: return r < half ? 2 * r + 1 : 2 * (r - half);
     case RowOrder::swap_halves: return r < half ? r + half : r - half;
+    case RowOrder::cutedsl_w31_interleave64:
+    case RowOrder::cutedsl_deinterleave_interleave64: {
+      // Output row r = 128j + 64h + t takes row h*half + 64j + t of the [up; gate] matrix.
+      const uint64_t up_gate = ((r % 128) / 64) * half + (r / 128) * 64 + r % 64;
+      return row_order_source(order == RowOrder::cutedsl_w31_interleave64 ? RowOrder::swap_halves : RowOrder::deinterleave_up_first,
+                              up_gate, rows);
+    }
   }
   return r;
 }

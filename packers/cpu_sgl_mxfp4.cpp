@@ -1,6 +1,9 @@
 // See cpu_sgl_mxfp4.h for the drawn layouts and the upstream definitions.
 #include "packers/cpu_sgl_mxfp4.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace moepack::packers {
 namespace {
 
@@ -22,20 +25,38 @@ Accepts CpuSglWeightPackedMxfp4Layout::accepts() const {
 
 // Builds each packed byte whole, as upstream's loop does: byte j of column kb is nibble slot j
 // and slot j+32 of the 64 listed for that column; slot s belongs to block row s/2, nibble s%2
-// of its byte.
+// of its byte. So bytes 2r and 2r+1 of column kb come from rows r and r+16 of the block only:
+//   out[kb*32 + 2r]     = lo(row r)[kb] | lo(row r+16)[kb] << 4
+//   out[kb*32 + 2r + 1] = hi(row r)[kb] | hi(row r+16)[kb] << 4
+// i.e. one 16-bit word per (r, kb), and the column is the transpose of those words. The bulk
+// path makes the words of a tile of columns row by row (vectorizable), then transposes the
+// tile in L1.
 void CpuSglWeightPackedMxfp4Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
   const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
-  auto slot = [&](const uint8_t* block, uint64_t kb, uint64_t s) -> uint8_t {
-    const uint8_t byte = block[(s / 2) * cols + kb];
-    return (s % 2) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF);
-  };
+  constexpr uint64_t kHalf = kSglBlockN / 2;  // 16 row pairs
+  constexpr uint64_t kTile = 64;              // columns per tile: 16 x 64 words = 2 KiB
+  uint16_t words[kHalf][kTile];
   for (uint64_t nb = 0; nb < rows / kSglBlockN; ++nb) {
     const uint8_t* block = canonical.bytes.data() + nb * kSglBlockN * cols;
     uint8_t* out = packed.data() + nb * kSglBlockN * cols;
-    for (uint64_t kb = 0; kb < cols; ++kb)
-      for (uint64_t j = 0; j < kSglBlockN; ++j)
-        out[kb * kSglBlockN + j] = static_cast<uint8_t>(slot(block, kb, j) | (slot(block, kb, j + kSglBlockN) << 4));
+    for (uint64_t k0 = 0; k0 < cols; k0 += kTile) {
+      const uint64_t width = std::min(kTile, cols - k0);
+      for (uint64_t r = 0; r < kHalf; ++r) {
+        const uint8_t* a = block + r * cols + k0;
+        const uint8_t* b = block + (r + kHalf) * cols + k0;
+        for (uint64_t i = 0; i < width; ++i) {
+          const unsigned lo = (a[i] & 0x0Fu) | ((b[i] & 0x0Fu) << 4);
+          const unsigned hi = (a[i] >> 4) | (b[i] & 0xF0u);
+          words[r][i] = static_cast<uint16_t>(lo | (hi << 8));  // little-endian: lo is byte 2r
+        }
+      }
+      for (uint64_t i = 0; i < width; ++i) {
+        uint16_t column[kHalf];
+        for (uint64_t r = 0; r < kHalf; ++r) column[r] = words[r][i];
+        std::memcpy(out + (k0 + i) * kSglBlockN, column, sizeof column);
+      }
+    }
   }
 }
 

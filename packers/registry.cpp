@@ -16,12 +16,16 @@
 #include "packers/flashinfer_trtllm_mxfp4.h"
 #include "packers/marlin_mxfp4.h"
 #include "packers/marlin_wna16.h"
+#include "packers/nvfp4_layouts.h"
 #include "packers/triton_blackwell_mx.h"
 #include "packers/triton_cdna4_mx_scale.h"
 #include "packers/triton_hopper_mx_scale.h"
 #include "packers/triton_hopper_mx_value.h"
 #include "packers/triton_shuffle_weight.h"
 #include "packers/triton_strided.h"
+#include "packers/cpu_prepack_moe.h"
+#include "packers/flashinfer_trtllm_bf16.h"
+#include "packers/unquantized_rows.h"
 
 namespace moepack::packers {
 namespace {
@@ -195,6 +199,34 @@ constexpr RowSpec kRows[] = {
   {&make<MarlinIntZeroPointLayout, 8u, IntSource::gptq>, "Marlin int8 zero points from sequential packing (GPTQ qzeros, compressed-tensors)"},
   {&make<MarlinIntZeroPointLayout, 4u, IntSource::awq>, "Marlin int4 zero points from AWQ interleaved qzeros"},
   {&make<MarlinIntZeroPointLayout, 8u, IntSource::awq>, "Marlin int8 zero points from AWQ interleaved qzeros"},
+  // ---- NVFP4 (vLLM fused_moe/oracle/nvfp4.py; nvfp4_layouts.h) ----
+  {&make<ReorderW13RowsLayout, RowOrder::swap_halves>,
+   "NVFP4 w13 weight on FlashInfer CUTLASS / b12x: [w1; w3] -> [w3; w1] (reorder_w1w3_to_w3w1)"},
+  {&make<ReorderW13RowsLayout, RowOrder::cutedsl_w31_interleave64>,
+   "NVFP4 w13 weight on FlashInfer CuteDSL: [w3; w1] in alternating 64-row groups (from [w1; w3])"},
+  {&make<ReorderW13RowsLayout, RowOrder::cutedsl_deinterleave_interleave64>,
+   "NVFP4 w13 weight on FlashInfer CuteDSL: [w3; w1] in alternating 64-row groups (from interleaved gate/up rows)"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::identity>,
+   "NVFP4 block scales, vLLM swizzle_blockscale: 128x4 atoms, rows padded to 128 and columns to 4 ([Mp, Cp] per expert)"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::swap_halves>,
+   "NVFP4 w13 block scales on FlashInfer CUTLASS / b12x: [w3; w1] then swizzle_blockscale"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::cutedsl_w31_interleave64>,
+   "NVFP4 w13 block scales on FlashInfer CuteDSL: 64-row [w3; w1] interleave then swizzle_blockscale (from [w1; w3])"},
+  {&make<SwizzleBlockscaleLayout, RowOrder::cutedsl_deinterleave_interleave64>,
+   "NVFP4 w13 block scales on FlashInfer CuteDSL: 64-row [w3; w1] interleave then swizzle_blockscale (from interleaved rows)"},
+  {&make<MarlinNvfp4ScaleLayout>,
+   "Marlin NVFP4 E4M3 scales: [K/16, N] permuted, re-encoded S0E5M3 (after the layer's power-of-two factor)"},
+  // ---- unquantized (BF16/FP16) MoE: family_unquantized.cpp's layout rows ----
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::amx>,
+   "CPU unquantized, AMX (X86CPUUnquantizedExperts): 16-row groups of bf16-pair words [O/16][K/2][16][2]"},
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::vec>,
+   "CPU unquantized, portable vec (CPUUnquantizedExperts): 16-row groups [O/16][K][16]"},
+  {&make<SwapW13ToW31Layout>, "FlashInfer CUTLASS unquantized gated w13: [w1; w3] rows -> [w3; w1]"},
+  {&make<XpuTransposeLayout>, "XPU unquantized weights: each expert's [N, K] stored transposed [K, N]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::w3w1_interleave>,
+   "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
+  {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
+   "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
 };
 // clang-format on
 

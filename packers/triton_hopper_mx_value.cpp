@@ -1,6 +1,13 @@
 // See triton_hopper_mx_value.h for the drawn layout and the upstream definition.
 #include "packers/triton_hopper_mx_value.h"
 
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace moepack::packers {
 namespace {
 
@@ -33,20 +40,6 @@ const TwiddleTables& twiddle_tables() {
   return tables;
 }
 
-// Visits every 4-byte group of the storage in order, with the canonical (n, b) of its first
-// byte; the group's bytes are (n,b) (n+8,b) (n,b+4) (n+8,b+4) (w1 = byte/2, w0 = byte%2).
-template <class Fn>
-void for_each_group(uint64_t padded_rows, uint64_t padded_bytes, Fn&& fn) {
-  using L = TritonHopperMXValueLayout;
-  uint64_t out = 0;
-  for (uint64_t m0 = 0; m0 < padded_rows / L::kRowAlign; ++m0)
-    for (uint64_t t0 = 0; t0 < 4; ++t0)
-      for (uint64_t k0 = 0; k0 < padded_bytes / L::kByteAlign; ++k0)
-        for (uint64_t s0 = 0; s0 < 2; ++s0)
-          for (uint64_t t1 = 0; t1 < 4; ++t1)
-            for (uint64_t kt = 0; kt < 4; ++kt, out += 4) fn(out, 16 * m0 + 2 * t0 + s0, 32 * k0 + 8 * kt + t1);
-}
-
 }  // namespace
 
 std::string TritonHopperMXValueLayout::name() const {
@@ -58,16 +51,148 @@ uint32_t TritonHopperMXValueLayout::twiddle(std::array<uint8_t, 4> group) {
   return t.by_slot[0][group[0]] | t.by_slot[1][group[1]] | t.by_slot[2][group[2]] | t.by_slot[3][group[3]];
 }
 
-// Walks the storage group by group (sequential writes) and twiddles each group by table.
+namespace {
+
+// The 64 storage bytes of one (m0, t0, k0, s0): row r = 4*m0 + t0, columns 128*k0 + 64*s0 .. +64.
+// They are 16 groups g = 4*t1 + kt whose four bytes are, with A = canonical row n = 16*m0 +
+// 2*t0 + s0 and B = row n + 8, both from byte 32*k0: A[8kt+t1] B[8kt+t1] A[8kt+t1+4] B[8kt+t1+4].
+// So one tile reads 32 bytes of two rows and writes 64 contiguous bytes; a tile past the end of
+// the canonical rows or bytes reads zeros there (the padding, whose twiddle is zero).
+
+// Portable bulk path: the per-slot tables, with the bounds hoisted out of the full tiles.
+void pack_portable_impl(const TensorView& canonical, std::span<uint8_t> packed) {
+  using L = TritonHopperMXValueLayout;
+  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
+  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
+  const uint8_t* q = canonical.bytes.data();
+  const TwiddleTables& t = twiddle_tables();
+  uint8_t zeros[32] = {};
+  uint8_t a_tail[32], b_tail[32];
+  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
+    for (uint64_t t0 = 0; t0 < 4; ++t0)
+      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0)
+        for (uint64_t s0 = 0; s0 < 2; ++s0) {
+          const uint64_t n = 16 * m0 + 2 * t0 + s0, b0 = 32 * k0;
+          const uint64_t valid = std::min<uint64_t>(32, bytes - b0);
+          auto row = [&](uint64_t r, uint8_t* tail) -> const uint8_t* {
+            if (r >= rows) return zeros;
+            if (valid == 32) return q + r * bytes + b0;
+            std::memset(tail, 0, 32);
+            std::memcpy(tail, q + r * bytes + b0, static_cast<size_t>(valid));
+            return tail;
+          };
+          const uint8_t* A = row(n, a_tail);
+          const uint8_t* B = row(n + 8, b_tail);
+          uint8_t* out = packed.data() + (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0;
+          for (int t1 = 0; t1 < 4; ++t1)
+            for (int kt = 0; kt < 4; ++kt, out += 4) {
+              const int i = 8 * kt + t1;
+              const uint32_t word = t.by_slot[0][A[i]] | t.by_slot[1][B[i]] | t.by_slot[2][A[i + 4]] | t.by_slot[3][B[i + 4]];
+              std::memcpy(out, &word, 4);  // little-endian storage (index_map.h asserts the host is)
+            }
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MOEPACK_HOPPER_SIMD 1
+// AVX-512 VBMI path: per tile, four vpermb gather the slots' bytes to their output positions,
+// the nibble of each position's lane is selected (low nibbles for bytes 0-1 of a word, high for
+// 2-3), and four vpermb lookups in 32-entry tables (lane byte 0 / lane byte 1 of a slot's
+// contribution, built from kLaneBit) give the bytes, ORed together.
+struct SimdTables {
+  alignas(64) uint8_t gather[4][64];
+  alignas(64) uint8_t lookup[4][64];
+  SimdTables() {
+    for (int p = 0; p < 64; ++p) {
+      const int g = p / 4, kt = g % 4, t1 = g / 4, i = 8 * kt + t1;
+      gather[0][p] = static_cast<uint8_t>(i);
+      gather[1][p] = static_cast<uint8_t>(32 + i);
+      gather[2][p] = static_cast<uint8_t>(i + 4);
+      gather[3][p] = static_cast<uint8_t>(32 + i + 4);
+    }
+    for (int slot = 0; slot < 4; ++slot)
+      for (int e = 0; e < 64; ++e) {
+        const int half = (e / 16) % 2, v = e % 16;
+        uint8_t nibbles[4] = {0, 0, 0, 0};
+        nibbles[slot] = static_cast<uint8_t>(v);
+        lookup[slot][e] = static_cast<uint8_t>(twiddle_lane(nibbles) >> (8 * half));
+      }
+  }
+};
+const SimdTables& simd_tables() {
+  static const SimdTables tables;
+  return tables;
+}
+
+// GCC 12's intrinsics pass an undefined vector as the pass-through of their unmasked forms,
+// which -Wmaybe-uninitialized reports inside its own headers; nothing here reads one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_avx512_impl(const TensorView& canonical, std::span<uint8_t> packed) {
+  using L = TritonHopperMXValueLayout;
+  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
+  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
+  const uint8_t* q = canonical.bytes.data();
+  const SimdTables& st = simd_tables();
+  __m512i gather[4], lookup[4];
+  for (int s = 0; s < 4; ++s) {
+    gather[s] = _mm512_load_si512(st.gather[s]);
+    lookup[s] = _mm512_load_si512(st.lookup[s]);
+  }
+  const __mmask64 high_nibble = 0xCCCCCCCCCCCCCCCCull;   // bytes 2, 3 of every word: lane 1
+  const __m512i odd_half = _mm512_set1_epi16(0x1000);    // bytes 1, 3: the second 16 table entries
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
+    for (uint64_t t0 = 0; t0 < 4; ++t0) {
+      uint8_t* out_row = packed.data() + (4 * m0 + t0) * out_cols;
+      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0) {
+        const uint64_t b0 = 32 * k0, valid = std::min<uint64_t>(32, bytes - b0);
+        const __mmask32 mask = valid == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1ull << valid) - 1);
+        for (uint64_t s0 = 0; s0 < 2; ++s0) {
+          const uint64_t n = 16 * m0 + 2 * t0 + s0;
+          // Rows past the end read nothing (mask 0): zeros, as the padding is.
+          const __m256i a = _mm256_maskz_loadu_epi8(n < rows ? mask : 0, q + std::min(n, rows - 1) * bytes + b0);
+          const __m256i b = _mm256_maskz_loadu_epi8(n + 8 < rows ? mask : 0, q + std::min(n + 8, rows - 1) * bytes + b0);
+          const __m512i in = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+          __m512i word = _mm512_setzero_si512();
+          for (int s = 0; s < 4; ++s) {
+            const __m512i x = _mm512_permutexvar_epi8(gather[s], in);
+            const __m512i nib = _mm512_and_si512(_mm512_mask_blend_epi8(high_nibble, x, _mm512_srli_epi16(x, 4)), low4);
+            word = _mm512_or_si512(word, _mm512_permutexvar_epi8(_mm512_or_si512(nib, odd_half), lookup[s]));
+          }
+          _mm512_storeu_si512(out_row + 128 * k0 + 64 * s0, word);
+        }
+      }
+    }
+}
+
+#pragma GCC diagnostic pop
+
+bool cpu_has_vbmi() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+#else
+bool cpu_has_vbmi() { return false; }
+#endif
+
+}  // namespace
+
+bool TritonHopperMXValueLayout::simd_available() { return cpu_has_vbmi(); }
+
+void TritonHopperMXValueLayout::pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+  pack_portable_impl(canonical, packed);
+}
+
+// Bulk path: whole 64-byte tiles, by AVX-512 VBMI where the CPU has it, else by table.
 void TritonHopperMXValueLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
-  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
-  const uint8_t* q = canonical.bytes.data();
-  auto at = [&](uint64_t n, uint64_t b) -> uint8_t { return n < rows && b < bytes ? q[n * bytes + b] : 0; };
-  for_each_group(round_up(rows, kRowAlign), round_up(bytes, kByteAlign), [&](uint64_t out, uint64_t n, uint64_t b) {
-    const uint32_t word = twiddle({at(n, b), at(n + 8, b), at(n, b + 4), at(n + 8, b + 4)});
-    for (int i = 0; i < 4; ++i) packed[out + i] = static_cast<uint8_t>(word >> (8 * i));
-  });
+#ifdef MOEPACK_HOPPER_SIMD
+  if (cpu_has_vbmi()) return pack_avx512_impl(canonical, packed);
+#endif
+  pack_portable_impl(canonical, packed);
 }
 
 }  // namespace moepack::packers

@@ -57,7 +57,11 @@ class TritonHopperMXValueLayout final : public IndexMap<TritonHopperMXValueLayou
   DType packed_dtype(DType) const override { return DType::U8; }
   Accepts accepts() const override { return {}; }
   Units units(DType) const override { return {.canonical_bits = 1, .packed_bits = 1}; }
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: twiddle tables
+  // Bulk path: 64-byte tiles by AVX-512 VBMI byte permutations where the CPU has them, else
+  // pack_portable. Both are checked against pack_by_map (the index map) in the tests.
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
+  void pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const;  // tables, any CPU
+  static bool simd_available();  // whether pack() takes the AVX-512 VBMI path on this CPU
 
   // Index map, part 1: canonical byte (n, b) -> byte offset in the pre-twiddle buffer (which
   // has the packed shape). Part 2 is the twiddle of the 4-byte group containing that offset.

@@ -140,7 +140,8 @@ void run_convert(const ConvertOptions& o) {
     std::cout << safe_json_text(j) << std::endl;
   } else if (!global_flags().quiet) {
     std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
-              << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s\n";
+              << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s ("
+              << human_bytes(seconds > 0 ? static_cast<uint64_t>(static_cast<double>(bytes) / seconds) : 0) << "/s)\n";
   }
 }
 

@@ -110,6 +110,7 @@ ojson to_json(const Manifest& m) {
             canonical["per_expert"] = false;
             canonical["derived"] = t.derived;
           }
+          if (!t.value_stage.empty()) canonical["value_stage"] = t.value_stage;
           tj["canonical"] = canonical;
         }
         tensors[role] = tj;
@@ -182,6 +183,7 @@ PackedTensor read_packed_tensor(const Reader& r, const json& tj, const std::stri
       t.per_expert = pe.get<bool>();
       if (!t.per_expert) t.derived = r.string(c, "derived", cw);
     }
+    if (c.contains("value_stage")) t.value_stage = r.string(c, "value_stage", cw);
   }
   return t;
 }

@@ -35,6 +35,9 @@ struct PackedTensor {
   // reduction such as the maximum of the experts' input scales); `derived` says how it was made.
   bool per_expert = true;
   std::string derived;
+  // A value change vLLM applies to each expert's param before the layout (the NVFP4 b12x
+  // bake-in, Marlin's power-of-two factor): the canonical form is the param after it. Empty: none.
+  std::string value_stage;
 };
 
 struct RankTensors {

@@ -181,10 +181,11 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
         g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank.rank);
         g.gpt_oss_interleaved = source_layer->recipe.w13_order == ckpt::W13Order::interleaved;
         g.gated = source_layer->gated;
+        const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
+        const SwigluFacts swiglu{layer.swiglu_limit, layer.swiglu_beta};
         if (const LayerReduction* reduction = find_reduction(t.layout)) {
-          const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
-          std::vector<uint8_t> expected(static_cast<size_t>(byte_size(reduction->dtype(), reduction->shape())));
-          reduction->reduce(gather_expert_params(ck, *source_layer, role, g, first, local), expected);
+          std::vector<uint8_t> expected(static_cast<size_t>(byte_size(reduction->dtype(), reduction->shape(local))));
+          reduction->reduce(reduction_input(ck, *source_layer, role, g, first, local, swiglu), expected);
           ++out.expert_slabs_checked;
           if (!std::equal(bytes.begin(), bytes.end(), expected.begin(), expected.end()))
             out.problems.push_back(where + ": differs from " + reduction->name() + " of the source's experts");
@@ -196,15 +197,26 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
           continue;
         }
         const uint64_t slab = bytes.size() / local;
+        const std::string source_role = source_param_of(*source_layer, role);
+        std::function<void(uint64_t, OwnedTensor&)> stage;
+        if (!t.value_stage.empty()) {
+          const ValueStage* s = find_value_stage(t.value_stage);
+          if (!s) {
+            out.problems.push_back(where + ": unknown value stage `" + t.value_stage + "`");
+            continue;
+          }
+          stage = s->prepare(reduction_input(ck, *source_layer, source_role, g, first, local, swiglu)).change;
+        }
         for (uint64_t e = 0; e < local; ++e) {
           uint64_t expert = expert_parallel ? local * static_cast<uint64_t>(rank.rank) + e : e;
-          ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert, role);
-          auto it = params.tensors.find(role);
+          ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert, source_role);
+          auto it = params.tensors.find(source_role);
           if (it == params.tensors.end()) {
-            out.problems.push_back(where + ": the source has no " + role);
+            out.problems.push_back(where + ": the source has no " + source_role);
             break;
           }
-          OwnedTensor expected = load_expert_param(role, it->second, g);
+          OwnedTensor expected = load_expert_param(source_role, it->second, g);
+          if (stage) stage(e, expected);
           OwnedTensor got(expected.dtype, expected.shape);
           layout->unpack(bytes.subspan(static_cast<size_t>(e * slab), static_cast<size_t>(slab)), got);
           ++out.expert_slabs_checked;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "formats/safetensors/file.h"
+#include "lib/convert/plan.h"
 #include "lib/core/error.h"
 #include "lib/experts/dequant.h"
 #include "lib/experts/moe.h"
@@ -71,6 +72,12 @@ struct RankTensorsRead {
     uint64_t slab = 0;
   };
   std::map<std::string, Role> roles;
+  // Per-layer F32 tensors (reductions: NVFP4 global and input scales), with their layout.
+  struct Scalars {
+    std::string layout;
+    std::vector<float> values;
+  };
+  std::map<std::string, Scalars> scalars;
   uint64_t first_expert = 0, local_experts = 0;
 };
 
@@ -79,7 +86,16 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
   r.first_expert = first_expert;
   r.local_experts = local;
   for (const auto& [role, t] : rank.tensors) {
-    if (!t.per_expert) continue;  // per-layer reductions (input scales) do not enter the float computation
+    if (!t.per_expert) {
+      // Per-layer reductions: F32 scalars some families' dequantization reads (NVFP4).
+      if (t.dtype == "F32") {
+        const std::vector<uint8_t> bytes = files.read(t);
+        RankTensorsRead::Scalars s{t.layout, std::vector<float>(bytes.size() / 4)};
+        std::memcpy(s.values.data(), bytes.data(), s.values.size() * 4);
+        r.scalars.emplace(role, std::move(s));
+      }
+      continue;
+    }
     if (t.canonical_dtype.empty())
       throw_bad_input(manifest_path, t.name, "the manifest does not record the canonical form of the packed tensors (written by an older moepack): convert again to verify");
     RankTensorsRead::Role rr;
@@ -100,11 +116,50 @@ OwnedTensor unpack_expert(const RankTensorsRead::Role& role, uint64_t local_inde
   return out;
 }
 
-// The float weights of one expert from its canonical tensors (keyed by role).
+// NVFP4's second-level multiplier of one expert's projection ("w13_" or "w2_") in the artifact,
+// undoing what vLLM folded into the stored weight_scale_2 (its layout says what): the input scale
+// (W4A4 FlashInfer and CUTLASS backends), Marlin's exponent bias (the power-of-two factor is in
+// the canonical block scales already), or nothing left (b12x baked it into the block scales).
+float nvfp4_artifact_multiplier(const RankTensorsRead& rt, const std::string& proj, uint64_t local, const std::string& where) {
+  auto ws = rt.scalars.find(proj + "weight_scale_2");
+  if (ws == rt.scalars.end()) throw_bad_input(where, proj + "weight_scale_2", "an NVFP4 layer needs its per-expert weight_scale_2");
+  if (local >= ws->second.values.size()) throw_bad_input(where, proj + "weight_scale_2", "holds fewer values than the rank's experts");
+  const std::string& layout = ws->second.layout;
+  const float v = ws->second.values[local];
+  if (layout.rfind("vllm.nvfp4_ones(", 0) == 0) return 1.0f;
+  if (layout.rfind("vllm.nvfp4_marlin_global_scale(", 0) == 0)
+    return v / std::ldexp(1.0f, layout.find("params_dtype=bf16") != std::string::npos ? 119 : 7);
+  if (layout.find("times=none") != std::string::npos) return v;
+  if (layout.find("times=input_") != std::string::npos) {
+    auto in = rt.scalars.find(proj + "input_scale");
+    if (in == rt.scalars.end() || local >= in->second.values.size())
+      throw_bad_input(where, proj + "input_scale", "weight_scale_2 holds the input scale folded in, but the per-expert input scale is missing");
+    return v / in->second.values[local];
+  }
+  throw_bad_input(where, proj + "weight_scale_2", "unknown NVFP4 weight_scale_2 layout `" + layout + "`");
+}
+
+// The same multiplier read from a source checkpoint's canonical params: the gate half's
+// weight_scale_2 for w13 (vLLM's rule, ERRATA 2), compressed-tensors' divisors inverted in fp32.
+float nvfp4_source_multiplier(const std::map<std::string, OwnedTensor>& t, const std::string& proj) {
+  auto first = [](const OwnedTensor& x) {
+    float v = 0;
+    if (x.dtype != DType::F32 || x.bytes.size() < 4) throw_internal("NVFP4 global scales are F32");
+    std::memcpy(&v, x.bytes.data(), 4);
+    return v;
+  };
+  if (auto it = t.find(proj + "weight_scale_2"); it != t.end()) return first(it->second);
+  if (auto it = t.find(proj + "weight_global_scale"); it != t.end()) return 1.0f / first(it->second);
+  throw_internal("NVFP4 source without " + proj + "weight_scale_2 or weight_global_scale");
+}
+
+// The float weights of one expert from its canonical tensors (keyed by role); `g13`, `g2`
+// multiply every value (NVFP4's second level).
 ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
-                                 const std::string& where) {
+                                 const std::string& where, float g13 = 1.0f, float g2 = 1.0f) {
   auto get = [&](const std::string& role) -> const OwnedTensor* {
     auto it = t.find(role);
+    if (it == t.end()) it = t.find(role + "_packed");  // compressed-tensors' name before vLLM renames it
     return it == t.end() ? nullptr : &it->second;
   };
   const OwnedTensor* w13 = get("w13_weight");
@@ -115,8 +170,8 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   const OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
   if (scaled && (!s13 || !s2)) throw_bad_input(where, "", "block scales are needed to run " + std::string(ex::format_info(format).name) + " experts");
   ex::ExpertMatrices m;
-  m.w13 = ex::dequantize(format, *w13, s13, n13, hidden);
-  m.w2 = ex::dequantize(format, *w2, s2, hidden, inter);
+  m.w13 = ex::dequantize(format, *w13, s13, n13, hidden, g13);
+  m.w2 = ex::dequantize(format, *w2, s2, hidden, inter, g2);
   if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
   if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
   return m;
@@ -256,6 +311,9 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       if (e < rt.first_expert || e >= rt.first_expert + rt.local_experts) return std::nullopt;
       std::map<std::string, OwnedTensor> canonical;
       for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert));
+      if (format == ex::WeightFormat::nvfp4)
+        return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
+                             nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
       return matrices_from(canonical, format, n13, Hp, P, where);
     };
     std::vector<double> out(static_cast<size_t>(T * Hp), 0.0);
@@ -376,8 +434,36 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   const uint64_t I = sl->intermediate_size, H = sl->hidden_size;
   const uint64_t n13 = sl->gated ? 2 * I : I;
   const ex::MoeShape shape{H, I, sl->gated, sl->recipe.w13_order == ckpt::W13Order::interleaved ? ex::W13Rows::interleaved : ex::W13Rows::gate_up_halves};
+  // Value stages (the b12x bake-in, Marlin's power-of-two factor) are vLLM's own rounding of
+  // the source: the reference applies them too, so the comparison proves the artifact computes
+  // what vLLM computes from this checkpoint (the stage itself is proven byte-exact by the
+  // integrity check's unpack against the staged source).
+  std::map<std::string, ValueStage::Prepared> stages;
+  if (!L.ranks.empty()) {
+    RankGeometry g;
+    g.hidden = g.padded_hidden = H;
+    g.intermediate = g.padded_intermediate = I;
+    g.gpt_oss_interleaved = sl->recipe.w13_order == ckpt::W13Order::interleaved;
+    g.gated = sl->gated;
+    for (const auto& [role, t] : L.ranks.front().tensors) {
+      if (t.value_stage.empty()) continue;
+      const ValueStage* stage = find_value_stage(t.value_stage);
+      if (!stage) throw_bad_input(source_path, t.name, "unknown value stage `" + t.value_stage + "`");
+      stages[role] = stage->prepare(reduction_input(source, *sl, role, g, 0, sl->num_experts, SwigluFacts{L.swiglu_limit, L.swiglu_beta}));
+    }
+  }
   ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
     ckpt::ExpertParams p = ckpt::read_expert_params(source, *sl, e);
+    for (auto& [role, stage] : stages)
+      if (auto it = p.tensors.find(role); it != p.tensors.end()) stage.change(e, it->second);
+    if (*format == ex::WeightFormat::nvfp4) {
+      auto multiplier = [&](const std::string& proj) {
+        const float m = nvfp4_source_multiplier(p.tensors, proj);
+        auto it = stages.find(proj + "weight_scale");
+        return it == stages.end() ? m : it->second.multiplier(e, m);
+      };
+      return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")", multiplier("w13_"), multiplier("w2_"));
+    }
     return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")");
   };
   std::vector<double> out(static_cast<size_t>(tokens * H), 0.0);

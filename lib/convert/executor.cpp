@@ -14,7 +14,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include <tbb/parallel_for.h>
+#include <mutex>
+
+#include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
 #include "formats/safetensors/writer.h"
@@ -29,7 +31,8 @@ namespace moepack::convert {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr uint64_t kCopyChunkBytes = 8u << 20;
+// 1 MiB: what pread brings in is hashed while it is still in the L2 cache.
+constexpr uint64_t kCopyChunkBytes = 1u << 20;
 
 struct TensorEntry {
   std::string name;
@@ -209,48 +212,80 @@ artifact::FileEntry write_index(const std::string& staging_dir, const std::strin
   return hash_file(path, file_name);
 }
 
-void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, Progress& progress,
-                  const std::string& label, std::string& xxh3_out) {
-  const uint64_t batch = std::max<uint64_t>(1, static_cast<uint64_t>(threads) * 2);
-  std::vector<std::vector<uint8_t>> slabs(static_cast<size_t>(std::min(batch, std::max<uint64_t>(t.num_experts, 1))));
+// One packed tensor through a bounded pipeline: experts are taken in order, packed in parallel
+// (at most `tokens` slabs alive, each reused without being cleared: a packer writes every byte
+// of its slab, padding included), and written in expert order by one stage that also hashes,
+// so the bytes do not depend on the thread count. With one thread the stages simply alternate.
+void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, ByteProgress& progress,
+                  std::string& xxh3_out) {
+  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(t.num_experts, 1)));
+  std::vector<std::vector<uint8_t>> pool(tokens);
+  std::vector<std::vector<uint8_t>*> free_slabs;
+  for (auto& slab : pool) free_slabs.push_back(&slab);
+  std::mutex pool_mutex;
+  struct Item {
+    uint64_t expert;
+    std::vector<uint8_t>* slab;
+  };
   Xxh3Stream hash;
-  for (uint64_t first = 0; first < t.num_experts; first += batch) {
-    throw_if_cancelled();
-    uint64_t n = std::min(batch, t.num_experts - first);
-    arena.execute([&] {
-      tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
-        auto& slab = slabs[static_cast<size_t>(i)];
-        slab.assign(static_cast<size_t>(t.slab_bytes), 0);
-        t.produce(first + i, slab);
-      });
-    });
-    for (uint64_t i = 0; i < n; ++i) {
-      hash.update(slabs[static_cast<size_t>(i)]);
-      writer.write(slabs[static_cast<size_t>(i)]);
-    }
-    progress.update(label + " " + t.role, first + n, t.num_experts, " experts");
-  }
+  uint64_t next = 0;
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        tokens,
+        tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& fc) -> Item {
+                                       if (next == t.num_experts) {
+                                         fc.stop();
+                                         return {};
+                                       }
+                                       throw_if_cancelled();
+                                       std::lock_guard<std::mutex> lock(pool_mutex);
+                                       std::vector<uint8_t>* slab = free_slabs.back();  // never empty: one slab per token
+                                       free_slabs.pop_back();
+                                       return {next++, slab};
+                                     }) &
+            tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
+                                         [&](Item item) {
+                                           item.slab->resize(static_cast<size_t>(t.slab_bytes));  // no-op after the first use
+                                           t.produce(item.expert, *item.slab);
+                                           return item;
+                                         }) &
+            tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item item) {
+              writer.write(*item.slab, &hash);
+              progress.add(t.slab_bytes);
+              std::lock_guard<std::mutex> lock(pool_mutex);
+              free_slabs.push_back(item.slab);
+            }));
+  });
   xxh3_out = hash.hex();
 }
 
-// Non-expert tensors are copied with pread, as cp would: no page faults on the source and no
-// resident mapping, whatever the tensor size. The source must not have changed since its
-// header was validated (a truncated shard is an I/O error, not a short copy).
-void copy_pass_through(const PassThroughTensor& p, st::Writer& writer) {
+// Non-expert tensors are copied as cp copies, inside the kernel (Writer::copy_from): no page
+// faults on the source, no resident mapping of it, no trip through user space. The source must
+// not have changed since its header was validated (a truncated shard is an I/O error, not a
+// short copy).
+void copy_pass_through(const PassThroughTensor& p, st::Writer& writer, ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();
   const uint64_t offset = file.header().data_start() + p.source.info->begin;
   const uint64_t length = p.source.info->num_bytes();
-  ChunkReader in(file.path(), offset, length);
-  for (auto chunk = in.next(); !chunk.empty(); chunk = in.next()) {
+  const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw_io(file.path(), "cannot open", errno);
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_fd{fd};
+  uint64_t reported = 0;
+  // Checked per piece, not once: a tensor of a GB (an embedding) copied from a shard truncated
+  // under us would otherwise go on for seconds before reaching the new end of file. One fstat
+  // per piece costs nothing beside the copy.
+  writer.copy_from(fd, offset, length, file.path() + ": tensor `" + p.source.info->name + "`", [&](uint64_t done) {
     throw_if_cancelled();
-    // Per chunk, not once: a tensor of a GB (an embedding) copied from a shard truncated under
-    // us would otherwise go on for seconds before reaching the new end of file. One fstat per
-    // chunk costs nothing beside the read.
     file.mapping().check_unchanged();
-    writer.write(chunk);
-  }
-  if (in.left() != 0) throw Error(ErrorKind::io, file.path() + ": tensor `" + p.source.info->name + "` ends early: the file changed while it was being read");
+    progress.add(done - reported);
+    reported = done;
+  });
+  progress.add(length - reported);
 }
 
 // Hashes every source shard whole on a thread of its own (see execute_plan); `abandon` ends it
@@ -314,6 +349,7 @@ class ManifestSkeleton {
     pt.canonical_shape = t.canonical_shape;
     pt.per_expert = t.per_expert;
     pt.derived = t.derived;
+    pt.value_stage = t.value_stage;
     return pt;
   }
 
@@ -333,8 +369,18 @@ struct IndexMaps {
 // Writes every shard of the layout: pass-through tensors copied, packed tensors produced expert
 // by expert (their manifest entries filled as they go), one file entry per shard.
 IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
-                       int threads, Progress& progress) {
+                       int threads, ByteProgress& progress) {
   IndexMaps maps;
+  // A layer is done when the last of its packed tensors is written (the shards hold them in
+  // name order, not layer by layer).
+  std::unordered_map<const PackedTensorPlan*, size_t> layer_of;
+  std::vector<size_t> tensors_left(plan.layers.size(), 0);
+  for (size_t li = 0; li < plan.layers.size(); ++li)
+    for (const auto& r : plan.layers[li].ranks)
+      for (const auto& t : r.tensors) {
+        layer_of[&t] = li;
+        ++tensors_left[li];
+      }
   for (size_t s = 0; s < layout.shards.size(); ++s) {
     const ShardAssignment& shard = layout.shards[s];
     std::vector<st::TensorSpec> specs;
@@ -342,12 +388,15 @@ IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const s
     st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}});
     for (const TensorEntry* e : layout.shard_entries[s]) {
       if (e->pass_through) {
-        copy_pass_through(*e->pass_through, writer);
+        progress.set_activity("copying " + e->name);
+        copy_pass_through(*e->pass_through, writer, progress);
       } else {
         artifact::PackedTensor& pt = skeleton.entry(e->packed);
         pt.file = shard.file_name;
-        write_packed(*e->packed, writer, arena, threads, progress, e->name.substr(0, e->name.rfind('.')), pt.xxh3);
+        progress.set_activity("packing " + e->name + " (" + std::to_string(e->packed->num_experts) + " experts)", true);
+        write_packed(*e->packed, writer, arena, threads, progress, pt.xxh3);
         for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
+        if (--tensors_left[layer_of.at(e->packed)] == 0) progress.unit_done();
       }
       (shard.rank < 0 ? maps.shared : maps.per_rank[shard.rank])[e->name] = shard.file_name;
       (shard.rank < 0 ? maps.shared_bytes : maps.rank_bytes[shard.rank]) += e->bytes;
@@ -417,8 +466,10 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   // More workers than cores only adds contention (and a TBB warning); the batch size still
   // follows `threads`, which does not change the output bytes.
   tbb::task_arena arena(std::min<int>(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
-  Progress progress(options.show_progress);
   Layout layout = lay_out(plan, options.max_shard_bytes);
+  uint64_t total_bytes = 0;
+  for (const TensorEntry& e : layout.entries) total_bytes += e.bytes;
+  ByteProgress progress(options.show_progress, total_bytes, plan.layers.size(), "layer");
 
   // Hashing every source shard is a second sequential read of the checkpoint; it runs beside
   // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
@@ -439,12 +490,12 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   ManifestSkeleton skeleton(plan);
   artifact::Manifest& m = skeleton.manifest();
   const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, progress);
-  progress.finish();
   write_indexes(plan, layout, maps, staging_dir, m);
   copy_other_files(plan, staging_dir, m);
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   record_source_identity(plan, source_hashes.get(), m);
   write_manifest_file(staging_dir, m);
+  progress.finish();  // the CLI prints the summary line
   return std::move(m);
 }
 

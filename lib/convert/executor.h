@@ -40,6 +40,7 @@ struct PackedTensorPlan {
   std::vector<uint64_t> canonical_shape;
   bool per_expert = true;
   std::string derived;
+  std::string value_stage;  // the value change before the layout (reductions.h ValueStage), if any
   // Fills one expert's slab (exactly slab_bytes). Called concurrently for different experts.
   std::function<void(uint64_t expert, std::span<uint8_t> slab)> produce;
 };

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "lib/convert/param_loader.h"
@@ -72,6 +74,7 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
     d.layer = &layer;
     d.query = query_from_checkpoint(checkpoint, layer, deployment);
     d.decision = orc::decide(d.query, deployment);
+    d.model_dtype = deployment.model_dtype;
     out.push_back(std::move(d));
   }
   return out;
@@ -97,7 +100,9 @@ orc::Decision reported_decision(const LayerDecision& layer) {
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
-bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4 || f == orc::Family::wna16; }
+bool family_convertible(orc::Family f) {
+  return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16;
+}
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
   throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
@@ -123,21 +128,47 @@ std::vector<std::string> files_to_copy(const ckpt::Checkpoint& c) {
 }
 
 // A role is packed expert by expert (layout) or reduced over the rank's experts (reduction).
+// `source_role` is the loaded param it reads (compressed-tensors NVFP4 names differ from the
+// names vLLM gives the parameters after loading); `stage` changes its values before the layout.
 struct RoleSpec {
   std::string role;
+  std::string source_role;
   std::shared_ptr<const packers::Layout> layout;
   const LayerReduction* reduction = nullptr;
+  const ValueStage* stage = nullptr;
   std::shared_ptr<const ExpertDerivation> derivation;  // per-expert output of several params (wna16_marlin.h)
 };
 
+// vLLM renames compressed-tensors' NVFP4 params in process_weights_after_loading
+// (w13_weight_packed -> w13_weight, 1 / w13_weight_global_scale -> w13_weight_scale_2, ...):
+// the artifact holds the final names, read from these.
+const std::map<std::string, std::string>& renamed_sources() {
+  static const std::map<std::string, std::string> m = {
+      {"w13_weight", "w13_weight_packed"},           {"w2_weight", "w2_weight_packed"},
+      {"w13_weight_scale_2", "w13_weight_global_scale"}, {"w2_weight_scale_2", "w2_weight_global_scale"},
+      {"w13_input_scale", "w13_input_global_scale"}, {"w2_input_scale", "w2_input_global_scale"}};
+  return m;
+}
+
+// The loaded param an output role reads, or "" when the layer has none.
+std::string source_of(const std::set<std::string>& available, const std::string& role) {
+  if (available.count(role)) return role;
+  auto it = renamed_sources().find(role);
+  return it != renamed_sources().end() && available.count(it->second) ? it->second : "";
+}
+
+// A family row's layout for a param vLLM drops (sets to None) after loading.
+constexpr std::string_view kDroppedLayout = "dropped";
+
 // One output tensor computed from all of the rank's experts: planned as a single "slab".
 PackedTensorPlan reduction_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
-                                  const LayerReduction& reduction, const RankGeometry& g, uint64_t first_expert, uint64_t local_experts) {
+                                  const LayerReduction& reduction, const RankGeometry& g, uint64_t first_expert, uint64_t local_experts,
+                                  const SwigluFacts& swiglu) {
   PackedTensorPlan t;
   t.role = role;
   t.name = layer.prefix + "." + role;
   t.dtype = reduction.dtype();
-  t.shape = reduction.shape();
+  t.shape = reduction.shape(local_experts);
   t.layout = reduction.name();
   t.num_experts = 1;
   t.slab_bytes = byte_size(t.dtype, t.shape);
@@ -145,12 +176,9 @@ PackedTensorPlan reduction_tensor(const ckpt::Checkpoint& checkpoint, const ckpt
   t.canonical_shape = t.shape;
   t.per_expert = false;
   t.derived = reduction.name() + " over the rank's " + std::to_string(local_experts) + " experts";
-  const ckpt::Checkpoint* ck = &checkpoint;
-  const ckpt::MoeLayer* lay = &layer;
   const LayerReduction* r = &reduction;
-  t.produce = [ck, lay, r, role, g, first_expert, local_experts](uint64_t, std::span<uint8_t> out) {
-    r->reduce(gather_expert_params(*ck, *lay, role, g, first_expert, local_experts), out);
-  };
+  const ReductionInput input = reduction_input(checkpoint, layer, role, g, first_expert, local_experts, swiglu);
+  t.produce = [r, input](uint64_t, std::span<uint8_t> out) { r->reduce(input, out); };
   return t;
 }
 
@@ -202,6 +230,37 @@ std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint
   return out;
 }
 
+std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role) {
+  std::set<std::string> available;
+  for (const auto& p : layer.params) available.insert(p.name);
+  const std::string s = source_of(available, role);
+  return s.empty() ? role : s;
+}
+
+ReductionInput reduction_input(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role, const RankGeometry& g,
+                               uint64_t first_expert, uint64_t local_experts, const SwigluFacts& swiglu) {
+  const ckpt::Checkpoint* ck = &checkpoint;
+  const ckpt::MoeLayer* lay = &layer;
+  ReductionInput in;
+  in.role = role;
+  in.local_experts = local_experts;
+  in.swiglu_limit = swiglu.limit;
+  in.swiglu_beta = swiglu.beta;
+  in.has = [lay](const std::string& r) { return std::any_of(lay->params.begin(), lay->params.end(), [&](const auto& p) { return p.name == r; }); };
+  in.each = [ck, lay, g, first_expert, local_experts](const std::string& r, bool whole_layer, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
+    const uint64_t begin = whole_layer ? 0 : first_expert, end = whole_layer ? lay->num_experts : first_expert + local_experts;
+    for (uint64_t e = begin; e < end; ++e) {
+      ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, e, r);
+      auto it = params.tensors.find(r);
+      if (it == params.tensors.end()) throw_internal("expert " + std::to_string(e) + " of " + lay->prefix + " has no " + r);
+      fn(e, load_expert_param(r, it->second, g));
+    }
+  };
+  in.first_expert = first_expert;
+  in.where = [lay](const std::string& r, uint64_t e) { return lay->prefix + ", expert " + std::to_string(e) + ", " + r; };
+  return in;
+}
+
 namespace {
 
 // What the plan knows before any layer: the source, the target, the files copied unchanged.
@@ -221,7 +280,7 @@ ConversionPlan plan_sources(const ckpt::Checkpoint& checkpoint, const ConvertReq
 
 // The refusals that need only the decision: vLLM would not load or run the layer, or moepack
 // cannot produce its family's layouts.
-void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery& query, const orc::Decision& d) {
   if (auto refusal = load_refusal(layer)) refuse(layer.prefix, "vLLM refuses to load this layer: " + refusal->message);
   if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
   if (d.method_class.ends_with("OnlineMoEMethod"))
@@ -230,6 +289,31 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::Decision& d) {
   if (!family_convertible(d.family))
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
                              "): moepack cannot produce this family's layouts yet, and writes no approximation");
+  if (d.family == orc::Family::nvfp4 && d.backend == "FLASHINFER_TRTLLM") {
+    // align_fp4_moe_weights_for_fi pads w13 = [w3; w1] at the end of all its rows, then the
+    // gated-activation interleave splits the padded rows in two equal halves: rows of w3 and
+    // w1 end up paired wrongly. vLLM loads the layer and computes garbage; moepack refuses.
+    if (layer.gated && d.padded_intermediate_size != d.intermediate_size)
+      refuse(layer.prefix, "backend FLASHINFER_TRTLLM: vLLM pads the gated w13 from " + std::to_string(2 * d.intermediate_size) + " to " +
+                               std::to_string(2 * d.padded_intermediate_size) +
+                               " rows at the end of [w3; w1] (align_fp4_moe_weights_for_fi), so its gate/up row interleave pairs rows of "
+                               "different halves and the layer computes wrong results; refusing rather than writing those bytes "
+                               "(an intermediate size per rank that is a multiple of 64 avoids it)");
+    if (query.activation == "situ")
+      refuse(layer.prefix, "backend FLASHINFER_TRTLLM with SiTU: TrtLlmNvFp4Experts keeps per-expert SiTU tensors this build does not write");
+  }
+}
+
+// UnquantizedFusedMoEMethod creates the expert parameters in the model dtype and the loader
+// casts the checkpoint's values into them; moepack moves values, it does not round them.
+void refuse_unquantized_cast(const LayerDecision& ld) {
+  if (ld.decision.family != orc::Family::unquantized) return;
+  const DType want = ld.model_dtype == orc::FloatType::bfloat16 ? DType::BF16 : ld.model_dtype == orc::FloatType::float16 ? DType::F16 : DType::F32;
+  for (const auto& p : ld.layer->params)
+    if (p.dtype != want)
+      refuse(ld.layer->prefix, "backend " + ld.decision.backend.value_or("?") + ": the checkpoint's " + p.name + " is " + std::string(dtype_name(p.dtype)) +
+                                   " and --dtype " + orc::float_type_short_name(ld.model_dtype) +
+                                   " makes vLLM cast it while loading; moepack does not cast expert weights (pass --dtype matching the checkpoint)");
 }
 
 // Which canonical params this layer has (one expert's summary) and how each becomes its output:
@@ -237,26 +321,44 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::Decision& d) {
 std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decision& d) {
   std::set<std::string> available;
   for (const auto& p : layer.params) available.insert(p.name);
+  std::set<std::string> consumed;  // loaded params some output reads or vLLM drops
   std::vector<RoleSpec> roles;
   for (const auto& [role, layout_id] : d.tensor_layouts) {
     if (auto derivation = make_expert_derivation(role, layout_id, available, layer)) {
-      roles.push_back({role, nullptr, nullptr, std::move(derivation)});
+      // The derivation replaces the param of its own name (vLLM's empty [E, 0] g_idx) and reads its inputs.
+      if (available.count(role)) consumed.insert(role);
+      for (const std::string& input : derivation->inputs()) consumed.insert(input);
+      RoleSpec spec{role, "", nullptr, nullptr, nullptr, std::move(derivation)};
+      roles.push_back(std::move(spec));
       continue;
     }
-    if (!available.count(role)) continue;  // e.g. biases of a model without them
-    if (const LayerReduction* reduction = find_reduction(layout_id)) {
-      roles.push_back({role, nullptr, reduction, nullptr});
+    const std::string source = source_of(available, role);
+    if (!source.empty()) consumed.insert(source);
+    if (layout_id == kDroppedLayout) continue;
+    RoleSpec spec{role, source, nullptr, nullptr, nullptr, nullptr};
+    std::string_view packer_id = layout_id;
+    if (const size_t sep = layout_id.find(kValueStageSeparator); sep != std::string::npos) {
+      spec.stage = find_value_stage(std::string_view(layout_id).substr(0, sep));
+      if (!spec.stage) throw_internal("unknown value stage in layout `" + layout_id + "`");
+      packer_id.remove_prefix(sep + kValueStageSeparator.size());
+    }
+    if (const LayerReduction* reduction = find_reduction(packer_id)) {
+      if (source.empty() && !reduction->reads_other_roles()) continue;  // e.g. input scales of a model without them
+      spec.reduction = reduction;
+      roles.push_back(std::move(spec));
       continue;
     }
-    if (!packers::find_layout(std::string_view(layout_id).substr(0, layout_id.find(packers::kPipelineSeparator))))
-      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the layout `" + layout_id + "` of " + role +
+    if (source.empty()) continue;  // e.g. biases of a model without them
+    if (!packers::find_layout(packer_id.substr(0, packer_id.find(packers::kPipelineSeparator))))
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + ": the layout `" + std::string(packer_id) + "` of " + role +
                                " is not implemented byte-exactly in this build; refusing rather than writing an approximation");
-    roles.push_back({role, std::shared_ptr<const packers::Layout>(packers::make_layout(layout_id)), nullptr, nullptr});
+    spec.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(packer_id));
+    roles.push_back(std::move(spec));
   }
   // A loaded parameter the backend's layout table does not name would be dropped silently
   // (its source tensors are not passed through either): refuse instead.
   for (const auto& p : layer.params)
-    if (std::none_of(d.tensor_layouts.begin(), d.tensor_layouts.end(), [&](const auto& tl) { return tl.first == p.name; }))
+    if (!consumed.count(p.name))
       refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": no layout is known for the loaded parameter " + p.name +
                                " on this backend; refusing rather than dropping it");
   return roles;
@@ -331,13 +433,13 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
 // One rank's packed tensor of a role with a packer layout: its storage shape, and the producer
 // of one expert's slab (read the expert's canonical param, load it as vLLM would, pack it).
 PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const orc::Decision& d, const RoleSpec& rs,
-                               const RankGeometry& g, uint64_t first_expert, const RankSplit& split) {
+                               const RankGeometry& g, uint64_t first_expert, const RankSplit& split, const SwigluFacts& swiglu) {
   // The loaded parameter's per-expert shape, from the summary of one expert's canonical param.
   const ckpt::ParamSummary* summary = nullptr;
   for (const auto& p : layer.params)
-    if (p.name == rs.role) summary = &p;
+    if (p.name == rs.source_role) summary = &p;
   OwnedTensor probe(summary->dtype, summary->shape);
-  OwnedTensor loaded = load_expert_param(rs.role, probe, g);
+  OwnedTensor loaded = load_expert_param(rs.source_role, probe, g);
   PackedTensorPlan t;
   t.role = rs.role;
   t.name = layer.prefix + "." + rs.role;
@@ -361,12 +463,28 @@ PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::M
   const ckpt::Checkpoint* ck = &checkpoint;
   const ckpt::MoeLayer* lay = &layer;
   auto layout = rs.layout;
-  std::string role = rs.role;
-  t.produce = [ck, lay, layout, role, g, first_expert](uint64_t e, std::span<uint8_t> slab) {
+  std::string role = rs.source_role;
+  // A value stage reads the rank's other params once, on the first slab any thread produces.
+  struct StageState {
+    std::once_flag once;
+    ValueStage::Prepared prepared;
+  };
+  std::shared_ptr<StageState> stage;
+  if (rs.stage) {
+    t.value_stage = rs.stage->name();
+    stage = std::make_shared<StageState>();
+  }
+  const ValueStage* stage_def = rs.stage;
+  const ReductionInput stage_input = rs.stage ? reduction_input(checkpoint, layer, rs.source_role, g, first_expert, split.local_experts, swiglu) : ReductionInput{};
+  t.produce = [ck, lay, layout, role, g, first_expert, stage, stage_def, stage_input](uint64_t e, std::span<uint8_t> slab) {
     ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, role);
     auto it = params.tensors.find(role);
     if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
     OwnedTensor param = load_expert_param(role, it->second, g);
+    if (stage) {
+      std::call_once(stage->once, [&] { stage->prepared = stage_def->prepare(stage_input); });
+      stage->prepared.change(e, param);
+    }
     layout->pack(param.view(), slab);
   };
   return t;
@@ -384,6 +502,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
   // the manifest says so, since a reader cannot tell 1440 per rank from 1440 whole.
   if (split.ranks > 1) lp.manifest.intermediate_size_scope = artifact::kPerRankScope;
   refuse_bad_split(layer, d, split);
+  const SwigluFacts swiglu{ld.query.swiglu_limit, ld.query.swiglu_beta};
   for (int rank = 0; rank < split.ranks; ++rank) {
     if (request.only_rank && *request.only_rank != rank) continue;
     const RankGeometry g = rank_geometry(layer, d, split, rank);
@@ -392,8 +511,8 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
     rp.rank = rank;
     for (const RoleSpec& rs : roles) {
       if (rs.derivation) rp.tensors.push_back(derived_tensor(checkpoint, layer, rs.role, rs.derivation, g, first_expert, split.local_experts));
-      else if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts));
-      else rp.tensors.push_back(packed_tensor(checkpoint, layer, d, rs, g, first_expert, split));
+      else if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts, swiglu));
+      else rp.tensors.push_back(packed_tensor(checkpoint, layer, d, rs, g, first_expert, split, swiglu));
     }
     lp.ranks.push_back(std::move(rp));
   }
@@ -407,7 +526,8 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   ConversionPlan plan = plan_sources(checkpoint, request);
   std::set<std::string> expert_tensors;
   for (const LayerDecision& ld : decisions) {
-    refuse_unconvertible(*ld.layer, ld.decision);
+    refuse_unconvertible(*ld.layer, ld.query, ld.decision);
+    refuse_unquantized_cast(ld);
     expert_tensors.insert(ld.layer->tensors.begin(), ld.layer->tensors.end());
     plan.layers.push_back(plan_layer(checkpoint, ld, request));
     plan.tp_size = std::max(plan.tp_size, split_over_ranks(*ld.layer, ld.decision).ranks);

@@ -29,6 +29,8 @@ struct LayerDecision {
   const ckpt::MoeLayer* layer = nullptr;
   oracle::MoeLayerQuery query;
   oracle::Decision decision;
+  // --dtype: the dtype vLLM creates unquantized expert parameters in (params_dtype).
+  oracle::FloatType model_dtype = oracle::FloatType::bfloat16;
 };
 
 // Decisions for every MoE layer of an open checkpoint.
@@ -61,5 +63,19 @@ void record_run_facts(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& 
 // padded per-rank parameter: the inputs of a LayerReduction (planning and verification share it).
 std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
                                               const RankGeometry& g, uint64_t first_expert, uint64_t count);
+
+// The loaded param an artifact role is read from: the role itself, or the compressed-tensors
+// name vLLM renames to it while loading (w13_weight_packed for w13_weight, ...).
+std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role);
+
+// The model's SwiGLU parameters some reductions fold in (from the oracle query, or the manifest).
+struct SwigluFacts {
+  std::optional<double> limit, beta;
+};
+
+// What a reduction or value stage of `role` reads, for the rank holding experts
+// [first_expert, first_expert + local_experts) (planning and verification share it).
+ReductionInput reduction_input(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role, const RankGeometry& g,
+                               uint64_t first_expert, uint64_t local_experts, const SwigluFacts& swiglu);
 
 }  // namespace moepack::convert

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/core/codecs.h"
+#include "lib/convert/nvfp4_prepare.h"
 #include "lib/core/error.h"
 
 namespace moepack::convert {
@@ -30,8 +31,9 @@ class MaxOverExpertsF32 final : public LayerReduction {
  public:
   std::string name() const override { return "vllm.max_over_experts(f32)"; }
   DType dtype() const override { return DType::F32; }
-  std::vector<uint64_t> shape() const override { return {}; }
-  void reduce(std::span<const OwnedTensor> experts, std::span<uint8_t> out) const override {
+  std::vector<uint64_t> shape(uint64_t) const override { return {}; }
+  void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
+    const std::vector<OwnedTensor> experts = in.gather(in.role);
     if (experts.empty()) throw_internal("max_over_experts of no experts");
     if (out.size() != 4) throw_internal("max_over_experts writes 4 bytes");
     float best = scalar_as_float(experts[0]);
@@ -45,10 +47,18 @@ class MaxOverExpertsF32 final : public LayerReduction {
 
 }  // namespace
 
+std::vector<OwnedTensor> ReductionInput::gather(const std::string& of_role, bool whole_layer) const {
+  std::vector<OwnedTensor> out;
+  each(of_role, whole_layer, [&](uint64_t, const OwnedTensor& t) { out.push_back(t); });
+  return out;
+}
+
 const LayerReduction* find_reduction(std::string_view layout_id) {
   static const MaxOverExpertsF32 max_over_experts;
   if (layout_id == max_over_experts.name()) return &max_over_experts;
-  return nullptr;
+  return find_nvfp4_reduction(layout_id);
 }
+
+const ValueStage* find_value_stage(std::string_view id) { return find_nvfp4_value_stage(id); }
 
 }  // namespace moepack::convert

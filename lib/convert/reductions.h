@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,18 +23,64 @@
 
 namespace moepack::convert {
 
+// What a reduction (or a value stage) reads: the canonical params of the experts, any role,
+// loaded as the plan loads them (one rank's geometry). `each` visits the rank's experts
+// (whole_layer false) or every expert of the layer (true) in order, with the expert's id; the
+// params are read one expert at a time, so a pass over large tensors stays bounded.
+struct ReductionInput {
+  std::string role;            // the output tensor's role
+  uint64_t local_experts = 0;  // experts this rank holds
+  uint64_t first_expert = 0;   // the id of its first
+  std::function<bool(const std::string& role)> has;
+  std::function<void(const std::string& role, bool whole_layer, const std::function<void(uint64_t, const OwnedTensor&)>& fn)> each;
+  // Names one expert's (id's) source param in error messages ("model.layers.0.mlp.experts, expert 3, w13_weight_scale_2").
+  std::function<std::string(const std::string& role, uint64_t expert)> where;
+  // The layer's SwiGLU parameters (TRT-LLM NVFP4 folds them into per-expert tensors).
+  std::optional<double> swiglu_limit, swiglu_beta;
+
+  std::vector<OwnedTensor> gather(const std::string& of_role, bool whole_layer = false) const;
+};
+
 class LayerReduction {
  public:
   virtual ~LayerReduction() = default;
   virtual std::string name() const = 0;  // the manifest's layout string
   virtual DType dtype() const = 0;
-  virtual std::vector<uint64_t> shape() const = 0;
-  // `experts` are the rank's experts' canonical params, in expert order; `out` has exactly
-  // byte_size(dtype(), shape()) bytes. Throws Error(bad_input) on params it cannot reduce.
-  virtual void reduce(std::span<const OwnedTensor> experts, std::span<uint8_t> out) const = 0;
+  virtual std::vector<uint64_t> shape(uint64_t local_experts) const = 0;
+  // `out` has exactly byte_size(dtype(), shape(in.local_experts)) bytes. Throws Error(bad_input)
+  // on params it cannot reduce, naming the expert and param.
+  virtual void reduce(const ReductionInput& in, std::span<uint8_t> out) const = 0;
+  // True when the tensor is computed from other params (its own role need not be loaded).
+  virtual bool reads_other_roles() const { return false; }
 };
 
 // nullptr when `layout_id` names no reduction.
 const LayerReduction* find_reduction(std::string_view layout_id);
+
+// A per-element change of one expert's canonical param that needs the layer's other params
+// (vLLM rewrites the values in process_weights_after_loading before or after its layout change:
+// the b12x bake-in of weight_scale_2 into the block scales, Marlin NVFP4's power-of-two factor).
+// The packed tensor's canonical form is the param after the stage; the manifest names the stage.
+class ValueStage {
+ public:
+  virtual ~ValueStage() = default;
+  virtual std::string name() const = 0;
+  struct Prepared {
+    // The change of local expert e's param.
+    std::function<void(uint64_t local_expert, OwnedTensor& param)> change;
+    // What the param's second-level multiplier becomes once the change is applied (the b12x
+    // bake-in absorbs it: 1; Marlin's factor F divides it by F), for a reference computed from
+    // the changed param.
+    std::function<float(uint64_t local_expert, float multiplier)> multiplier;
+  };
+  // Once per rank: reads what the stage needs.
+  virtual Prepared prepare(const ReductionInput& in) const = 0;
+};
+
+// nullptr when `id` names no value stage.
+const ValueStage* find_value_stage(std::string_view id);
+
+// A layout string of a family row may start with a value stage: "STAGE => LAYOUT".
+inline constexpr std::string_view kValueStageSeparator = " => ";
 
 }  // namespace moepack::convert

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/artifact/manifest.h"
 #include "lib/convert/artifact_check.h"
 
 namespace moepack::convert {
@@ -61,9 +62,9 @@ struct VerifyReport {
   bool ok() const;
 };
 
-// The relative tolerance of a family's comparison (documented in moepack-verify(1)), and of the
+// The relative tolerance of a layer's comparison (documented in moepack-verify(1)), and of the
 // fast CPU experts, whose activations are rounded to BF16.
-double verify_tolerance(const std::string& family);
+double verify_tolerance(const artifact::Layer& layer);
 double fast_cpu_tolerance();
 
 // Throws Error(bad_input) for an unreadable artifact, source or golden file, Error(usage) for

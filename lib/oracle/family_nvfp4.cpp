@@ -6,6 +6,7 @@
 // FLASHINFER_CUTLASS, VLLM_CUTLASS, MARLIN, HUMMING, EMULATION. A model with a SwiGLU clamp
 // (swiglu_limit) keeps only the clamp-capable backends. FLASHINFER_B12X and B12X are explicit only.
 #include <algorithm>
+#include <cctype>
 
 #include "lib/oracle/family.h"
 
@@ -119,6 +120,12 @@ std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Select
     return {hidden, round_up_to(inter, 128)};
   }
   if (b == "MARLIN") {
+    // prepare_nvfp4_moe_layer_for_marlin refuses 8-bit Marlin activations (get_marlin_input_dtype).
+    if (auto v = ctx.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE")) {
+      std::string lower;
+      for (char ch : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (lower == "fp8" || lower == "int8") throw OracleRaise("RuntimeError", "NVFP4 weight + INT8/FP8 activation is not supported.");
+    }
     if (hidden % 128 == 0) return {hidden, round_up_to(inter, 64)};
     if (hidden % 64 != 0) throw OracleRaise("AssertionError", "hidden_size = " + std::to_string(hidden) + " unsupported by Marlin tiles");
     return {hidden, round_up_to(inter, 128)};
@@ -126,41 +133,181 @@ std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Select
   return {hidden, inter};  // FLASHINFER_CUTEDSL, HUMMING, EMULATION keep the loaded extents
 }
 
+// ---- Layouts (lib/convert/nvfp4_prepare.h for the values, packers/nvfp4_layouts.h and the
+// shared FlashInfer TRT-LLM / Marlin packers for the byte orders) ----
+
+// compressed-tensors allocates the input scales for the rank's experts only, so a FlashInfer
+// backend's shared maximum is over them unless EPLB all-reduces it; ModelOpt allocates every
+// expert's (use_global_sf) and its maximum covers the layer.
+// Without expert parallelism every rank holds every expert, and both are the same maximum.
+bool rank_scope(const SelectionContext& c) {
+  return c.query.quant_method == "compressed-tensors" && !c.moe.parallel.enable_eplb && c.moe.parallel.ep_size > 1;
+}
+bool gated_of(const SelectionContext& c) { return is_gated(c.moe.activation); }
+bool swigluoai_rows(const SelectionContext& c) { return c.moe.activation == MoEActivation::SWIGLUOAI; }
+bool bf16_params(const SelectionContext& c) { return c.deployment.model_dtype != FloatType::float16; }
+// TrtLlmNvFp4Experts folds the SwiGLU clamp and beta by g1_alphas for gated activations other than SiTU.
+bool trtllm_folds(const SelectionContext& c) { return gated_of(c) && c.moe.activation != MoEActivation::SITU; }
+
+const std::string kUnchanged = "vllm.unchanged";
+const std::string kDropped = "dropped";  // vLLM replaces the parameter by None
+
+std::string reorder(const std::string& rows) { return "vllm.reorder_w13_rows(rows=" + rows + ",e9d1398d9)"; }
+std::string swizzle(const std::string& rows) { return "vllm.swizzle_blockscale(rows=" + rows + ",sf=128x4,e9d1398d9)"; }
+std::string trtllm_weight(const std::string& rows) { return "flashinfer.trtllm_shuffle_matrix_a(rows=" + rows + ",epilogue_tile_m=128,v0.6.17)"; }
+std::string trtllm_scale(const std::string& rows) {
+  return "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,v0.6.17)";
+}
+std::string scope_name(bool rank) { return rank ? "rank" : "all"; }
+std::string scale_2_times_global(const std::string& proj, bool rank) {
+  return "vllm.nvfp4_weight_scale_2(" + proj + ",times=input_global_max_" + scope_name(rank) + ")";
+}
+std::string input_global(const std::string& proj, bool rank) { return "vllm.nvfp4_input_scale(" + proj + ",global_max_" + scope_name(rank) + ")"; }
+
+using Roles = std::vector<std::pair<std::string, std::string>>;
+
+// The FlashInfer backends that share one input scale: weights and block scales by `w13_rows`
+// (the w13 reorder; "" keeps vLLM's order), weight_scale_2 with the input scale folded in.
+Roles flashinfer_roles(const std::string& w13_rows, bool rank) {
+  return {{"w13_weight", w13_rows.empty() ? kUnchanged : reorder(w13_rows)},
+          {"w2_weight", kUnchanged},
+          {"w13_weight_scale", swizzle(w13_rows.empty() ? "identity" : w13_rows)},
+          {"w2_weight_scale", swizzle("identity")},
+          {"w13_weight_scale_2", scale_2_times_global("w13", rank)},
+          {"w2_weight_scale_2", scale_2_times_global("w2", rank)},
+          {"w13_input_scale", input_global("w13", rank)},
+          {"w2_input_scale", input_global("w2", rank)}};
+}
+
+Roles trtllm_roles(bool gated, bool rank, bool clamp, bool beta) {
+  const std::string rows = gated ? "w3w1_interleave" : "identity";
+  Roles r = {{"w13_weight", trtllm_weight(rows)},
+             {"w2_weight", trtllm_weight("identity")},
+             {"w13_weight_scale", trtllm_scale(rows)},
+             {"w2_weight_scale", trtllm_scale("identity")},
+             {"w13_weight_scale_2", scale_2_times_global("w13", rank)},
+             {"w2_weight_scale_2", scale_2_times_global("w2", rank)},
+             {"w13_input_scale", input_global("w13", rank)},
+             {"w2_input_scale", input_global("w2", rank)},
+             {"g1_scale_c", "vllm.trtllm_nvfp4_g1_scale_c(input=global_max_" + scope_name(rank) + ",gated=" + (gated ? "1" : "0") + ")"}};
+  if (clamp) r.push_back({"gemm1_clamp_limit", "vllm.trtllm_nvfp4_gemm1(clamp_limit,input=global_max_" + scope_name(rank) + ")"});
+  if (beta) r.push_back({"gemm1_beta", "vllm.trtllm_nvfp4_gemm1(beta,input=global_max_" + scope_name(rank) + ")"});
+  return r;
+}
+
+Roles b12x_roles(bool gated, bool rank) {
+  const std::string rows = gated ? "swap_halves" : "identity";
+  return {{"w13_weight", gated ? reorder(rows) : kUnchanged},
+          {"w2_weight", kUnchanged},
+          {"w13_weight_scale", "vllm.nvfp4_bake_weight_scale_2(w13) => " + swizzle(rows)},
+          {"w2_weight_scale", "vllm.nvfp4_bake_weight_scale_2(w2) => " + swizzle("identity")},
+          {"w13_weight_scale_2", "vllm.nvfp4_ones(f32)"},
+          {"w2_weight_scale_2", "vllm.nvfp4_ones(f32)"},
+          {"w13_input_scale", input_global("w13", rank)},
+          {"w2_input_scale", input_global("w2", rank)},
+          {"fc2_input_scale", "vllm.nvfp4_ones(f32)"}};
+}
+
+Roles marlin_roles(bool bf16) {
+  const std::string dt = bf16 ? "bf16" : "f16";
+  const std::string weight = "vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=0,e9d1398d9)";
+  const std::string scales = "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)";
+  return {{"w13_weight", weight},
+          {"w2_weight", weight},
+          {"w13_weight_scale", "vllm.nvfp4_marlin_scale_factor(w13,params_dtype=" + dt + ") => " + scales},
+          {"w2_weight_scale", "vllm.nvfp4_marlin_scale_factor(w2,params_dtype=" + dt + ") => " + scales},
+          {"w13_weight_scale_2", "vllm.nvfp4_marlin_global_scale(w13,params_dtype=" + dt + ")"},
+          {"w2_weight_scale_2", "vllm.nvfp4_marlin_global_scale(w2,params_dtype=" + dt + ")"},
+          {"w13_input_scale", kDropped},
+          {"w2_input_scale", kDropped}};
+}
+
+// Each row's condition, as a plain function of the context.
+#define NVFP4_COND(name, expr) \
+  bool name(const SelectionContext& c, const Selection&) { return (expr); }
+NVFP4_COND(gated_all, gated_of(c) && !rank_scope(c))
+NVFP4_COND(gated_rank, gated_of(c) && rank_scope(c))
+NVFP4_COND(plain_all, !gated_of(c) && !rank_scope(c))
+NVFP4_COND(plain_rank, !gated_of(c) && rank_scope(c))
+NVFP4_COND(oai_all, swigluoai_rows(c) && !rank_scope(c))
+NVFP4_COND(oai_rank, swigluoai_rows(c) && rank_scope(c))
+NVFP4_COND(bf16_model, bf16_params(c))
+NVFP4_COND(trt_all_clamp_beta, trtllm_folds(c) && !rank_scope(c) && c.moe.swiglu_limit && c.moe.swiglu_beta)
+NVFP4_COND(trt_rank_clamp_beta, trtllm_folds(c) && rank_scope(c) && c.moe.swiglu_limit && c.moe.swiglu_beta)
+NVFP4_COND(trt_all_clamp, trtllm_folds(c) && !rank_scope(c) && c.moe.swiglu_limit)
+NVFP4_COND(trt_rank_clamp, trtllm_folds(c) && rank_scope(c) && c.moe.swiglu_limit)
+NVFP4_COND(trt_all_beta, trtllm_folds(c) && !rank_scope(c) && c.moe.swiglu_beta)
+NVFP4_COND(trt_rank_beta, trtllm_folds(c) && rank_scope(c) && c.moe.swiglu_beta)
+NVFP4_COND(trt_all_gated, trtllm_folds(c) && !rank_scope(c))
+NVFP4_COND(trt_rank_gated, trtllm_folds(c) && rank_scope(c))
+#undef NVFP4_COND
+
 std::span<const LayoutRow> layouts() {
-  static const LayoutRow rows[] = {
-    {.backend = "FLASHINFER_TRTLLM",
-     .roles = {{"w13_weight", "trtllm_gen.nvfp4.w31_shuffled(epilogue_tile_m=128)"}, {"w2_weight", "trtllm_gen.nvfp4.shuffled(epilogue_tile_m=128)"},
-               {"w13_weight_scale", "trtllm_gen.nvfp4.scale_shuffled_interleaved(w31)"}, {"w2_weight_scale", "trtllm_gen.nvfp4.scale_shuffled_interleaved"},
-               {"w13_weight_scale_2", "per_expert(f32)"}, {"w2_weight_scale_2", "per_expert(f32)"},
-               {"w13_input_scale", "global_max(f32)"}, {"w2_input_scale", "global_max(f32)"}}},
-    {.backend = "FLASHINFER_CUTEDSL",
-     .roles = {{"w13_weight", "cutedsl.w31_interleave_linear_gate(64)"}, {"w2_weight", "checkpoint"},
-               {"w13_weight_scale", "swizzle_128x4(w31)"}, {"w2_weight_scale", "swizzle_128x4"},
-               {"w13_weight_scale_2", "per_expert(f32)"}, {"w2_weight_scale_2", "per_expert(f32)"},
-               {"w13_input_scale", "global_max(f32)"}, {"w2_input_scale", "global_max(f32)"}}},
-    {.backend = "MARLIN",
-     .roles = {{"w13_weight", "marlin.repack(num_bits=4)"}, {"w2_weight", "marlin.repack(num_bits=4)"},
-               {"w13_weight_scale", "marlin.nvfp4_scales(group=16)"}, {"w2_weight_scale", "marlin.nvfp4_scales(group=16)"},
-               {"w13_weight_scale_2", "marlin.nvfp4_global_scale"}, {"w2_weight_scale_2", "marlin.nvfp4_global_scale"}}},
-    {.backend = "EMULATION",
-     .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
-               {"w13_weight_scale_2", "checkpoint"}, {"w2_weight_scale_2", "checkpoint"},
-               {"w13_input_scale", "inverse_global_max(f32)"}, {"w2_input_scale", "inverse_global_max(f32)"}}},
-    {.backend = "HUMMING",
-     .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
-    {.backend = "B12X",
-     .roles = {{"w13_weight", "b12x.prepared"}, {"w2_weight", "b12x.prepared"}, {"w13_weight_scale", "b12x.prepared"}, {"w2_weight_scale", "b12x.prepared"}}},
-    {.backend = "FLASHINFER_B12X",
-     .roles = {{"w13_weight", "flashinfer.w31"}, {"w2_weight", "checkpoint"},
-               {"w13_weight_scale", "swizzle_128x4(w31,global_scale_baked)"}, {"w2_weight_scale", "swizzle_128x4(global_scale_baked)"},
-               {"w13_weight_scale_2", "ones(f32)"}, {"w2_weight_scale_2", "ones(f32)"}, {"w13_fc2_input_scale", "ones(num_local_experts,f32)"}}},
-    {.backend = "*",
-     .condition_text = "FLASHINFER_CUTLASS, VLLM_CUTLASS, FLASHINFER_CUTEDSL_BATCHED",
-     .roles = {{"w13_weight", "flashinfer.w31_if_gated"}, {"w2_weight", "checkpoint"},
-               {"w13_weight_scale", "swizzle_128x4(w31_if_gated)"}, {"w2_weight_scale", "swizzle_128x4"},
-               {"w13_weight_scale_2", "per_expert(f32)"}, {"w2_weight_scale_2", "per_expert(f32)"},
-               {"w13_input_scale", "global_or_per_expert_max(f32)"}, {"w2_input_scale", "global_or_per_expert_max(f32)"}}},
-  };
+  static const std::vector<LayoutRow> rows = [] {
+    std::vector<LayoutRow> r;
+    const char* const kAll = "ModelOpt (input scales of every expert)";
+    const char* const kRank = "compressed-tensors, expert parallel without EPLB (input scales of the rank's experts)";
+    // FLASHINFER_TRTLLM: gated [w3/w1 row pairs] with the clamp/beta folds, SiTU and non-gated without.
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_limit and beta, ") + kAll, trt_all_clamp_beta, trtllm_roles(true, false, true, true)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_limit and beta, ") + kRank, trt_rank_clamp_beta, trtllm_roles(true, true, true, true)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_limit, ") + kAll, trt_all_clamp, trtllm_roles(true, false, true, false)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_limit, ") + kRank, trt_rank_clamp, trtllm_roles(true, true, true, false)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_beta, ") + kAll, trt_all_beta, trtllm_roles(true, false, false, true)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, swiglu_beta, ") + kRank, trt_rank_beta, trtllm_roles(true, true, false, true)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, ") + kAll, trt_all_gated, trtllm_roles(true, false, false, false)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("gated, ") + kRank, trt_rank_gated, trtllm_roles(true, true, false, false)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("not gated, ") + kAll, plain_all, trtllm_roles(false, false, false, false)});
+    r.push_back({"FLASHINFER_TRTLLM", std::string("not gated, ") + kRank, plain_rank, trtllm_roles(false, true, false, false)});
+    // FLASHINFER_CUTLASS: [w3; w1] when gated.
+    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kAll, gated_all, flashinfer_roles("swap_halves", false)});
+    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kRank, gated_rank, flashinfer_roles("swap_halves", true)});
+    r.push_back({"FLASHINFER_CUTLASS", std::string("not gated, ") + kAll, plain_all, flashinfer_roles("", false)});
+    r.push_back({"FLASHINFER_CUTLASS", std::string("not gated, ") + kRank, plain_rank, flashinfer_roles("", true)});
+    // FLASHINFER_CUTEDSL: [w3; w1] in 64-row groups when gated (from interleaved rows for SWIGLUOAI).
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kAll, oai_all, flashinfer_roles("cutedsl_deinterleave_interleave64", false)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kRank, oai_rank, flashinfer_roles("cutedsl_deinterleave_interleave64", true)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kAll, gated_all, flashinfer_roles("cutedsl_w31_interleave64", false)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kRank, gated_rank, flashinfer_roles("cutedsl_w31_interleave64", true)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("not gated, ") + kAll, plain_all, flashinfer_roles("", false)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("not gated, ") + kRank, plain_rank, flashinfer_roles("", true)});
+    // FLASHINFER_CUTEDSL_BATCHED keeps vLLM's [w1; w3].
+    r.push_back({"FLASHINFER_CUTEDSL_BATCHED", kAll, [](const SelectionContext& c, const Selection&) { return !rank_scope(c); }, flashinfer_roles("", false)});
+    r.push_back({"FLASHINFER_CUTEDSL_BATCHED", kRank, [](const SelectionContext& c, const Selection&) { return rank_scope(c); }, flashinfer_roles("", true)});
+    // FLASHINFER_B12X: weight_scale_2 baked into the block scales, then ones.
+    r.push_back({"FLASHINFER_B12X", std::string("gated, ") + kAll, gated_all, b12x_roles(true, false)});
+    r.push_back({"FLASHINFER_B12X", std::string("gated, ") + kRank, gated_rank, b12x_roles(true, true)});
+    r.push_back({"FLASHINFER_B12X", std::string("not gated, ") + kAll, plain_all, b12x_roles(false, false)});
+    r.push_back({"FLASHINFER_B12X", std::string("not gated, ") + kRank, plain_rank, b12x_roles(false, true)});
+    // VLLM_CUTLASS: vLLM's order, one input scale per expert (the larger of gate and up).
+    r.push_back({"VLLM_CUTLASS",
+                 "",
+                 nullptr,
+                 {{"w13_weight", kUnchanged},
+                  {"w2_weight", kUnchanged},
+                  {"w13_weight_scale", swizzle("identity")},
+                  {"w2_weight_scale", swizzle("identity")},
+                  {"w13_weight_scale_2", "vllm.nvfp4_weight_scale_2(w13,times=input_expert_max)"},
+                  {"w2_weight_scale_2", "vllm.nvfp4_weight_scale_2(w2,times=input_expert_max)"},
+                  {"w13_input_scale", "vllm.nvfp4_input_scale(w13,expert_max)"},
+                  {"w2_input_scale", "vllm.nvfp4_input_scale(w2,expert_max)"}}});
+    r.push_back({"MARLIN", "bf16 model", bf16_model, marlin_roles(true)});
+    r.push_back({"MARLIN", "fp16 model", nullptr, marlin_roles(false)});
+    r.push_back({"EMULATION",
+                 "",
+                 nullptr,
+                 {{"w13_weight", kUnchanged},
+                  {"w2_weight", kUnchanged},
+                  {"w13_weight_scale", kUnchanged},
+                  {"w2_weight_scale", kUnchanged},
+                  {"w13_weight_scale_2", "vllm.nvfp4_weight_scale_2(w13,times=none)"},
+                  {"w2_weight_scale_2", "vllm.nvfp4_weight_scale_2(w2,times=none)"},
+                  {"w13_input_scale", "vllm.nvfp4_inverse_input_scale_max(w13)"},
+                  {"w2_input_scale", "vllm.nvfp4_inverse_input_scale_max(w2)"}}});
+    // Refused by name: their weights are converted by code outside the reference tree.
+    r.push_back({"HUMMING", "", nullptr, {{"w13_weight", "humming.convert_to_humming_moe_kernel_format(external humming package)"}}});
+    r.push_back({"B12X", "", nullptr, {{"w13_weight", "b12x.prepare_weights(external b12x package)"}}});
+    return r;
+  }();
   return rows;
 }
 

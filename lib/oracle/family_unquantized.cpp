@@ -99,18 +99,62 @@ Selection select_unquantized(SelectionContext& ctx) {
                         {std::nullopt, std::nullopt, batched ? ActivationFormat::BatchedExperts : ActivationFormat::Standard, {}});
 }
 
-// The conversion padding of sizes_layouts.h, step 2.
+// The CPU experts' intermediate alignment (cpu_moe.py `_intermediate_alignment`: lcm of the
+// output and reduction alignments of the class), 0 for classes of other backends.
+int cpu_intermediate_alignment(const std::string& experts_class) {
+  if (experts_class == "X86CPUUnquantizedExperts" || experts_class == "ArmCPUUnquantizedExperts" || experts_class == "CPUUnquantizedExperts") return 32;
+  if (experts_class == "PowerCPUUnquantizedExperts") return 16;
+  return 0;
+}
+
+// The conversion padding of sizes_layouts.h, step 2: FlashInfer TRT-LLM pads a non-gated
+// intermediate to 128 (align_moe_weights_for_fi); the CPU experts pad it to their alignment
+// (`_pad_moe_intermediate`), except for SWIGLUOAI, whose size they keep.
 std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Selection& s, int hidden, int inter) {
   if (s.backend == "FLASHINFER_TRTLLM" && !is_gated(ctx.moe.activation)) return {hidden, round_up_to(inter, 128)};
+  if (s.backend == "CPU" && ctx.moe.activation != MoEActivation::SWIGLUOAI)
+    if (const int align = cpu_intermediate_alignment(s.experts_class)) return {hidden, round_up_to(inter, align)};
   return {hidden, inter};
 }
 
+bool gated(const SelectionContext& c, const Selection&) { return is_gated(c.moe.activation); }
+bool amx_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "X86CPUUnquantizedExperts"; }
+bool vec_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "CPUUnquantizedExperts"; }
+bool arm_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUUnquantizedExperts"; }
+
+// Layout ids are packers/registry.cpp rows; an id that is not registered (AITER's bf16 shuffle,
+// the Arm and Power CPU packs) makes convert refuse the deployment by name. Biases are never
+// transformed by this family: every backend reads layer.w13_bias / w2_bias as loaded (the CPU
+// loader pads w13_bias like w13); FLASHINFER_TRTLLM lists none, so a biased layer there is refused.
 std::span<const LayoutRow> layouts() {
   static const LayoutRow rows[] = {
-      {.backend = "FLASHINFER_TRTLLM", .roles = {{"w13_weight", "trtllm_gen.bf16.block_major_k(w31_gated)"}, {"w2_weight", "trtllm_gen.bf16.block_major_k"}}},
-      {.backend = "FLASHINFER_CUTLASS", .roles = {{"w13_weight", "flashinfer.w31_if_gated"}, {"w2_weight", "checkpoint"}}},
-      {.backend = "AITER", .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}}},
-      {.backend = "*", .condition_text = "TRITON, BATCHED_TRITON, CPU, XPU", .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}}},
+      {.backend = "FLASHINFER_TRTLLM", .condition_text = "gated", .condition = gated,
+       .roles = {{"w13_weight", "flashinfer.trtllm_bf16_block_major_k(rows=w3w1_interleave,vllm e9d1398d9,v0.6.17)"},
+                 {"w2_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"}}},
+      {.backend = "FLASHINFER_TRTLLM", .condition_text = "not gated (intermediate padded to 128)",
+       .roles = {{"w13_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"},
+                 {"w2_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"}}},
+      {.backend = "FLASHINFER_CUTLASS", .condition_text = "gated", .condition = gated,
+       .roles = {{"w13_weight", "vllm.swap_w13_to_w31(e9d1398d9)"}, {"w2_weight", "vllm.unchanged"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "FLASHINFER_CUTLASS", .condition_text = "not gated",
+       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "AITER", .roles = {{"w13_weight", "aiter.shuffle_weight(layout=16x16,bf16)"}, {"w2_weight", "aiter.shuffle_weight(layout=16x16,bf16)"}}},
+      {.backend = "CPU", .condition_text = "X86CPUUnquantizedExperts (AMX)", .condition = amx_cpu,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "CPU", .condition_text = "CPUUnquantizedExperts (vec)", .condition = vec_cpu,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "CPU", .condition_text = "ArmCPUUnquantizedExperts (neon)", .condition = arm_cpu,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(neon)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(neon)"}}},
+      {.backend = "CPU", .condition_text = "PowerCPUUnquantizedExperts (vsx)",
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vsx)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vsx)"}}},
+      {.backend = "XPU",
+       .roles = {{"w13_weight", "vllm.xpu_transpose(e9d1398d9)"}, {"w2_weight", "vllm.xpu_transpose(e9d1398d9)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "*", .condition_text = "TRITON, BATCHED_TRITON",
+       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
   };
   return rows;
 }

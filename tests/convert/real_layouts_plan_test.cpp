@@ -104,7 +104,19 @@ TEST(RealLayoutPlans, NemotronHNonGatedNvfp4) {
   // Not gated: NVFP4 TRT-LLM pads the intermediate size to 128, not 64 (oracle.md 4.2).
   auto ds = decide_layers(ck, oracle::default_deployment(oracle::parse_target("sm100")));
   EXPECT_EQ(ds[0].decision.padded_intermediate_size % 128, 0);
-  expect_convert_refused(tmp.path(), "sm100", "cannot produce this family");
+  // Convert plans the non-gated layer: w13 is the up projection alone (I rows, padded to 128 on TRT-LLM).
+  {
+    ConvertRequest req;
+    ConversionPlan plan = build_conversion_plan(ck, ds, req);
+    ASSERT_EQ(plan.layers.size(), 1u);
+    bool saw_w13 = false;
+    for (const auto& t : plan.layers[0].ranks.at(0).tensors)
+      if (t.role == "w13_weight") {
+        saw_w13 = true;
+        EXPECT_EQ(t.canonical_shape.at(0), static_cast<uint64_t>(ds[0].decision.padded_intermediate_size));
+      }
+    EXPECT_TRUE(saw_w13);
+  }
 }
 
 TEST(RealLayoutPlans, DeepSeekV4Nvfp4GetsModelOptsNvfp4Method) {

@@ -25,11 +25,24 @@ OwnedTensor f32_scalar(float v) {
   return t;
 }
 
+// A reduction's input over in-memory experts, every role the same list.
+ReductionInput input_of(const std::vector<OwnedTensor>& experts, const std::string& role = "w13_input_scale") {
+  ReductionInput in;
+  in.role = role;
+  in.local_experts = experts.size();
+  in.has = [](const std::string&) { return true; };
+  in.each = [experts](const std::string&, bool, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
+    for (size_t e = 0; e < experts.size(); ++e) fn(e, experts[e]);
+  };
+  in.where = [](const std::string& r, uint64_t e) { return "expert " + std::to_string(e) + ", " + r; };
+  return in;
+}
+
 float reduce_max(const std::vector<OwnedTensor>& experts) {
   const LayerReduction* r = find_reduction("vllm.max_over_experts(f32)");
   EXPECT_NE(r, nullptr);
   float out = 0;
-  r->reduce(experts, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&out), 4));
+  r->reduce(input_of(experts), std::span<uint8_t>(reinterpret_cast<uint8_t*>(&out), 4));
   return out;
 }
 
@@ -37,10 +50,10 @@ TEST(Reductions, MaxOverExpertsWorkedExample) {
   const LayerReduction* r = find_reduction("vllm.max_over_experts(f32)");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->dtype(), DType::F32);
-  EXPECT_TRUE(r->shape().empty());
+  EXPECT_TRUE(r->shape(4).empty());
   std::vector<OwnedTensor> e = {f32_scalar(0.5f), f32_scalar(0.75f), f32_scalar(0.25f), f32_scalar(0.75f)};
   uint8_t out[4];
-  r->reduce(e, out);
+  r->reduce(input_of(e), out);
   EXPECT_EQ(std::vector<uint8_t>(out, out + 4), (std::vector<uint8_t>{0x00, 0x00, 0x40, 0x3F}));  // 0.75f
   EXPECT_EQ(find_reduction("vllm.unchanged"), nullptr);
 }

@@ -66,6 +66,21 @@ TEST(CpuSglWeightPacked, PackEqualsUpstreamLoop) {
   }
 }
 
+// The bulk path (row-pair words, transposed in tiles of 64 columns) against the index map, at
+// gpt-oss's 1440 byte columns (22 full tiles and a half one) and narrower tails.
+TEST(CpuSglWeightPacked, BulkPackEqualsTheIndexMap) {
+  CpuSglWeightPackedMxfp4Layout layout;
+  uint64_t seed = 40;
+  for (const std::vector<uint64_t>& shape : {std::vector<uint64_t>{64, 1440}, {32, 16}, {96, 80}, {32, 64 + 48}}) {
+    SCOPED_TRACE(shape_string(shape));
+    const OwnedTensor w = random_tensor(DType::U8, shape, seed++);
+    std::vector<uint8_t> bulk(w.bytes.size(), 0xA5), by_map(w.bytes.size(), 0x5A);
+    layout.pack(w.view(), bulk);
+    layout.pack_by_map(w.view(), by_map);
+    EXPECT_EQ(bulk, by_map);
+  }
+}
+
 TEST(CpuSglWeightPacked, RefusesShapesTheKernelCannotPack) {
   CpuSglWeightPackedMxfp4Layout layout;
   // 16-row tail (upstream reads an uninitialised buffer), rows not a multiple of 16, K not a multiple of 32.

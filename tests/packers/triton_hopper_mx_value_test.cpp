@@ -104,6 +104,30 @@ TEST(TritonHopperMXValue, BulkPackEqualsTorchOpEmulation) {
   }
 }
 
+// Both bulk paths (AVX-512 VBMI where this CPU has it, and the portable tables) against the
+// index map, on sizes with partial tiles in both axes and a garbage-filled output buffer (the
+// bulk paths must write every byte, padding included).
+TEST(TritonHopperMXValue, BothBulkPathsEqualTheIndexMap) {
+  TritonHopperMXValueLayout layout;
+  uint64_t seed = 300;
+  std::vector<std::vector<uint64_t>> shapes = kAwkwardShapes;
+  shapes.push_back({40, 1440 / 8});  // gpt-oss rows of 1440 bytes, cut short: full tiles and a tail row block
+  shapes.push_back({8, 31});
+  shapes.push_back({9, 64});
+  for (const auto& shape : shapes) {
+    SCOPED_TRACE(shape_string(shape));
+    const OwnedTensor q = random_tensor(DType::U8, shape, seed++);
+    const std::vector<uint64_t> packed_shape = layout.packed_shape(shape);
+    const size_t size = static_cast<size_t>(packed_shape[0] * packed_shape[1]);
+    std::vector<uint8_t> by_map(size, 0x5A), bulk(size, 0xA5), portable(size, 0xC3);
+    layout.pack_by_map(q.view(), by_map);
+    layout.pack(q.view(), bulk);
+    layout.pack_portable(q.view(), portable);
+    EXPECT_EQ(bulk, by_map) << (TritonHopperMXValueLayout::simd_available() ? "AVX-512 VBMI path" : "portable path");
+    EXPECT_EQ(portable, by_map);
+  }
+}
+
 TEST(TritonHopperMXValue, RefusesWhatIsNotOneExpertsByteMatrix) {
   TritonHopperMXValueLayout layout;
   testing::expect_refused(layout, DType::U8, {4});

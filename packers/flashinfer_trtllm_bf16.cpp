@@ -1,0 +1,31 @@
+// See flashinfer_trtllm_bf16.h for the drawn layout and the upstream definitions.
+#include "packers/flashinfer_trtllm_bf16.h"
+
+namespace moepack::packers {
+
+std::string FlashinferTrtllmBf16Layout::name() const {
+  return "flashinfer.trtllm_bf16_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",vllm " + std::string(pins::kVllm) + "," +
+         std::string(pins::kFlashInfer) + ")";
+}
+
+Accepts FlashinferTrtllmBf16Layout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::bf16;
+  a.what = "one expert's 2-D BF16 weight [N, K]";
+  a.rows_multiple = kShuffleBlock;
+  a.rows_rule = "the row shuffle (epilogue_tile_m 128) needs the rows to be a multiple of 32";
+  a.last_multiple = kBlockK;
+  a.last_rule = "the block layout (block_k 128 bytes) needs the columns to be a multiple of 64 bf16";
+  return a;
+}
+
+void FlashinferTrtllmBf16Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1], run = kBlockK * 2;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = canonical.bytes.data() + source_row(r, rows) * cols * 2;
+    for (uint64_t kb = 0; kb < cols / kBlockK; ++kb) std::memcpy(packed.data() + (kb * rows + r) * run, src + kb * run, run);
+  }
+}
+
+}  // namespace moepack::packers
