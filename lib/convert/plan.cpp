@@ -415,7 +415,7 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
                              ") split the 32-element MX scale blocks at this parallel size");
 }
 
-RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank) {
+RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank, orc::FloatType model_dtype) {
   RankGeometry g;
   g.hidden = layer.hidden_size;
   g.intermediate = layer.intermediate_size;
@@ -426,7 +426,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
   // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
-  g.int_transposed = d.family == orc::Family::wna16;
+  if (d.family == orc::Family::wna16) set_wna16_geometry(g, layer, model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16);
   return g;
 }
 
@@ -505,7 +505,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
   const SwigluFacts swiglu{ld.query.swiglu_limit, ld.query.swiglu_beta};
   for (int rank = 0; rank < split.ranks; ++rank) {
     if (request.only_rank && *request.only_rank != rank) continue;
-    const RankGeometry g = rank_geometry(layer, d, split, rank);
+    const RankGeometry g = rank_geometry(layer, d, split, rank, ld.model_dtype);
     const uint64_t first_expert = split.expert_parallel ? split.local_experts * static_cast<uint64_t>(rank) : 0;
     RankPlan rp;
     rp.rank = rank;

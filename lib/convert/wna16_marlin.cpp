@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
 
@@ -52,13 +53,79 @@ int64_t summary_rows(const ckpt::MoeLayer& layer, const std::string& role) {
 
 }  // namespace
 
+bool wna16_loads_full_w2(const ckpt::LayerQuant& q) {
+  // GPTQ keeps actorder empty and says desc_act; compressed-tensors' "dynamic" never loads whole.
+  return q.act_order && q.group_size > 0 && (q.actorder.empty() || q.actorder == "group");
+}
+
+void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype) {
+  g.int_transposed = true;
+  g.wna16_full_w2 = wna16_loads_full_w2(layer.quant);
+  g.params_dtype = params_dtype;
+}
+
+DType params_dtype_of_target(const std::string& target_dtype, const std::string& where) {
+  if (target_dtype == "bf16") return DType::BF16;
+  if (target_dtype == "fp16") return DType::F16;
+  throw Error(ErrorKind::bad_input, where + ": target dtype `" + target_dtype + "` is not one WNA16 parameters are held in (bf16, fp16)");
+}
+
+namespace {
+
+bool is_float_scale(const std::string& role, const OwnedTensor& t) {
+  const bool scale = role.find("scales") != std::string::npos || role.find("weight_scale") != std::string::npos;
+  return scale && (t.dtype == DType::BF16 || t.dtype == DType::F16 || t.dtype == DType::F32);
+}
+
+// param.copy_(loaded) into a parameter of the model dtype: torch's round-to-nearest-even cast.
+OwnedTensor cast_floats(const OwnedTensor& in, DType to) {
+  if (in.dtype == to) return in;
+  if (to != DType::BF16 && to != DType::F16) throw_internal("wna16 loader: params dtype " + std::string(dtype_name(to)));
+  const uint64_t n = in.bytes.size() / (dtype_bits(in.dtype) / 8);
+  OwnedTensor out(to, in.shape);
+  for (uint64_t i = 0; i < n; ++i) {
+    float v;
+    if (in.dtype == DType::F32) {
+      std::memcpy(&v, in.bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, in.bytes.data() + 2 * i, 2);
+      v = in.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+    const uint16_t bits = to == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
+    std::memcpy(out.bytes.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, const RankGeometry& g);
+
+}  // namespace
+
 OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  OwnedTensor loaded = load_wna16_uncast(role, in, g);
+  return is_float_scale(role, loaded) ? cast_floats(loaded, g.params_dtype) : loaded;
+}
+
+namespace {
+
+OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
   const bool w13 = role.rfind("w13_", 0) == 0;
   const uint64_t I = g.intermediate, P = g.padded_intermediate, per_rank = I / g.tp_size;
   const uint64_t eb = element_bytes(in);
   if (g.padded_hidden != g.hidden)
     throw Error(ErrorKind::refused, role + ": the hidden size is padded (" + std::to_string(g.hidden) + " -> " + std::to_string(g.padded_hidden) +
                                         ") and the WNA16 Marlin loader is not reproduced for a padded hidden size");
+  if (g.wna16_full_w2 && P != per_rank)
+    throw Error(ErrorKind::refused, role + ": act-order with the Marlin intermediate padding (" + std::to_string(per_rank) + " -> " + std::to_string(P) +
+                                        "): vLLM asserts \"Marlin MoE thread-tile padding is unsupported with act-order\"");
+  if (!w13 && g.wna16_full_w2 && g.tp_size > 1) {
+    // load_full_w2: the w2 group scales (GPTQ: and qzeros) are loaded whole on every rank.
+    if (role == "w2_scales" || role == "w2_qzeros" || role == "w2_weight_scale") return in;
+    if (role == "w2_weight_zero_point")
+      throw Error(ErrorKind::refused, role + ": compressed-tensors asymmetric act-order at TP > 1 allocates the w2 zero points for the full "
+                                            "intermediate size but loads them sharded; this loader is not reproduced");
+  }
   if (in.shape.size() == 1 && in.shape[0] <= 2 && role.find("weight_shape") != std::string::npos) return in;
   if (in.shape.size() == 1) {
     const uint64_t n = in.shape[0];
@@ -98,6 +165,8 @@ OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& in, con
   std::memcpy(out.bytes.data(), in.bytes.data() + take * g.tp_rank * cols * eb, static_cast<size_t>(take * cols * eb));
   return out;
 }
+
+}  // namespace
 
 std::vector<int32_t> stable_g_idx_order(std::span<const int32_t> g_idx, int64_t groups, const std::string& what) {
   for (size_t i = 0; i < g_idx.size(); ++i)
@@ -209,6 +278,18 @@ std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string
   return std::make_shared<SortGIdx>(g_idx, groups, indices);
 }
 
+void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const ExpertDerivation& derivation, const RankGeometry& g,
+                            uint64_t expert, std::span<uint8_t> out) {
+  std::vector<OwnedTensor> inputs;
+  for (const std::string& input : derivation.inputs()) {
+    ckpt::ExpertParams params = ckpt::read_expert_params(checkpoint, layer, expert, input);
+    auto it = params.tensors.find(input);
+    if (it == params.tensors.end()) throw_internal("expert " + std::to_string(expert) + " of " + layer.prefix + " has no " + input);
+    inputs.push_back(load_expert_param(input, it->second, g));
+  }
+  derivation.produce(inputs, out, "layer " + layer.prefix + " expert " + std::to_string(expert));
+}
+
 PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
                                 std::shared_ptr<const ExpertDerivation> derivation, const RankGeometry& g, uint64_t first_expert,
                                 uint64_t local_experts) {
@@ -235,17 +316,65 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
   t.canonical_shape = probes.empty() ? slab : probes[0].shape;
   const ckpt::Checkpoint* ck = &checkpoint;
   const ckpt::MoeLayer* lay = &layer;
-  t.produce = [ck, lay, derivation, role, g, first_expert](uint64_t e, std::span<uint8_t> out) {
-    std::vector<OwnedTensor> inputs;
-    for (const std::string& input : derivation->inputs()) {
-      ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, input);
-      auto it = params.tensors.find(input);
-      if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + input);
-      inputs.push_back(load_expert_param(input, it->second, g));
-    }
-    derivation->produce(inputs, out, "layer " + lay->prefix + " expert " + std::to_string(first_expert + e));
+  t.produce = [ck, lay, derivation, g, first_expert](uint64_t e, std::span<uint8_t> out) {
+    produce_derived_expert(*ck, *lay, *derivation, g, first_expert + e, out);
   };
   return t;
+}
+
+DerivedLayout derived_layout(const std::string& layout_id) {
+  if (layout_id == kEmptyInt32) return {DerivedKind::empty, ""};
+  if (layout_id == kSortedGIdx) return {DerivedKind::sorted_g_idx, ""};
+  if (layout_id == kSortIndices) return {DerivedKind::sort_indices, ""};
+  const std::string gather = std::string(kActOrderGather) + " | ";
+  if (layout_id.rfind(gather, 0) == 0) return {DerivedKind::act_order_weight, layout_id.substr(gather.size())};
+  return {};
+}
+
+void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where) {
+  for (const std::string proj : {"w13_", "w2_"}) {
+    auto perm_it = params.find(proj + "g_idx_sort_indices");
+    if (perm_it == params.end() || perm_it->second.bytes.empty()) continue;
+    const std::span<const int32_t> perm = as_i32(perm_it->second, where + " " + perm_it->first);
+    const uint64_t k = perm.size();
+    std::vector<bool> seen(static_cast<size_t>(k), false);
+    for (int32_t p : perm) {
+      if (p < 0 || static_cast<uint64_t>(p) >= k || seen[static_cast<size_t>(p)])
+        throw Error(ErrorKind::bad_input, where + " " + perm_it->first + ": not a permutation of " + std::to_string(k) + " rows");
+      seen[static_cast<size_t>(p)] = true;
+    }
+    // The sorted g_idx goes back to checkpoint order.
+    for (const char* name : {"g_idx", "weight_g_idx"}) {
+      auto it = params.find(proj + name);
+      if (it == params.end()) continue;
+      const std::span<const int32_t> sorted = as_i32(it->second, where + " " + it->first);
+      if (sorted.size() != k) throw Error(ErrorKind::bad_input, where + " " + it->first + ": " + std::to_string(sorted.size()) + " entries for " + std::to_string(k) + " sort indices");
+      OwnedTensor restored(DType::I32, {k});
+      for (uint64_t j = 0; j < k; ++j) std::memcpy(restored.bytes.data() + 4 * static_cast<uint64_t>(perm[j]), &sorted[j], 4);
+      it->second = std::move(restored);
+    }
+    // The gathered K-packed codes go back to checkpoint order.
+    for (const char* name : {"qweight", "weight_packed"}) {
+      auto it = params.find(proj + name);
+      if (it == params.end()) continue;
+      const OwnedTensor& w = it->second;
+      if (w.dtype != DType::I32 || w.shape.size() != 2 || w.shape[0] == 0 || k % w.shape[0] || 32 % (k / w.shape[0]))
+        throw Error(ErrorKind::bad_input, where + " " + it->first + ": " + shape_string(w.shape) + " is no K-packed weight of " + std::to_string(k) + " rows");
+      const uint64_t n = w.shape[1], pf = k / w.shape[0], bits = 32 / pf, mask = (uint64_t{1} << bits) - 1;
+      OwnedTensor restored(DType::I32, w.shape);
+      for (uint64_t j = 0; j < k; ++j) {
+        const uint64_t dst = static_cast<uint64_t>(perm[j]);
+        for (uint64_t c = 0; c < n; ++c) {
+          const uint32_t code = static_cast<uint32_t>((static_cast<uint32_t>(i32_at(w, (j / pf) * n + c)) >> (bits * (j % pf))) & mask);
+          uint32_t word;
+          std::memcpy(&word, restored.bytes.data() + 4 * ((dst / pf) * n + c), 4);
+          word |= code << (bits * (dst % pf));
+          std::memcpy(restored.bytes.data() + 4 * ((dst / pf) * n + c), &word, 4);
+        }
+      }
+      it->second = std::move(restored);
+    }
+  }
 }
 
 }  // namespace moepack::convert

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -36,6 +37,18 @@
 #include "lib/core/tensor.h"
 
 namespace moepack::convert {
+
+// Whether vLLM loads the w2 group scales whole for this quantization (load_full_w2): GPTQ
+// desc_act and compressed-tensors actorder "group", with group scales.
+bool wna16_loads_full_w2(const ckpt::LayerQuant& q);
+
+// Sets the WNA16 facts of a rank geometry (int_transposed, wna16_full_w2, params_dtype) for a
+// layer of family wna16; the planner, the integrity check and the reference share it.
+void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype);
+
+// The params dtype an artifact was converted for, from its manifest's target "dtype" ("bf16",
+// "fp16"; anything else is bad input naming `where`).
+DType params_dtype_of_target(const std::string& target_dtype, const std::string& where);
 
 // load_expert_param for a WNA16 parameter (RankGeometry::int_transposed).
 OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& canonical, const RankGeometry& g);
@@ -57,6 +70,26 @@ class ExpertDerivation {
 // nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.
 std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer);
+
+// One expert's bytes of a derived output, from the source (the planner's producer; the
+// integrity check recomputes it to compare).
+void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const ExpertDerivation& derivation, const RankGeometry& g,
+                            uint64_t expert, std::span<uint8_t> out);
+
+// Reading a derived output back (the runtime experts): what a layout id is.
+enum class DerivedKind { none, empty, sorted_g_idx, sort_indices, act_order_weight };
+struct DerivedLayout {
+  DerivedKind kind = DerivedKind::none;
+  std::string inner;  // act_order_weight: the Marlin repack applied after the gather
+};
+DerivedLayout derived_layout(const std::string& layout_id);
+
+// Undoes the act-order gather on one expert's unpacked params (keyed by role): where
+// *_g_idx_sort_indices is non-empty, the weight's K rows go back to their checkpoint order
+// (row perm[j] takes gathered row j) and the sorted g_idx back to g_idx[perm[j]]. The result is
+// the loaded checkpoint's params, which dequantize as the source does. Error(bad_input) naming
+// `where` when the indices are no permutation or the shapes disagree.
+void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where);
 
 // One rank's output tensor of a derived role.
 PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,

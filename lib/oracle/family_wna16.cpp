@@ -280,6 +280,14 @@ Roles marlin_roles(const SelectionContext& c, const Selection&) {
   return r;
 }
 
+// HUMMING's weights are prepared by the external humming package, FLYDSL's and EMULATION's by
+// their own kernels' code, none of it at this reference: one id no packer has, under the
+// method's weight name, so the converter refuses the layer naming it.
+Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
+  const bool ct = layout_of(c.query.quant_method) == Layout::compressed_tensors;
+  return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm." + s.backend + ".prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)"}};
+}
+
 std::span<const LayoutRow> layouts() {
   static const LayoutRow rows[] = {
       {.backend = "*MARLIN",
@@ -303,7 +311,8 @@ std::span<const LayoutRow> layouts() {
        .roles = {{"w13_weight", "transpose_1_2(int32_as_u8)"}, {"w2_weight", "transpose_1_2(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
       {.backend = "*",
        .condition_text = "HUMMING, EMULATION, FLYDSL (CompressedTensorsW4A16FlydslMoEMethod)",
-       .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}}},
+       .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}},
+       .roles_of = prepared_elsewhere_roles},
   };
   return rows;
 }

@@ -2,8 +2,8 @@
 // sm80: every parameter vLLM's MoE method holds after process_weights_after_loading is planned
 // with the expected layout, every slab unpacks (through the layout's inverse) to the loaded
 // source param, act-order outputs agree with a stable sort of the source g_idx, and the
-// refusals (8-bit Marlin activations, g_idx out of range) are by name.
-// Not here: `verify` (the runtime experts do not run wna16 yet).
+// refusals (8-bit Marlin activations, g_idx out of range) are by name. The artifacts are run
+// against their sources in convert_samples_test.cpp and wna16_verify_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,7 +53,7 @@ RankGeometry geometry(const Planned& p) {
   g.padded_hidden = static_cast<uint64_t>(d.padded_hidden_size);
   g.padded_intermediate = static_cast<uint64_t>(d.padded_intermediate_size);
   g.gated = layer.gated;
-  g.int_transposed = true;
+  set_wna16_geometry(g, layer, DType::BF16);
   return g;
 }
 
