@@ -11,6 +11,7 @@ bool dtype_taken(Accepts::Dtypes dtypes, DType t) {
     case Accepts::Dtypes::whole_byte: return dtype_bits(t) % 8 == 0;
     case Accepts::Dtypes::float_bias: return is_float_bias_dtype(t);
     case Accepts::Dtypes::any: return true;
+    case Accepts::Dtypes::i32: return t == DType::I32;
     case Accepts::Dtypes::bf16: return t == DType::BF16;
   }
   return false;
@@ -23,6 +24,7 @@ std::string dtype_rule(Accepts::Dtypes dtypes) {
     case Accepts::Dtypes::whole_byte: return "needs a whole-byte dtype";
     case Accepts::Dtypes::float_bias: return "expects BF16, F16 or F32 values";
     case Accepts::Dtypes::any: return "";
+    case Accepts::Dtypes::i32: return "expects I32 packed integer words";
     case Accepts::Dtypes::bf16: return "expects BF16 values";
   }
   return "";

@@ -48,6 +48,7 @@ struct Accepts {
     whole_byte,  // any dtype of whole bytes (elements move whole, whatever their width)
     float_bias,  // BF16, F16 or F32 (the layout casts the values)
     any,         // anything, FP4 included (bytes kept)
+    i32,         // exactly I32 (packed integer words: GPTQ/AWQ qweight and qzeros)
     bf16,        // exactly BF16 (a kernel that takes no other 16-bit type)
   };
   static constexpr uint32_t rank(unsigned r) { return 1u << r; }

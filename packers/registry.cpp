@@ -15,6 +15,7 @@
 #include "packers/flashinfer_cutlass_mxfp4.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
 #include "packers/marlin_mxfp4.h"
+#include "packers/marlin_wna16.h"
 #include "packers/nvfp4_layouts.h"
 #include "packers/triton_blackwell_mx.h"
 #include "packers/triton_cdna4_mx_scale.h"
@@ -185,6 +186,19 @@ constexpr RowSpec kRows[] = {
    "gpt-oss AITER_MXFP4_BF16 w13 weight/scale/f32 bias: rows [g0,u0,g1,u1,...] -> [gate; up]"},
   {&make<E8m0ViewLayout>,
    "bytes unchanged, dtype F8_E8M0 (generic AITER_MXFP4_BF16 SiTU scales, viewed before their shuffle)"},
+  // ---- Marlin WNA16 (GPTQ / AWQ / compressed-tensors int4 and int8, 16-bit activations) ----
+  {&make<MarlinIntWeightLayout, 4u, IntSource::gptq>, "Marlin int4 weights from GPTQ/compressed-tensors I32 [K/8, N]: 16x64 tiles, I32 [K/16, 2N]"},
+  {&make<MarlinIntWeightLayout, 8u, IntSource::gptq>, "Marlin int8 weights from GPTQ/compressed-tensors I32 [K/4, N]: 16x64 tiles, I32 [K/16, 4N]"},
+  {&make<MarlinIntWeightLayout, 4u, IntSource::awq>, "Marlin int4 weights from AWQ I32 [K, N/8] (interleaved): 16x64 tiles, I32 [K/16, 2N]"},
+  {&make<MarlinIntWeightLayout, 8u, IntSource::awq>, "Marlin int8 weights from AWQ I32 [K, N/4] (interleaved): 16x64 tiles, I32 [K/16, 4N]"},
+  {&make<MarlinIntScaleLayout, true, DType::BF16>, "Marlin group scales [G, N], 64-wide 8x8 transpose, bf16"},
+  {&make<MarlinIntScaleLayout, false, DType::BF16>, "Marlin channel-wise (or size_k <= group_size) scales [G, N], 32-wide single permutation, bf16"},
+  {&make<MarlinIntScaleLayout, true, DType::F16>, "Marlin group scales [G, N], 64-wide 8x8 transpose, fp16"},
+  {&make<MarlinIntScaleLayout, false, DType::F16>, "Marlin channel-wise (or size_k <= group_size) scales [G, N], 32-wide single permutation, fp16"},
+  {&make<MarlinIntZeroPointLayout, 4u, IntSource::gptq>, "Marlin int4 zero points from sequential packing (GPTQ qzeros, compressed-tensors)"},
+  {&make<MarlinIntZeroPointLayout, 8u, IntSource::gptq>, "Marlin int8 zero points from sequential packing (GPTQ qzeros, compressed-tensors)"},
+  {&make<MarlinIntZeroPointLayout, 4u, IntSource::awq>, "Marlin int4 zero points from AWQ interleaved qzeros"},
+  {&make<MarlinIntZeroPointLayout, 8u, IntSource::awq>, "Marlin int8 zero points from AWQ interleaved qzeros"},
   // ---- NVFP4 (vLLM fused_moe/oracle/nvfp4.py; nvfp4_layouts.h) ----
   {&make<ReorderW13RowsLayout, RowOrder::swap_halves>,
    "NVFP4 w13 weight on FlashInfer CUTLASS / b12x: [w1; w3] -> [w3; w1] (reorder_w1w3_to_w3w1)"},

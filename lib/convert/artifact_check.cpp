@@ -15,6 +15,7 @@
 #include "lib/convert/param_loader.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/reductions.h"
+#include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
@@ -181,6 +182,7 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
         g.tp_rank = expert_parallel ? 0 : static_cast<uint64_t>(rank.rank);
         g.gpt_oss_interleaved = source_layer->recipe.w13_order == ckpt::W13Order::interleaved;
         g.gated = source_layer->gated;
+        if (layer.family == "wna16") set_wna16_geometry(g, *source_layer, params_dtype_of_target(m.target.value("dtype", std::string("bf16")), artifact_dir));
         const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
         const SwigluFacts swiglu{layer.swiglu_limit, layer.swiglu_beta};
         if (const LayerReduction* reduction = find_reduction(t.layout)) {
@@ -191,12 +193,25 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
             out.problems.push_back(where + ": differs from " + reduction->name() + " of the source's experts");
           continue;
         }
-        auto layout = packers::make_layout(t.layout);
         if (local == 0 || bytes.size() % local != 0) {
           out.problems.push_back(where + ": " + std::to_string(bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
           continue;
         }
         const uint64_t slab = bytes.size() / local;
+        std::set<std::string> available;
+        for (const auto& p : source_layer->params) available.insert(p.name);
+        if (auto derivation = make_expert_derivation(role, t.layout, available, *source_layer)) {
+          // Computed from several params (act-order sort, vLLM's empty placeholders): recompute.
+          std::vector<uint8_t> expected(static_cast<size_t>(slab));
+          for (uint64_t e = 0; e < local; ++e) {
+            produce_derived_expert(ck, *source_layer, *derivation, g, first + e, expected);
+            ++out.expert_slabs_checked;
+            if (!std::equal(expected.begin(), expected.end(), bytes.begin() + static_cast<std::ptrdiff_t>(e * slab)))
+              out.problems.push_back(where + ": expert " + std::to_string(first + e) + " differs from " + derivation->name() + " of the source");
+          }
+          continue;
+        }
+        auto layout = packers::make_layout(t.layout);
         const std::string source_role = source_param_of(*source_layer, role);
         std::function<void(uint64_t, OwnedTensor&)> stage;
         if (!t.value_stage.empty()) {

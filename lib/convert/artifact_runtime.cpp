@@ -9,8 +9,10 @@
 
 #include "formats/safetensors/file.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "lib/experts/dequant.h"
+#include "lib/experts/int_dequant.h"
 #include "lib/experts/moe.h"
 #include "packers/registry.h"
 
@@ -67,7 +69,7 @@ DType dtype_of(const std::string& name, const std::string& where) {
 struct RankTensorsRead {
   struct Role {
     std::vector<uint8_t> bytes;
-    std::shared_ptr<const packers::Layout> layout;
+    std::shared_ptr<const packers::Layout> layout;  // null: the slab is the canonical tensor (a sorted g_idx)
     OwnedTensor canonical_template;  // dtype and shape of one expert's canonical tensor
     uint64_t slab = 0;
   };
@@ -98,11 +100,17 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
     }
     if (t.canonical_dtype.empty())
       throw_bad_input(manifest_path, t.name, "the manifest does not record the canonical form of the packed tensors (written by an older moepack): convert again to verify");
+    // WNA16 outputs computed from several params (wna16_marlin.h): vLLM's empty placeholders
+    // carry nothing; the sorted g_idx and sort indices are read as they are; the act-order weight
+    // unpacks through its Marlin repack to the gathered rows (restore_act_order undoes the gather).
+    const DerivedLayout derived = derived_layout(t.layout);
+    if (derived.kind == DerivedKind::empty) continue;
     RankTensorsRead::Role rr;
     rr.bytes = files.read(t);
     if (local == 0 || rr.bytes.size() % local) throw_bad_input(manifest_path, t.name, std::to_string(rr.bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
     rr.slab = rr.bytes.size() / local;
-    rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(t.layout));
+    if (derived.kind == DerivedKind::act_order_weight) rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(derived.inner));
+    else if (derived.kind == DerivedKind::none) rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(t.layout));
     rr.canonical_template = OwnedTensor(dtype_of(t.canonical_dtype, manifest_path), t.canonical_shape);
     if (byte_size(rr.canonical_template.dtype, t.canonical_shape) == 0) throw_bad_input(manifest_path, t.name, "empty canonical shape");
     r.roles.emplace(role, std::move(rr));
@@ -110,9 +118,15 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
   return r;
 }
 
-OwnedTensor unpack_expert(const RankTensorsRead::Role& role, uint64_t local_index) {
+OwnedTensor unpack_expert(const RankTensorsRead::Role& role, uint64_t local_index, const std::string& where) {
   OwnedTensor out = role.canonical_template;
-  role.layout->unpack(std::span<const uint8_t>(role.bytes).subspan(static_cast<size_t>(local_index * role.slab), static_cast<size_t>(role.slab)), out);
+  const auto slab = std::span<const uint8_t>(role.bytes).subspan(static_cast<size_t>(local_index * role.slab), static_cast<size_t>(role.slab));
+  if (role.layout) {
+    role.layout->unpack(slab, out);
+  } else {
+    if (slab.size() != out.bytes.size()) throw_bad_input(where, "", "a slab of " + std::to_string(slab.size()) + " bytes for a canonical " + shape_string(out.shape));
+    std::copy(slab.begin(), slab.end(), out.bytes.begin());
+  }
   return out;
 }
 
@@ -153,6 +167,28 @@ float nvfp4_source_multiplier(const std::map<std::string, OwnedTensor>& t, const
   throw_internal("NVFP4 source without " + proj + "weight_scale_2 or weight_global_scale");
 }
 
+// One projection ("w13_" / "w2_") of a WNA16 expert as floats [n, k], from its loaded params
+// under either method's names: GPTQ / AWQ (qweight, scales, qzeros, g_idx) or compressed-tensors
+// (weight_packed, weight_scale, weight_zero_point, weight_g_idx). AWQ is told from GPTQ by the
+// packing the shape implies; GPTQ's qzeros are not read (vLLM runs GPTQ symmetric only).
+std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, const std::string& where) {
+  auto get = [&](std::initializer_list<const char*> names) -> const OwnedTensor* {
+    for (const char* name : names)
+      if (auto it = t.find(proj + name); it != t.end() && !it->second.bytes.empty()) return &it->second;
+    return nullptr;
+  };
+  ex::IntWeight w;
+  const OwnedTensor* gptq_like = get({"qweight"});
+  w.codes = gptq_like ? gptq_like : get({"weight_packed", "weight"});
+  w.scales = get({"scales", "weight_scale"});
+  if (!w.codes || !w.scales) throw_bad_input(where, proj + "qweight", "integer experts need their codes and scales");
+  const bool awq = gptq_like && gptq_like->shape.size() == 2 && gptq_like->shape[0] == k;
+  w.packing = awq ? ex::IntPacking::awq : ex::IntPacking::k_packed;
+  w.zeros = awq ? get({"qzeros"}) : gptq_like ? nullptr : get({"weight_zero_point"});
+  w.g_idx = get({"g_idx", "weight_g_idx"});
+  return ex::dequantize_int(w, n, k, where + " " + proj);
+}
+
 // The float weights of one expert from its canonical tensors (keyed by role); `g13`, `g2`
 // multiply every value (NVFP4's second level).
 ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
@@ -162,6 +198,14 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
     if (it == t.end()) it = t.find(role + "_packed");  // compressed-tensors' name before vLLM renames it
     return it == t.end() ? nullptr : &it->second;
   };
+  ex::ExpertMatrices m;
+  if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
+  if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
+  if (format == ex::WeightFormat::int_wna16) {
+    m.w13 = int_weight_values(t, "w13_", n13, hidden, where);
+    m.w2 = int_weight_values(t, "w2_", hidden, inter, where);
+    return m;
+  }
   const OwnedTensor* w13 = get("w13_weight");
   const OwnedTensor* w2 = get("w2_weight");
   if (!w13 || !w2) throw_bad_input(where, "", "w13_weight and w2_weight are needed to run the experts");
@@ -169,11 +213,8 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   const OwnedTensor* s13 = scaled ? get("w13_weight_scale") : nullptr;
   const OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
   if (scaled && (!s13 || !s2)) throw_bad_input(where, "", "block scales are needed to run " + std::string(ex::format_info(format).name) + " experts");
-  ex::ExpertMatrices m;
   m.w13 = ex::dequantize(format, *w13, s13, n13, hidden, g13);
   m.w2 = ex::dequantize(format, *w2, s2, hidden, inter, g2);
-  if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
-  if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
   return m;
 }
 
@@ -310,7 +351,8 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
     ex::ExpertSource source = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
       if (e < rt.first_expert || e >= rt.first_expert + rt.local_experts) return std::nullopt;
       std::map<std::string, OwnedTensor> canonical;
-      for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert));
+      for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert, where));
+      if (format == ex::WeightFormat::int_wna16) restore_act_order(canonical, where);
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
@@ -426,7 +468,7 @@ std::vector<float> ArtifactRuntime::run_fast_cpu(size_t i, const std::vector<flo
 }
 
 std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& L, const std::vector<float>& x,
-                                 const ex::Routing& routing, uint64_t tokens) {
+                                 const ex::Routing& routing, uint64_t tokens, const std::string& target_dtype) {
   const ckpt::MoeLayer* sl = source.find_layer(L.prefix);
   if (!sl) throw_bad_input(source_path, L.prefix, "the source has no such MoE layer");
   const auto format = ex::weight_format_of(L.family, L.weight_key.value_or(""));
@@ -452,8 +494,23 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
       stages[role] = stage->prepare(reduction_input(source, *sl, role, g, 0, sl->num_experts, SwigluFacts{L.swiglu_limit, L.swiglu_beta}));
     }
   }
+  // WNA16: vLLM loads float scales into parameters of the model dtype, and ignores g_idx
+  // without act-order; the reference reads the source the same way (one rank, nothing padded).
+  std::optional<RankGeometry> wna16_load;
+  if (*format == ex::WeightFormat::int_wna16) {
+    RankGeometry g;
+    g.hidden = g.padded_hidden = H;
+    g.intermediate = g.padded_intermediate = I;
+    g.gated = sl->gated;
+    set_wna16_geometry(g, *sl, params_dtype_of_target(target_dtype, source_path));
+    wna16_load = g;
+  }
   ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
     ckpt::ExpertParams p = ckpt::read_expert_params(source, *sl, e);
+    if (wna16_load) {
+      for (auto& [role, tensor] : p.tensors) tensor = load_expert_param(role, tensor, *wna16_load);
+      if (!sl->quant.act_order) std::erase_if(p.tensors, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
+    }
     for (auto& [role, stage] : stages)
       if (auto it = p.tensors.find(role); it != p.tensors.end()) stage.change(e, it->second);
     if (*format == ex::WeightFormat::nvfp4) {

@@ -69,7 +69,8 @@ class ArtifactRuntime {
 
 // The reference: the same layer computed from the source checkpoint's canonical params at their
 // real sizes (no padding, no rank slicing), with the artifact layer's routing and activation.
+// `target_dtype` is the manifest target's "dtype" (the params dtype vLLM loads float scales into).
 std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& layer,
-                                 const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
+                                 const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, const std::string& target_dtype);
 
 }  // namespace moepack::convert

@@ -33,7 +33,15 @@ struct RankGeometry {
   uint64_t tp_rank = 0;
   bool gpt_oss_interleaved = false;       // the gpt-oss loader (interleaved w13 rows)
   bool gated = true;                      // false: w13 holds only the up projection (I rows, padded to P)
+  bool int_transposed = false;            // WNA16 (GPTQ/AWQ/compressed-tensors) params: lib/convert/wna16_marlin.h
+  // WNA16 act-order (GPTQ desc_act, compressed-tensors actorder "group"): vLLM loads the w2 group
+  // scales (and GPTQ's w2 qzeros) whole on every rank (`load_full_w2`), since g_idx names groups
+  // of the full intermediate dimension.
+  bool wna16_full_w2 = false;
+  // The model dtype (--dtype): float scales are copied into parameters of this dtype.
+  DType params_dtype = DType::BF16;
 };
+
 
 // The per-rank row range [begin, end) of the intermediate dimension the gpt-oss loader takes.
 struct IntermediateRange {

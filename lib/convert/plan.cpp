@@ -8,6 +8,7 @@
 #include <set>
 
 #include "lib/convert/param_loader.h"
+#include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
 
@@ -99,7 +100,9 @@ orc::Decision reported_decision(const LayerDecision& layer) {
 namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
-bool family_convertible(orc::Family f) { return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized; }
+bool family_convertible(orc::Family f) {
+  return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16;
+}
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
   throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
@@ -133,6 +136,7 @@ struct RoleSpec {
   std::shared_ptr<const packers::Layout> layout;
   const LayerReduction* reduction = nullptr;
   const ValueStage* stage = nullptr;
+  std::shared_ptr<const ExpertDerivation> derivation;  // per-expert output of several params (wna16_marlin.h)
 };
 
 // vLLM renames compressed-tensors' NVFP4 params in process_weights_after_loading
@@ -320,10 +324,18 @@ std::vector<RoleSpec> role_specs(const ckpt::MoeLayer& layer, const orc::Decisio
   std::set<std::string> consumed;  // loaded params some output reads or vLLM drops
   std::vector<RoleSpec> roles;
   for (const auto& [role, layout_id] : d.tensor_layouts) {
+    if (auto derivation = make_expert_derivation(role, layout_id, available, layer)) {
+      // The derivation replaces the param of its own name (vLLM's empty [E, 0] g_idx) and reads its inputs.
+      if (available.count(role)) consumed.insert(role);
+      for (const std::string& input : derivation->inputs()) consumed.insert(input);
+      RoleSpec spec{role, "", nullptr, nullptr, nullptr, std::move(derivation)};
+      roles.push_back(std::move(spec));
+      continue;
+    }
     const std::string source = source_of(available, role);
     if (!source.empty()) consumed.insert(source);
     if (layout_id == kDroppedLayout) continue;
-    RoleSpec spec{role, source, nullptr, nullptr, nullptr};
+    RoleSpec spec{role, source, nullptr, nullptr, nullptr, nullptr};
     std::string_view packer_id = layout_id;
     if (const size_t sep = layout_id.find(kValueStageSeparator); sep != std::string::npos) {
       spec.stage = find_value_stage(std::string_view(layout_id).substr(0, sep));
@@ -403,7 +415,7 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
                              ") split the 32-element MX scale blocks at this parallel size");
 }
 
-RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank) {
+RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank, orc::FloatType model_dtype) {
   RankGeometry g;
   g.hidden = layer.hidden_size;
   g.intermediate = layer.intermediate_size;
@@ -414,6 +426,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
   // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
+  if (d.family == orc::Family::wna16) set_wna16_geometry(g, layer, model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16);
   return g;
 }
 
@@ -492,12 +505,13 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
   const SwigluFacts swiglu{ld.query.swiglu_limit, ld.query.swiglu_beta};
   for (int rank = 0; rank < split.ranks; ++rank) {
     if (request.only_rank && *request.only_rank != rank) continue;
-    const RankGeometry g = rank_geometry(layer, d, split, rank);
+    const RankGeometry g = rank_geometry(layer, d, split, rank, ld.model_dtype);
     const uint64_t first_expert = split.expert_parallel ? split.local_experts * static_cast<uint64_t>(rank) : 0;
     RankPlan rp;
     rp.rank = rank;
     for (const RoleSpec& rs : roles) {
-      if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts, swiglu));
+      if (rs.derivation) rp.tensors.push_back(derived_tensor(checkpoint, layer, rs.role, rs.derivation, g, first_expert, split.local_experts));
+      else if (rs.reduction) rp.tensors.push_back(reduction_tensor(checkpoint, layer, rs.role, *rs.reduction, g, first_expert, split.local_experts, swiglu));
       else rp.tensors.push_back(packed_tensor(checkpoint, layer, d, rs, g, first_expert, split, swiglu));
     }
     lp.ranks.push_back(std::move(rp));

@@ -151,7 +151,7 @@ LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, s
     fail(v, "the runtime experts produced a non-finite output");
 
   std::optional<std::vector<float>> ref_out;
-  if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T);
+  if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T, runtime.manifest().target.value("dtype", std::string("bf16")));
   if (runtime.has_fast_cpu(li)) compare_fast_cpu(runtime, li, in, routing, T, ref_out ? *ref_out : runtime_out, v);
   if (ref_out) compare_with_source(*ref_out, runtime_out, v);
   if (golden) compare_with_golden(*golden, pinned.outputs.back(), runtime_out, v);

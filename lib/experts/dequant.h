@@ -10,6 +10,7 @@
 //   mxfp8         F8_E4M3, 1 per byte                          U8 E8M0, 1 per 32        e4m3 · 2^(s-127)
 //   nvfp4         U8, 2 E2M1 codes per byte                    F8_E4M3, 1 per 16        e2m1 · e4m3(s) · global
 //   bf16/f16/f32  the float itself                             none                     value
+//   int_wna16     GPTQ / AWQ / compressed-tensors integer codes: lib/experts/int_dequant.h
 // (OCP MX v1.0 for the MX formats; NVFP4 as ModelOpt and compressed-tensors define it, with the
 // global factor as a multiplier: compressed-tensors' weight_global_scale is its reciprocal.)
 #pragma once
@@ -24,7 +25,7 @@
 
 namespace moepack::experts {
 
-enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32 };
+enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32, int_wna16 };
 
 struct FormatInfo {
   WeightFormat format;

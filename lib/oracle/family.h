@@ -203,6 +203,9 @@ struct LayoutRow {
   std::string condition_text = {};
   bool (*condition)(const SelectionContext&, const Selection&) = nullptr;  // nullptr: always
   std::vector<std::pair<std::string, std::string>> roles = {};
+  // When set, the roles of a matching row are computed from the layer instead (and taken as
+  // they come: no role_present filter); `roles` then only describes the row for listings.
+  std::vector<std::pair<std::string, std::string>> (*roles_of)(const SelectionContext&, const Selection&) = nullptr;
 };
 
 // ---- The family ------------------------------------------------------------------------------

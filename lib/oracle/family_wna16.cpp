@@ -7,6 +7,7 @@
 // compressed-tensors, MoeWNA16) and the caller's may_have_zp / may_have_bias /
 // allow_tile_padding flags; Marlin also needs check_moe_marlin_supports_config's shapes.
 #include <algorithm>
+#include <cctype>
 
 #include "lib/oracle/family.h"
 
@@ -181,20 +182,123 @@ std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Select
   return {hidden, inter};
 }
 
+// ---- Marlin (MARLIN, BATCHED_MARLIN): _process_weights_marlin / _process_awq_weights_marlin ----
+// Ids are packers/registry.cpp's (packers/marlin_wna16.h) plus the per-expert derivations of
+// lib/convert/wna16_marlin.h (act-order sort, vLLM's empty [E, 0] placeholders). The parameter
+// names are the method's: AutoGPTQ / AutoAWQ keep w13_qweight, w13_scales, w13_qzeros, w13_g_idx;
+// compressed-tensors w13_weight_packed, w13_weight_scale, w13_weight_zero_point, w13_weight_g_idx.
+// Every method adds w13_g_idx_sort_indices / w2_g_idx_sort_indices.
+constexpr const char* kSortedGIdx = "vllm.marlin_sort_g_idx(sorted_g_idx,stable,e9d1398d9)";
+constexpr const char* kSortIndices = "vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)";
+constexpr const char* kEmptyInt32 = "vllm.empty_int32(E,0,e9d1398d9)";
+constexpr const char* kActOrderGather = "vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9)";
+
+bool marlin_8bit_input(const SelectionContext& c) {
+  auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE");
+  if (!v) return false;
+  std::string lower = *v;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return lower == "fp8" || lower == "int8";
+}
+
+std::string dtype_id(FloatType t) {
+  switch (t) {
+    case FloatType::bfloat16: return "BF16";
+    case FloatType::float16: return "F16";
+    case FloatType::float32: return "F32";  // no registered Marlin scale layout: refused by the converter
+  }
+  return "?";
+}
+
+std::string marlin_weight_id(int bits, bool awq) {
+  return std::string(awq ? "vllm.awq_marlin_repack" : "vllm.gptq_marlin_repack") + "(num_bits=" + std::to_string(bits) + ",is_a_8bit=0,e9d1398d9)";
+}
+std::string marlin_scale_id(bool grouped, FloatType dtype) {
+  return std::string("vllm.marlin_moe_permute_scales(perm=") + (grouped ? "grouped" : "single") + ",params_dtype=" + dtype_id(dtype) + ",is_a_8bit=0,e9d1398d9)";
+}
+std::string marlin_zero_point_id(int bits, bool awq) {
+  return std::string(awq ? "vllm.moe_awq_to_marlin_zero_points" : "vllm.moe_packed_to_marlin_zero_points") + "(num_bits=" + std::to_string(bits) +
+         ",is_a_8bit=0,e9d1398d9)";
+}
+
+using Roles = std::vector<std::pair<std::string, std::string>>;
+
+Roles marlin_roles(const SelectionContext& c, const Selection&) {
+  const MoeLayerQuery& q = c.query;
+  const Layout layout = layout_of(q.quant_method);
+  if (marlin_8bit_input(c)) {
+    // marlin_int4_fp8_preprocess / marlin_act_int8_process_scales are not reproduced: ids no
+    // packer has, so the converter refuses the layer by name.
+    const std::string w = "vllm.marlin_int4_fp8_preprocess_or_act_int8(VLLM_MARLIN_INPUT_DTYPE,not_reproduced)";
+    return {{layout == Layout::compressed_tensors ? "w13_weight_packed" : "w13_qweight", w}};
+  }
+  const int bits = q.weight_bits, gs = q.group_size;
+  const int inter = c.moe.intermediate_size_per_partition;
+  const FloatType dtype = c.deployment.model_dtype;
+  // marlin_permute_scales: grouped iff group_size != -1 and group_size < size_k. w13 always gets
+  // size_k = intermediate_size_per_partition (ERRATA 9); AWQ's w2 too; GPTQ / compressed-tensors
+  // w2 get size_k = (w2 scale rows) * group_size, i.e. grouped iff there is more than one row.
+  const int padded = marlin_moe_padded_intermediate(inter, gs);
+  const bool w13_grouped = gs != -1 && gs < inter;
+  // With act-order the w2 scales are loaded whole (load_full_w2): I / group_size rows.
+  const bool full_w2 = layout == Layout::compressed_tensors ? q.actorder == "group" : (layout == Layout::gptq && q.desc_act);
+  const int w2_rows = gs > 0 ? (full_w2 ? q.moe_intermediate_size : padded) / gs : 1;
+  const bool w2_grouped = layout == Layout::awq ? (gs != -1 && gs < inter) : (gs != -1 && w2_rows > 1);
+  Roles r;
+  if (layout == Layout::awq) {
+    r = {{"w13_qweight", marlin_weight_id(bits, true)}, {"w2_qweight", marlin_weight_id(bits, true)},
+         {"w13_scales", marlin_scale_id(w13_grouped, dtype)}, {"w2_scales", marlin_scale_id(w2_grouped, dtype)},
+         {"w13_qzeros", marlin_zero_point_id(bits, true)}, {"w2_qzeros", marlin_zero_point_id(bits, true)},
+         {"w13_g_idx_sort_indices", kEmptyInt32}, {"w2_g_idx_sort_indices", kEmptyInt32}};
+  } else {
+    const bool ct = layout == Layout::compressed_tensors;
+    const bool act_order = ct ? q.actorder == "group" : q.desc_act;
+    const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales",
+                      zeros = ct ? "weight_zero_point" : "qzeros", g_idx = ct ? "weight_g_idx" : "g_idx";
+    const std::string w = act_order ? std::string(kActOrderGather) + " | " + marlin_weight_id(bits, false) : marlin_weight_id(bits, false);
+    r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, marlin_scale_id(w13_grouped, dtype)}, {"w2_" + scale, marlin_scale_id(w2_grouped, dtype)}};
+    // GPTQ loads qzeros whatever `sym` says and converts them (ERRATA 6); compressed-tensors
+    // registers zero points only when asymmetric.
+    if (!ct || !q.symmetric) {
+      r.push_back({"w13_" + zeros, marlin_zero_point_id(bits, false)});
+      r.push_back({"w2_" + zeros, marlin_zero_point_id(bits, false)});
+    }
+    r.push_back({"w13_" + g_idx, act_order ? kSortedGIdx : kEmptyInt32});
+    r.push_back({"w2_" + g_idx, act_order ? kSortedGIdx : kEmptyInt32});
+    r.push_back({"w13_g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32});
+    r.push_back({"w2_g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32});
+    if (ct) {
+      r.push_back({"w13_weight_shape", "vllm.unchanged"});
+      r.push_back({"w2_weight_shape", "vllm.unchanged"});
+    }
+  }
+  if (q.has_bias) {
+    const std::string bias = "vllm.marlin_permute_bias(params_dtype=" + std::string(dtype == FloatType::bfloat16 ? "bf16" : dtype_id(dtype)) + ",e9d1398d9)";
+    r.push_back({"w13_bias", bias});
+    r.push_back({"w2_bias", bias});
+  }
+  return r;
+}
+
+// HUMMING's weights are prepared by the external humming package, FLYDSL's and EMULATION's by
+// their own kernels' code, none of it at this reference: one id no packer has, under the
+// method's weight name, so the converter refuses the layer naming it.
+Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
+  const bool ct = layout_of(c.query.quant_method) == Layout::compressed_tensors;
+  return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm." + s.backend + ".prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)"}};
+}
+
 std::span<const LayoutRow> layouts() {
   static const LayoutRow rows[] = {
-      {.backend = "MARLIN",
-       .condition_text = "AWQ checkpoint",
-       .condition = [](const SelectionContext& c, const Selection&) { return c.query.quant_method.find("awq") != std::string::npos; },
-       .roles = {{"w13_weight", "marlin.awq_repack"}, {"w2_weight", "marlin.awq_repack"}, {"w13_weight_scale", "marlin.permute_scales"}, {"w2_weight_scale", "marlin.permute_scales"},
-                 {"w13_qzeros", "marlin.awq_zero_points"}, {"w2_qzeros", "marlin.awq_zero_points"}, {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
       {.backend = "*MARLIN",
-       .condition_text = "GPTQ / compressed-tensors checkpoint",
-       .roles = {{"w13_weight", "marlin.gptq_repack(perm=g_idx_sort)"}, {"w2_weight", "marlin.gptq_repack(perm=g_idx_sort)"},
-                 {"w13_weight_scale", "marlin.permute_scales"}, {"w2_weight_scale", "marlin.permute_scales"},
-                 {"w13_qzeros", "marlin.zero_points"}, {"w2_qzeros", "marlin.zero_points"},
-                 {"w13_g_idx", "sorted_g_idx"}, {"w2_g_idx", "sorted_g_idx"}, {"w13_g_idx_sort_indices", "argsort(g_idx)"}, {"w2_g_idx_sort_indices", "argsort(g_idx)"},
-                 {"w13_bias", "marlin.permute_bias"}, {"w2_bias", "marlin.permute_bias"}}},
+       .condition_text = "GPTQ / AWQ / compressed-tensors, 16-bit activations (VLLM_MARLIN_INPUT_DTYPE fp8/int8: refused)",
+       .roles = {{"w13_qweight | w13_weight_packed", "vllm.gptq_marlin_repack / vllm.awq_marlin_repack (act-order: rows gathered by the stable g_idx sort)"},
+                 {"w13_scales | w13_weight_scale", "vllm.marlin_moe_permute_scales (w13 size_k = intermediate size, ERRATA 9)"},
+                 {"w13_qzeros | w13_weight_zero_point", "vllm.moe_packed_to_marlin_zero_points / vllm.moe_awq_to_marlin_zero_points"},
+                 {"w13_g_idx | w13_weight_g_idx", "sorted g_idx (act-order) or empty [E, 0]"},
+                 {"w13_g_idx_sort_indices", "stable argsort of g_idx (act-order) or empty [E, 0]"},
+                 {"w13_bias", "vllm.marlin_permute_bias"}},
+       .roles_of = marlin_roles},
       {.backend = "FLASHINFER_TRTLLM",
        .roles = {{"w13_weight", "trtllm_gen.mxint4.prepared"}, {"w2_weight", "trtllm_gen.mxint4.prepared"}, {"w13_weight_scale", "trtllm_gen.mxint4.prepared"}, {"w2_weight_scale", "trtllm_gen.mxint4.prepared"}}},
       {.backend = "TRITON",
@@ -207,7 +311,8 @@ std::span<const LayoutRow> layouts() {
        .roles = {{"w13_weight", "transpose_1_2(int32_as_u8)"}, {"w2_weight", "transpose_1_2(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
       {.backend = "*",
        .condition_text = "HUMMING, EMULATION, FLYDSL (CompressedTensorsW4A16FlydslMoEMethod)",
-       .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}}},
+       .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}},
+       .roles_of = prepared_elsewhere_roles},
   };
   return rows;
 }

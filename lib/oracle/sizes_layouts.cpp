@@ -72,6 +72,7 @@ bool role_present(const std::string& role, const SelectionContext& c, const Sele
 std::vector<std::pair<std::string, std::string>> tensor_layouts(const FamilyDescriptor& family, const Selection& s, const SelectionContext& ctx) {
   for (const LayoutRow& row : family.layouts) {
     if (!backend_matches(row.backend, s.backend) || (row.condition && !row.condition(ctx, s))) continue;
+    if (row.roles_of) return row.roles_of(ctx, s);
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& role : row.roles)
       if (role_present(role.first, ctx, s)) out.push_back(role);

@@ -72,6 +72,12 @@ void emit_mx(Sink& sink, const LinearJob& j, const Matrix* w, MxElement element,
   sink.add(j.module + "." + scale_name, scale_dtype, {j.out, j.in / 32}, std::move(scales));
 }
 
+// Gate and up read the same activations, so GPTQ's Hessian and with it the act order are the
+// same for both (and vLLM keeps one w13 g_idx per expert): both take the gate's permutation.
+std::string act_order_key(const std::string& key) {
+  return key.ends_with(".up") ? key.substr(0, key.size() - 3) + ".gate" : key;
+}
+
 // pack-quantized (WNA16, W4A8): weight_packed [O, K·bits/32], weight_scale [O, groups],
 // weight_shape, and the zero point / g_idx of the variants.
 void emit_ct_packed(Sink& sink, const LinearJob& j, const Matrix* w, int bits, uint64_t group, bool symmetric,
@@ -80,7 +86,7 @@ void emit_ct_packed(Sink& sink, const LinearJob& j, const Matrix* w, int bits, u
   uint64_t groups = group ? ceil_div(j.in, group) : 1;
   std::vector<uint8_t> packed, scales, zeros, g_idx;
   if (w) {
-    std::vector<int32_t> order = actorder ? act_order_g_idx(j.in, group, derive_seed(seed, j.key + ".g_idx")) : std::vector<int32_t>{};
+    std::vector<int32_t> order = actorder ? act_order_g_idx(j.in, group, derive_seed(seed, act_order_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
     IntQuantized q = quantize_int(*w, bits, group, symmetric, ScaleStorage::bf16, order);
     packed = bytes_of(pack_int32_rows(q.codes, j.out, j.in, bits));
     scales = bytes_as(q.scales, ScaleStorage::bf16);
@@ -149,7 +155,7 @@ void emit_gptq(Sink& sink, const LinearJob& j, const Matrix* w, int bits, bool d
   uint64_t groups = ceil_div(j.in, kGroup);
   std::vector<uint8_t> qweight, qzeros, scales, g_idx;
   if (w) {
-    std::vector<int32_t> order = desc_act ? act_order_g_idx(j.in, kGroup, derive_seed(seed, j.key + ".g_idx")) : std::vector<int32_t>{};
+    std::vector<int32_t> order = desc_act ? act_order_g_idx(j.in, kGroup, derive_seed(seed, act_order_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
     IntQuantized q = quantize_int(*w, bits, kGroup, true, ScaleStorage::f16, order);
     // GPTQ keeps the [K, O] orientation and packs along K (dim 0); zeros pack along O.
     qweight = bytes_of(pack_int32_cols(transpose(q.codes, j.out, j.in), j.in, j.out, bits));

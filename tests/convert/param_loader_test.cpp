@@ -2,7 +2,11 @@
 // padded per-rank parameter.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "lib/convert/param_loader.h"
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
 
 namespace moepack::convert {
 namespace {
@@ -133,6 +137,37 @@ TEST(ParamLoader, ScalarsPassThroughAndBadShapesAreInternalErrors) {
   EXPECT_THROW(load_expert_param("w13_weight", numbered(100, 32), g), std::exception);
   EXPECT_THROW(load_expert_param("w2_weight", numbered(64, 7), g), std::exception);
   EXPECT_THROW(load_expert_param("router", numbered(64, 32), g), std::exception);
+}
+
+// WNA16 act-order (load_full_w2): at TP 2 the w2 group scales stay whole while the w2 codes are
+// sliced; with the Marlin intermediate padding vLLM asserts, so the loader refuses; float scales
+// land in the params dtype.
+TEST(ParamLoader, Wna16ActOrderLoadsWholeW2ScalesAndRefusesPadding) {
+  RankGeometry g{.hidden = 256, .intermediate = 512, .padded_hidden = 256, .padded_intermediate = 256, .tp_size = 2, .tp_rank = 1};
+  g.int_transposed = true;
+  g.wna16_full_w2 = true;
+  g.params_dtype = DType::BF16;
+  OwnedTensor scales(DType::F16, {4, 256});  // [I / 128, H]
+  for (uint64_t i = 0; i < 4 * 256; ++i) {
+    const uint16_t h = float_to_f16(static_cast<float>(i % 97) / 8.0f + 0.001f);
+    std::memcpy(scales.bytes.data() + 2 * i, &h, 2);
+  }
+  const OwnedTensor w2_scales = load_expert_param("w2_scales", scales, g);
+  EXPECT_EQ(w2_scales.dtype, DType::BF16);
+  ASSERT_EQ(w2_scales.shape, (std::vector<uint64_t>{4, 256}));  // whole, not rank 1's 2 rows
+  uint16_t first;
+  std::memcpy(&first, w2_scales.bytes.data() + 2 * 300, 2);
+  EXPECT_EQ(first, float_to_bf16(f16_to_float(float_to_f16(static_cast<float>(300 % 97) / 8.0f + 0.001f))));
+  const OwnedTensor w2_codes = load_expert_param("w2_qweight", OwnedTensor(DType::I32, {64, 256}), g);  // [I / 8, H]
+  EXPECT_EQ(w2_codes.shape, (std::vector<uint64_t>{32, 256}));
+  g.padded_intermediate = 384;
+  try {
+    load_expert_param("w2_qweight", OwnedTensor(DType::I32, {64, 256}), g);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 3);
+    EXPECT_NE(std::string(e.what()).find("unsupported with act-order"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST(Run, EqualsTheSourceReferenceForTheSameInputs) {
       }
       const experts::Routing routing = rt.route(0, ls, T);
       ckpt::Checkpoint src = ckpt::open_checkpoint(sample(c.sample));
-      const std::vector<float> ref = run_reference(src, sample(c.sample), L, xs, routing, T);
+      const std::vector<float> ref = run_reference(src, sample(c.sample), L, xs, routing, T, "bf16");
       const std::vector<float> y = read_values<float>(out, "output");
       ASSERT_EQ(y.size(), T * H);
       EXPECT_LE(rel_error(y, ref), 1e-5);
@@ -173,7 +173,7 @@ TEST(Run, GivenTopkBypassesTheRouter) {
   given.ids.assign(ids.begin(), ids.end());
   given.weights = w;
   ckpt::Checkpoint src = ckpt::open_checkpoint(sample("gpt-oss-mxfp4"));
-  const std::vector<float> ref = run_reference(src, sample("gpt-oss-mxfp4"), L, x, given, T);
+  const std::vector<float> ref = run_reference(src, sample("gpt-oss-mxfp4"), L, x, given, T, "bf16");
   for (DType id_type : {DType::I64, DType::I32}) {
     const std::string in = dir.file("x.safetensors"), out = dir.file("y.safetensors");
     In id_tensor = id_type == DType::I64 ? ints("topk_ids", DType::I64, {T, k}, ids)
@@ -295,7 +295,7 @@ TEST(Run, LayerIsPickedByPrefixAndRequiredWhenThereAreSeveral) {
     outputs.push_back(read_values<float>(dir.file("y"), "output"));
     ckpt::Checkpoint src = ckpt::open_checkpoint(dir.file("src"));
     const std::vector<float> x = seeded(T * H, 3);
-    const std::vector<float> ref = run_reference(src, dir.file("src"), layer, x, rt.route(rt.layer_index(layer.prefix), seeded(T * E, 4), T), T);
+    const std::vector<float> ref = run_reference(src, dir.file("src"), layer, x, rt.route(rt.layer_index(layer.prefix), seeded(T * E, 4), T), T, "bf16");
     EXPECT_LE(rel_error(outputs.back(), ref), 1e-5) << layer.prefix;
   }
   EXPECT_NE(outputs[0], outputs[1]) << "the layers have different weights";

@@ -41,6 +41,7 @@ std::vector<DType> accepted_dtypes(Accepts::Dtypes d) {
     case Accepts::Dtypes::whole_byte: return {DType::U8, DType::BF16, DType::F32};
     case Accepts::Dtypes::float_bias: return {DType::BF16, DType::F16, DType::F32};
     case Accepts::Dtypes::any: return {DType::U8, DType::BF16};
+    case Accepts::Dtypes::i32: return {DType::I32};
     case Accepts::Dtypes::bf16: return {DType::BF16};
   }
   return {};
@@ -52,6 +53,7 @@ std::vector<DType> refused_dtypes(Accepts::Dtypes d) {
     case Accepts::Dtypes::whole_byte: return {DType::F4};
     case Accepts::Dtypes::float_bias: return {DType::U8, DType::I32};
     case Accepts::Dtypes::any: return {};
+    case Accepts::Dtypes::i32: return {DType::U8, DType::BF16};
     case Accepts::Dtypes::bf16: return {DType::F16, DType::F32, DType::U8};
   }
   return {};

@@ -1,0 +1,99 @@
+// The integer weight-only (WNA16) side of the converter that is not a fixed index map of one
+// tensor: how vLLM's GPTQ / AWQ / compressed-tensors MoE methods load their "transposed"
+// parameters, and the per-expert outputs computed from several of an expert's parameters.
+//
+// Loading (vllm-project/vllm @ e9d1398d9, FusedMoE weight loader with is_transposed=True, then
+// fused_moe/oracle/int_wna16.py `_pad_w13_shard_cols` / `_pad_rows`): every w13 tensor holds
+// the output dimension in its columns (gate half then up half, in storage units: N for scales,
+// N/pf for AWQ qweight and all qzeros), every w2 tensor the intermediate (input) dimension in
+// its rows. A tensor-parallel rank takes floor(n/tp) units of each half (w13) or of the rows
+// (w2), then each w13 half is zero-padded to the padded intermediate size and w2 rows to it
+// (marlin_moe_padded_intermediate). w13 g_idx [H] is kept whole, w2 g_idx [I] is sliced;
+// channel-wise w2 scales and zero points ([1, H]) are kept whole.
+//
+// Derivations (layout ids, as family_wna16.cpp names them):
+//   vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9) | <weight layout>
+//       act-order weight: the K rows of codes gathered by the stable argsort of the expert's
+//       g_idx (ERRATA 5: gptq_marlin_repack takes the perm), then the registered Marlin repack.
+//   vllm.marlin_sort_g_idx(sorted_g_idx,stable,e9d1398d9)   g_idx[argsort(g_idx)]      I32 [K]
+//   vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)   argsort(g_idx) as int32    I32 [K]
+//   vllm.empty_int32(E,0,e9d1398d9)                         vLLM's [E, 0] placeholders I32 [0]
+// vLLM calls torch.argsort (not stable on CUDA); any sort of g_idx is valid for the kernel, and
+// the stable one is the reproducible choice (layouts-marlin-vnni-e8m0.md 2.3).
+// A g_idx element outside [0, groups) is bad input (exit 4), named by tensor, expert and element.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/param_loader.h"
+#include "lib/core/tensor.h"
+
+namespace moepack::convert {
+
+// Whether vLLM loads the w2 group scales whole for this quantization (load_full_w2): GPTQ
+// desc_act and compressed-tensors actorder "group", with group scales.
+bool wna16_loads_full_w2(const ckpt::LayerQuant& q);
+
+// Sets the WNA16 facts of a rank geometry (int_transposed, wna16_full_w2, params_dtype) for a
+// layer of family wna16; the planner, the integrity check and the reference share it.
+void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype);
+
+// The params dtype an artifact was converted for, from its manifest's target "dtype" ("bf16",
+// "fp16"; anything else is bad input naming `where`).
+DType params_dtype_of_target(const std::string& target_dtype, const std::string& where);
+
+// load_expert_param for a WNA16 parameter (RankGeometry::int_transposed).
+OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& canonical, const RankGeometry& g);
+
+// Stable argsort of a g_idx, checking every element against [0, groups).
+std::vector<int32_t> stable_g_idx_order(std::span<const int32_t> g_idx, int64_t groups, const std::string& what);
+
+class ExpertDerivation {
+ public:
+  virtual ~ExpertDerivation() = default;
+  virtual std::string name() const = 0;                 // manifest layout
+  virtual std::vector<std::string> inputs() const = 0;  // roles read per expert (loaded)
+  virtual DType dtype() const = 0;
+  virtual std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> inputs) const = 0;
+  // `what` names the layer and expert for errors.
+  virtual void produce(std::span<const OwnedTensor> inputs, std::span<uint8_t> out, const std::string& what) const = 0;
+};
+
+// nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.
+std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
+                                                               const std::set<std::string>& available, const ckpt::MoeLayer& layer);
+
+// One expert's bytes of a derived output, from the source (the planner's producer; the
+// integrity check recomputes it to compare).
+void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const ExpertDerivation& derivation, const RankGeometry& g,
+                            uint64_t expert, std::span<uint8_t> out);
+
+// Reading a derived output back (the runtime experts): what a layout id is.
+enum class DerivedKind { none, empty, sorted_g_idx, sort_indices, act_order_weight };
+struct DerivedLayout {
+  DerivedKind kind = DerivedKind::none;
+  std::string inner;  // act_order_weight: the Marlin repack applied after the gather
+};
+DerivedLayout derived_layout(const std::string& layout_id);
+
+// Undoes the act-order gather on one expert's unpacked params (keyed by role): where
+// *_g_idx_sort_indices is non-empty, the weight's K rows go back to their checkpoint order
+// (row perm[j] takes gathered row j) and the sorted g_idx back to g_idx[perm[j]]. The result is
+// the loaded checkpoint's params, which dequantize as the source does. Error(bad_input) naming
+// `where` when the indices are no permutation or the shapes disagree.
+void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where);
+
+// One rank's output tensor of a derived role.
+PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
+                                std::shared_ptr<const ExpertDerivation> derivation, const RankGeometry& g, uint64_t first_expert,
+                                uint64_t local_experts);
+
+}  // namespace moepack::convert
