@@ -12,6 +12,7 @@
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "lib/experts/dequant.h"
+#include "lib/experts/fp8_dequant.h"
 #include "lib/experts/int_dequant.h"
 #include "lib/experts/moe.h"
 #include "packers/registry.h"
@@ -189,10 +190,37 @@ std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t
   return ex::dequantize_int(w, n, k, where + " " + proj);
 }
 
+// The block of a block-scaled FP8 layer from its weight key (vLLM's FP8 block keys are 128 x
+// 128: kFp8Static128BlockSym); 0 for per-tensor and per-channel keys.
+uint64_t fp8_block_of(const std::string& weight_key) { return weight_key.find("128Block") != std::string::npos ? 128 : 0; }
+
+// One projection ("w13_" / "w2_") of an FP8 expert as floats [n, k]. The scale is the param
+// beside the weight (weight_scale, or Fp8MoEMethod's weight_scale_inv for blocks): one value
+// (per tensor), one per w13 shard ([2]: the checkpoint's w1 and w3 scales), [n, 1] per channel,
+// or 2-D blocks of `block` x `block`; none when the rank holds it per layer, as the
+// `multiplier` (vLLM's requantized per-tensor w13 scale).
+std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, uint64_t block,
+                                     float multiplier, const std::string& where) {
+  auto it = t.find(proj + "weight");
+  if (it == t.end()) throw_bad_input(where, proj + "weight", "FP8 experts need their weights");
+  const OwnedTensor& w = it->second;
+  auto s = t.find(proj + "weight_scale");
+  if (s == t.end()) s = t.find(proj + "weight_scale_inv");
+  if (s == t.end()) return ex::dequantize_fp8(w, std::vector<float>{1.0f}, n, k, n, k, multiplier, where + " " + proj);
+  const std::vector<float> scales = ex::float_values(s->second);
+  const std::vector<uint64_t>& shape = s->second.shape;
+  uint64_t block_rows = n, block_cols = k;
+  if (scales.size() == 2 && shape.size() == 1) block_rows = n / 2;                  // per shard
+  else if (shape.size() == 2 && shape[1] == 1 && shape[0] == n) block_rows = 1;     // per channel
+  else if (shape.size() == 2 && block) block_rows = block_cols = block;               // 2-D blocks
+  else if (scales.size() != 1) throw_bad_input(where, proj + "weight_scale", "FP8 scale " + shape_string(shape) + " fits no FP8 scheme for a [" + std::to_string(n) + ", " + std::to_string(k) + "] weight");
+  return ex::dequantize_fp8(w, scales, n, k, block_rows, block_cols, multiplier, where + " " + proj);
+}
+
 // The float weights of one expert from its canonical tensors (keyed by role); `g13`, `g2`
 // multiply every value (NVFP4's second level).
 ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
-                                 const std::string& where, float g13 = 1.0f, float g2 = 1.0f) {
+                                 const std::string& where, float g13 = 1.0f, float g2 = 1.0f, uint64_t fp8_block = 0) {
   auto get = [&](const std::string& role) -> const OwnedTensor* {
     auto it = t.find(role);
     if (it == t.end()) it = t.find(role + "_packed");  // compressed-tensors' name before vLLM renames it
@@ -201,6 +229,11 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   ex::ExpertMatrices m;
   if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
   if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
+  if (format == ex::WeightFormat::fp8_e4m3) {
+    m.w13 = fp8_weight_values(t, "w13_", n13, hidden, fp8_block, g13, where);
+    m.w2 = fp8_weight_values(t, "w2_", hidden, inter, fp8_block, g2, where);
+    return m;
+  }
   if (format == ex::WeightFormat::int_wna16) {
     m.w13 = int_weight_values(t, "w13_", n13, hidden, where);
     m.w2 = int_weight_values(t, "w2_", hidden, inter, where);
@@ -356,6 +389,15 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
+      if (format == ex::WeightFormat::fp8_e4m3) {
+        // A per-tensor w13 scale is one F32 per expert of the rank (vLLM's requantized maximum).
+        float g13 = 1.0f;
+        if (auto sc = rt.scalars.find("w13_weight_scale"); sc != rt.scalars.end()) {
+          if (e - rt.first_expert >= sc->second.values.size()) throw_bad_input(where, "w13_weight_scale", "holds fewer values than the rank's experts");
+          g13 = sc->second.values[e - rt.first_expert];
+        }
+        return matrices_from(canonical, format, n13, Hp, P, where, g13, 1.0f, fp8_block_of(L.weight_key.value_or("")));
+      }
       return matrices_from(canonical, format, n13, Hp, P, where);
     };
     std::vector<double> out(static_cast<size_t>(T * Hp), 0.0);
@@ -487,6 +529,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     g.intermediate = g.padded_intermediate = I;
     g.gpt_oss_interleaved = sl->recipe.w13_order == ckpt::W13Order::interleaved;
     g.gated = sl->gated;
+    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path));
     for (const auto& [role, t] : L.ranks.front().tensors) {
       if (t.value_stage.empty()) continue;
       const ValueStage* stage = find_value_stage(t.value_stage);
@@ -502,7 +545,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     g.hidden = g.padded_hidden = H;
     g.intermediate = g.padded_intermediate = I;
     g.gated = sl->gated;
-    set_wna16_geometry(g, *sl, params_dtype_of_target(target_dtype, source_path));
+    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path));
     wna16_load = g;
   }
   ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
@@ -520,6 +563,15 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
         return it == stages.end() ? m : it->second.multiplier(e, m);
       };
       return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")", multiplier("w13_"), multiplier("w2_"));
+    }
+    if (*format == ex::WeightFormat::fp8_e4m3) {
+      // vLLM's requantization to the larger w13 scale: the codes changed above, the scale is the maximum.
+      float g13 = 1.0f;
+      if (auto it = stages.find("w13_weight"); it != stages.end()) {
+        g13 = it->second.multiplier(e, 1.0f);
+        p.tensors.erase("w13_weight_scale");
+      }
+      return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")", g13, 1.0f, fp8_block_of(L.weight_key.value_or("")));
     }
     return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")");
   };

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "lib/convert/fp8_prepare.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 
@@ -61,6 +62,7 @@ IntermediateRange gpt_oss_rank_range(const RankGeometry& g) {
 
 OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
   if (g.int_transposed) return load_wna16_param(role, in, g);
+  if (g.fp8_scales && is_fp8_scale_role(role)) return load_fp8_scale(role, in, g);
   const bool is_w13 = role.rfind("w13_", 0) == 0;
   const bool is_w2 = role.rfind("w2_", 0) == 0;
   if (!is_w13 && !is_w2) throw_internal("param loader: unknown role " + role);

@@ -40,6 +40,10 @@ struct RankGeometry {
   bool wna16_full_w2 = false;
   // The model dtype (--dtype): float scales are copied into parameters of this dtype.
   DType params_dtype = DType::BF16;
+  // FP8 (fp8 / compressed-tensors / ModelOpt W8A8): scales load into fp32 parameters, sliced as
+  // lib/convert/fp8_prepare.h says; block-quantized layers give their weight_block_size.
+  bool fp8_scales = false;
+  uint64_t fp8_block_n = 0, fp8_block_k = 0;
 };
 
 

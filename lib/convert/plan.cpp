@@ -101,7 +101,8 @@ namespace {
 
 // The families whose packers this build has, and so can convert byte-exactly.
 bool family_convertible(orc::Family f) {
-  return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16;
+  return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16 ||
+         f == orc::Family::fp8;
 }
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
@@ -426,7 +427,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
   // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
-  if (d.family == orc::Family::wna16) set_wna16_geometry(g, layer, model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16);
+  set_family_geometry(g, layer, orc::family_name(d.family), model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16);
   return g;
 }
 
@@ -520,6 +521,17 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 }
 
 }  // namespace
+
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype) {
+  if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
+  if (family == "fp8") {
+    g.fp8_scales = true;
+    if (layer.quant.weight_block_size.size() == 2) {
+      g.fp8_block_n = static_cast<uint64_t>(layer.quant.weight_block_size[0]);
+      g.fp8_block_k = static_cast<uint64_t>(layer.quant.weight_block_size[1]);
+    }
+  }
+}
 
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request) {

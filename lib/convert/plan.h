@@ -33,6 +33,11 @@ struct LayerDecision {
   oracle::FloatType model_dtype = oracle::FloatType::bfloat16;
 };
 
+// The family-specific facts of one rank's loader geometry (WNA16's transposed params and params
+// dtype, FP8's fp32 scales and blocks), shared by the planner, the integrity check and the
+// reference. `family` is the oracle family's name ("wna16", "fp8", ...).
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype);
+
 // Decisions for every MoE layer of an open checkpoint.
 std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, const oracle::Deployment& deployment);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/core/codecs.h"
+#include "lib/convert/fp8_prepare.h"
 #include "lib/convert/nvfp4_prepare.h"
 #include "lib/core/error.h"
 
@@ -29,11 +30,12 @@ float scalar_as_float(const OwnedTensor& t) {
 
 class MaxOverExpertsF32 final : public LayerReduction {
  public:
-  std::string name() const override { return "vllm.max_over_experts(f32)"; }
+  explicit MaxOverExpertsF32(bool all_experts) : all_experts_(all_experts) {}
+  std::string name() const override { return all_experts_ ? "vllm.max_over_experts(f32,all_experts)" : "vllm.max_over_experts(f32)"; }
   DType dtype() const override { return DType::F32; }
   std::vector<uint64_t> shape(uint64_t) const override { return {}; }
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
-    const std::vector<OwnedTensor> experts = in.gather(in.role);
+    const std::vector<OwnedTensor> experts = in.gather(in.role, all_experts_);
     if (experts.empty()) throw_internal("max_over_experts of no experts");
     if (out.size() != 4) throw_internal("max_over_experts writes 4 bytes");
     float best = scalar_as_float(experts[0]);
@@ -43,6 +45,9 @@ class MaxOverExpertsF32 final : public LayerReduction {
     }
     std::memcpy(out.data(), &best, 4);
   }
+
+ private:
+  bool all_experts_;  // every expert of the layer (EPLB's all-reduce), else the rank's
 };
 
 }  // namespace
@@ -54,11 +59,16 @@ std::vector<OwnedTensor> ReductionInput::gather(const std::string& of_role, bool
 }
 
 const LayerReduction* find_reduction(std::string_view layout_id) {
-  static const MaxOverExpertsF32 max_over_experts;
-  if (layout_id == max_over_experts.name()) return &max_over_experts;
+  static const MaxOverExpertsF32 max_over_rank(false), max_over_layer(true);
+  if (layout_id == max_over_rank.name()) return &max_over_rank;
+  if (layout_id == max_over_layer.name()) return &max_over_layer;
+  if (const LayerReduction* r = find_fp8_reduction(layout_id)) return r;
   return find_nvfp4_reduction(layout_id);
 }
 
-const ValueStage* find_value_stage(std::string_view id) { return find_nvfp4_value_stage(id); }
+const ValueStage* find_value_stage(std::string_view id) {
+  if (const ValueStage* s = find_fp8_value_stage(id)) return s;
+  return find_nvfp4_value_stage(id);
+}
 
 }  // namespace moepack::convert

@@ -8,6 +8,10 @@
 //     scales become `w13_input_scale.max().to(torch.float32)` (0-dim); torch's max propagates
 //     NaN, so one NaN scale makes the result NaN.
 //     Example: w13_input_scale [4] = {0.5, 0.75, 0.25, 0.75} -> 0.75 (bytes 00 00 40 3F).
+//   vllm.max_over_experts(f32,all_experts)   the same over every expert of the layer, not only
+//     the rank's: quant_utils.py `amax_for_moe_activation_quant` all-reduces the max over the EP
+//     group when EPLB is on (FP8 static input scales).
+// The FP8 and NVFP4 families add their own (fp8_prepare.h, nvfp4_prepare.h).
 #pragma once
 
 #include <cstdint>

@@ -67,7 +67,8 @@ void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType para
 DType params_dtype_of_target(const std::string& target_dtype, const std::string& where) {
   if (target_dtype == "bf16") return DType::BF16;
   if (target_dtype == "fp16") return DType::F16;
-  throw Error(ErrorKind::bad_input, where + ": target dtype `" + target_dtype + "` is not one WNA16 parameters are held in (bf16, fp16)");
+  if (target_dtype == "fp32") return DType::F32;
+  throw Error(ErrorKind::bad_input, where + ": unknown target dtype `" + target_dtype + "` (bf16, fp16 or fp32)");
 }
 
 namespace {
@@ -80,7 +81,8 @@ bool is_float_scale(const std::string& role, const OwnedTensor& t) {
 // param.copy_(loaded) into a parameter of the model dtype: torch's round-to-nearest-even cast.
 OwnedTensor cast_floats(const OwnedTensor& in, DType to) {
   if (in.dtype == to) return in;
-  if (to != DType::BF16 && to != DType::F16) throw_internal("wna16 loader: params dtype " + std::string(dtype_name(to)));
+  if (to != DType::BF16 && to != DType::F16)
+    throw Error(ErrorKind::refused, "WNA16 scales in " + std::string(dtype_name(to)) + " parameters: Marlin takes bf16 or fp16 models only");
   const uint64_t n = in.bytes.size() / (dtype_bits(in.dtype) / 8);
   OwnedTensor out(to, in.shape);
   for (uint64_t i = 0; i < n; ++i) {

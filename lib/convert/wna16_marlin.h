@@ -47,7 +47,7 @@ bool wna16_loads_full_w2(const ckpt::LayerQuant& q);
 void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype);
 
 // The params dtype an artifact was converted for, from its manifest's target "dtype" ("bf16",
-// "fp16"; anything else is bad input naming `where`).
+// "fp16", "fp32"; anything else is bad input naming `where`).
 DType params_dtype_of_target(const std::string& target_dtype, const std::string& where);
 
 // load_expert_param for a WNA16 parameter (RankGeometry::int_transposed).

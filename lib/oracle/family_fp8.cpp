@@ -152,6 +152,43 @@ void refuse_per_tensor_scale_backends(const Selection& s) {
                                         " backend, which does not implement per-output-channel weight scales.");
 }
 
+// The FP8 methods' process_weights_after_loading before convert_to_fp8_moe_kernel_format
+// (quantization/fp8.py Fp8MoEMethod, compressed_tensors_moe_w8a8_fp8.py, modelopt.py
+// ModelOptFp8MoEMethod @ e9d1398d9), for the backends whose kernel takes the result as it is:
+//   * per-tensor weights of a gated layer: process_fp8_weight_tensor_strategy_moe requantizes
+//     each w13 shard to the larger of the expert's two scales, which becomes its one w13 scale;
+//   * static input scales: process_fp8_input_tensor_strategy_moe keeps their max (0-dim), over
+//     the rank's experts, or all of them under EPLB (amax_for_moe_activation_quant);
+//   * every scale is an fp32 parameter (the loader widens BF16 checkpoint scales).
+// Ids are lib/convert/fp8_prepare.h's and packers/registry.cpp's. MI300-class devices first
+// normalize E4M3FN to E4M3FNUZ (normalize_e4m3fn_to_e4m3fnuz, then the requantization in FNUZ):
+// not reproduced, so an id no packer has makes the converter refuse by name.
+using Roles = std::vector<std::pair<std::string, std::string>>;
+constexpr const char* kFp8Unchanged = "vllm.unchanged";
+Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
+  if (c.fp8_is_fnuz()) return {{"w13_weight", "vllm.normalize_e4m3fn_to_e4m3fnuz(then requantize in fnuz,not_reproduced)"}};
+  const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
+  const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
+  // Fp8MoEMethod names block scales weight_scale_inv; the others weight_scale.
+  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string input = c.moe.parallel.enable_eplb ? "vllm.max_over_experts(f32,all_experts)" : "vllm.max_over_experts(f32)";
+  Roles r;
+  r.push_back({"w13_weight", per_tensor && c.moe.is_act_and_mul() ? std::string("vllm.fp8_requant_w13_max_scale(e9d1398d9) => ") + kFp8Unchanged
+                                                                   : std::string(kFp8Unchanged)});
+  r.push_back({"w2_weight", kFp8Unchanged});
+  r.push_back({"w13_" + scale, per_tensor ? "vllm.fp8_w13_max_scale(e9d1398d9)" : kFp8Unchanged});
+  r.push_back({"w2_" + scale, per_tensor ? "vllm.scalar_f32" : kFp8Unchanged});
+  if (c.query.static_input_scales) {
+    r.push_back({"w13_input_scale", input});
+    r.push_back({"w2_input_scale", input});
+  }
+  if (c.moe.has_bias) {
+    r.push_back({"w13_bias", kFp8Unchanged});
+    r.push_back({"w2_bias", kFp8Unchanged});
+  }
+  return r;
+}
+
 std::span<const LayoutRow> fp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "DEEPGEMM",
@@ -179,9 +216,11 @@ std::span<const LayoutRow> fp8_layouts() {
       {.backend = "HUMMING",
        .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
       {.backend = "*",
-       .condition_text = "TRITON, VLLM_CUTLASS, HPC and their batched twins: checkpoint bytes",
-       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
-                 {"w13_input_scale", "checkpoint"}, {"w2_input_scale", "checkpoint"}}},
+       .condition_text = "TRITON, VLLM_CUTLASS, HPC and their batched twins: checkpoint bytes after the method's own steps",
+       .roles = {{"w13_weight", "per-tensor: requantized to the larger of the w1/w3 scales"}, {"w2_weight", "vllm.unchanged"},
+                 {"w13_weight_scale", "per-tensor: the larger of the w1/w3 scales per expert; else fp32"}, {"w2_weight_scale", "fp32"},
+                 {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
+       .roles_of = fp8_checkpoint_roles},
   };
   return rows;
 }

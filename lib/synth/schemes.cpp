@@ -72,9 +72,11 @@ void emit_mx(Sink& sink, const LinearJob& j, const Matrix* w, MxElement element,
   sink.add(j.module + "." + scale_name, scale_dtype, {j.out, j.in / 32}, std::move(scales));
 }
 
-// Gate and up read the same activations, so GPTQ's Hessian and with it the act order are the
-// same for both (and vLLM keeps one w13 g_idx per expert): both take the gate's permutation.
-std::string act_order_key(const std::string& key) {
+// Gate and up read the same activations, so whatever is calibrated on the input is the same
+// for both: GPTQ's Hessian and with it the act order (vLLM keeps one w13 g_idx per expert), and
+// a static input scale (compressed-tensors: vLLM raises unless w1's and w3's agree). Both take
+// the gate's key.
+std::string input_key(const std::string& key) {
   return key.ends_with(".up") ? key.substr(0, key.size() - 3) + ".gate" : key;
 }
 
@@ -86,7 +88,7 @@ void emit_ct_packed(Sink& sink, const LinearJob& j, const Matrix* w, int bits, u
   uint64_t groups = group ? ceil_div(j.in, group) : 1;
   std::vector<uint8_t> packed, scales, zeros, g_idx;
   if (w) {
-    std::vector<int32_t> order = actorder ? act_order_g_idx(j.in, group, derive_seed(seed, act_order_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
+    std::vector<int32_t> order = actorder ? act_order_g_idx(j.in, group, derive_seed(seed, input_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
     IntQuantized q = quantize_int(*w, bits, group, symmetric, ScaleStorage::bf16, order);
     packed = bytes_of(pack_int32_rows(q.codes, j.out, j.in, bits));
     scales = bytes_as(q.scales, ScaleStorage::bf16);
@@ -155,7 +157,7 @@ void emit_gptq(Sink& sink, const LinearJob& j, const Matrix* w, int bits, bool d
   uint64_t groups = ceil_div(j.in, kGroup);
   std::vector<uint8_t> qweight, qzeros, scales, g_idx;
   if (w) {
-    std::vector<int32_t> order = desc_act ? act_order_g_idx(j.in, kGroup, derive_seed(seed, act_order_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
+    std::vector<int32_t> order = desc_act ? act_order_g_idx(j.in, kGroup, derive_seed(seed, input_key(j.key) + ".g_idx")) : std::vector<int32_t>{};
     IntQuantized q = quantize_int(*w, bits, kGroup, true, ScaleStorage::f16, order);
     // GPTQ keeps the [K, O] orientation and packs along K (dim 0); zeros pack along O.
     qweight = bytes_of(pack_int32_cols(transpose(q.codes, j.out, j.in), j.in, j.out, bits));
@@ -400,7 +402,7 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
     case Scheme::ct_fp8_tensor:
       emit_fp8(sink, j, w, Fp8Granularity::tensor, ScaleStorage::bf16, "weight_scale", {1}, false, DType::BF16);
       sink.add(j.module + ".input_scale", DType::BF16, {1},
-               w ? bytes_as({activation_amax(seed, j.key) / 448.0f}, ScaleStorage::bf16) : std::vector<uint8_t>{});
+               w ? bytes_as({activation_amax(seed, input_key(j.key)) / 448.0f}, ScaleStorage::bf16) : std::vector<uint8_t>{});
       return;
     case Scheme::ct_fp8_channel:
       return emit_fp8(sink, j, w, Fp8Granularity::channel, ScaleStorage::bf16, "weight_scale", {}, false, DType::BF16);

@@ -36,6 +36,8 @@ oracle::Deployment deployment_for(const Case& c) {
     else if (k == "activation") d.moe_activation = v;
     else if (k == "env") d.env.set(v.substr(0, v.find(':')), v.substr(v.find(':') + 1));
     else if (k == "dtype") d.model_dtype = *oracle::parse_float_type(v);
+    else if (k == "ep") d.parallel.enable_expert_parallel = v == "1";
+    else if (k == "eplb") d.parallel.enable_eplb = v == "1";
     else if (k == "model-activation") continue;  // applied to the checkpoint's facts (convert_and_check)
     else throw std::runtime_error("unknown test flag " + k);
   }
@@ -246,6 +248,24 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gptq-int4", "sm90", {"tp=2"}, ""},          // HUMMING: the external humming package prepares it
                       Case{"ct-w4a16-asym", "sm90", {"tp=2"}, ""},      // TRITON WNA16: not implemented yet
                       Case{"gptq-int4", "sm89", {"env=VLLM_MARLIN_INPUT_DTYPE:fp8"}, ""}),
+    case_name);
+
+// The FP8 family on the backends that take the checkpoint bytes after the FP8 methods' own steps
+// (per-tensor w13 requantized to the larger shard scale, fp32 scales, input-scale maxima).
+INSTANTIATE_TEST_SUITE_P(
+    Fp8, ConvertSamples,
+    ::testing::Values(Case{"ct-fp8-tensor", "sm89", {}, "TRITON"}, Case{"ct-fp8-tensor", "sm89", {"tp=2", "ep=1"}, "TRITON"},
+                      Case{"ct-fp8-tensor", "sm90", {"moe-backend=cutlass"}, "VLLM_CUTLASS"},
+                      Case{"ct-fp8-tensor", "sm89", {"tp=2", "ep=1", "eplb=1"}, "TRITON"},  // input-scale max over every expert
+                      Case{"ct-fp8-channel", "sm89", {"tp=2"}, "TRITON"}, Case{"ct-fp8-channel", "sm90", {}, "VLLM_CUTLASS"},
+                      Case{"ct-fp8-block", "sm89", {}, "TRITON"}, Case{"ct-fp8-block", "sm89", {"tp=2", "ep=1"}, "TRITON"},
+                      Case{"deepseek-v3-fp8", "sm90", {}, "TRITON"}, Case{"modelopt-fp8", "sm89", {"tp=2"}, "TRITON"},
+                      Case{"llama4-fp8", "sm89", {}, "TRITON"},
+                      Case{"ct-fp8-block", "sm89", {"tp=2"}, ""},     // 64 rows per rank: vLLM's block_n ValueError
+                      Case{"ct-fp8-tensor", "sm90", {}, ""},          // FLASHINFER_CUTLASS: not implemented yet
+                      Case{"deepseek-v3-fp8", "sm100", {}, ""},       // FLASHINFER_TRTLLM: not implemented yet
+                      Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
+                      Case{"ct-fp8-block", "cpu-amx", {}, ""}),       // CPU FP8 pack: not implemented yet
     case_name);
 
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the

@@ -71,7 +71,8 @@ TEST(Dequant, WrongSizesAreBadInput) {
   EXPECT_THROW(dequantize(WeightFormat::mxfp4, u8({1, 16}, std::vector<uint8_t>(16)), nullptr, 1, 32), Error);
   EXPECT_EQ(weight_format_of("mxfp4", "kMxfp4Static"), WeightFormat::mxfp4);
   EXPECT_EQ(weight_format_of("wna16", "kInt4Static"), WeightFormat::int_wna16);
-  EXPECT_EQ(weight_format_of("fp8", "kFp8StaticTensorSym"), std::nullopt);  // not run yet
+  EXPECT_EQ(weight_format_of("fp8", "kFp8StaticTensorSym"), WeightFormat::fp8_e4m3);
+  EXPECT_EQ(weight_format_of("int8", "kInt8StaticChannelSym"), std::nullopt);  // not run yet
 }
 
 TEST(Routing, SoftmaxFamilies) {

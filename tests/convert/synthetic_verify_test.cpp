@@ -1,9 +1,10 @@
-// WNA16 artifacts proven by running them: synthetic GPTQ / AWQ / compressed-tensors checkpoints
-// with several scale groups per rank (hidden 256, intermediate 512, group 128) converted for
-// Marlin at TP 1, 2 and 4 and with expert parallelism, then the integrity check (every slab
-// unpacks to the loaded source, act-order outputs recomputed) and `verify` (the runtime experts
-// on the unpacked artifact against the source's reference). TP > 1 with act-order loads the w2
-// scales whole (load_full_w2); the refusals vLLM's loader implies are by name.
+// Artifacts proven by running them, on synthetic checkpoints larger than the committed samples
+// (hidden 256, intermediate 512) so that every rank holds several scale groups or blocks:
+// WNA16 (GPTQ / AWQ / compressed-tensors, group 128) on Marlin and FP8 (per-tensor, channel,
+// 128x128 blocks) on Triton, at TP 1, 2 and 4 and with expert parallelism; then the integrity
+// check (every slab unpacks to the loaded source, derived outputs recomputed) and `verify` (the
+// runtime experts on the unpacked artifact against the source's reference). TP > 1 with
+// act-order loads the w2 scales whole (load_full_w2); FP8 block scales are sliced in blocks.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,9 +31,9 @@ struct Case {
   std::string expected_backend = "MARLIN";  // "" = refused (exit 3)
 };
 
-class Wna16Verify : public ::testing::TestWithParam<Case> {};
+class SyntheticVerify : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Wna16Verify, ArtifactRunsLikeItsSource) {
+TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
   const Case c = GetParam();
   test::TempDir dir;
   synth::SampleOptions so;
@@ -84,12 +85,19 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(Marlin, Wna16Verify,
+INSTANTIATE_TEST_SUITE_P(Marlin, SyntheticVerify,
                          ::testing::Values(Case{"gptq-int4-desc-act", 1, false}, Case{"gptq-int4-desc-act", 2, false}, Case{"gptq-int4-desc-act", 4, false},
                                            Case{"gptq-int4-desc-act", 2, true}, Case{"ct-w4a16-actorder", 2, false}, Case{"ct-w4a16-actorder", 4, false},
                                            Case{"ct-w4a16-asym", 2, false}, Case{"ct-w4a16-asym", 4, true}, Case{"awq-int4", 2, false},
                                            Case{"awq-int4", 4, false}, Case{"gptq-int4", 4, false}, Case{"gptq-int8", 2, false},
                                            Case{"ct-w4a16", 2, false}, Case{"ct-w8a16", 4, false}, Case{"gptq-int4", 2, false, "sm80"}),
+                         case_name);
+
+INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
+                         ::testing::Values(Case{"ct-fp8-block", 2, false, "sm89", "TRITON"}, Case{"ct-fp8-block", 4, false, "sm89", "TRITON"},
+                                           Case{"deepseek-v3-fp8", 4, true, "sm89", "TRITON"}, Case{"ct-fp8-channel", 4, false, "sm89", "TRITON"},
+                                           Case{"ct-fp8-tensor", 2, false, "sm89", "TRITON"}, Case{"modelopt-fp8", 4, false, "sm89", "TRITON"},
+                                           Case{"ct-fp8-block", 8, false, "sm89", ""}),  // 64 rows per rank: vLLM's block_n ValueError
                          case_name);
 
 }  // namespace

@@ -1,0 +1,166 @@
+#include "lib/convert/fp8_prepare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
+
+namespace moepack::convert {
+namespace {
+
+float float_at(const OwnedTensor& t, uint64_t i) {
+  switch (t.dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+      return v;
+    }
+    case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    default: throw_internal("fp8 scale of dtype " + std::string(dtype_name(t.dtype)));
+  }
+}
+
+OwnedTensor widened(const OwnedTensor& in) {
+  if (in.dtype == DType::F32) return in;
+  OwnedTensor out(DType::F32, in.shape);
+  const uint64_t n = in.num_elements();
+  for (uint64_t i = 0; i < n; ++i) {
+    const float v = float_at(in, i);
+    std::memcpy(out.bytes.data() + 4 * i, &v, 4);
+  }
+  return out;
+}
+
+// Rows [begin, begin + count) of a row-major [rows, cols] tensor into `out` at row `at`.
+void copy_rows(const OwnedTensor& in, uint64_t begin, uint64_t count, OwnedTensor& out, uint64_t at) {
+  const uint64_t row_bytes = in.bytes.size() / std::max<uint64_t>(1, in.shape[0]);
+  std::memcpy(out.bytes.data() + at * row_bytes, in.bytes.data() + begin * row_bytes, static_cast<size_t>(count * row_bytes));
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// One expert's [w1, w3] per-tensor scales, checked.
+std::pair<float, float> shard_scales(const OwnedTensor& s, const std::string& where) {
+  if (s.num_elements() != 2) throw_internal("fp8 per-tensor w13 scale with " + std::to_string(s.num_elements()) + " values");
+  const float a = float_at(s, 0), b = float_at(s, 1);
+  for (float v : {a, b})
+    if (!std::isfinite(v) || v <= 0.0f)
+      throw_bad_input(where, "w13_weight_scale", "per-tensor scale " + std::to_string(v) + " is not a positive finite number (vLLM would requantize with it)");
+  return {a, b};
+}
+
+class W13MaxScale final : public LayerReduction {
+ public:
+  std::string name() const override { return "vllm.fp8_w13_max_scale(e9d1398d9)"; }
+  DType dtype() const override { return DType::F32; }
+  std::vector<uint64_t> shape(uint64_t local_experts) const override { return {local_experts}; }
+  void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
+    uint64_t i = 0;
+    in.each(in.role, false, [&](uint64_t expert, const OwnedTensor& s) {
+      float m = 0.0f;
+      if (s.num_elements() == 1) {
+        m = float_at(s, 0);  // non-gated: one scale already
+      } else {
+        const auto [s1, s3] = shard_scales(s, in.where(in.role, expert));
+        m = std::max(s1, s3);
+      }
+      std::memcpy(out.data() + 4 * i++, &m, 4);
+    });
+    if (4 * i != out.size()) throw_internal("fp8_w13_max_scale: expert count");
+  }
+};
+
+class RequantW13 final : public ValueStage {
+ public:
+  std::string name() const override { return "vllm.fp8_requant_w13_max_scale(e9d1398d9)"; }
+  Prepared prepare(const ReductionInput& in) const override {
+    const std::string scale_role = "w13_weight_scale";
+    std::vector<std::pair<float, float>> scales;
+    in.each(scale_role, false, [&](uint64_t expert, const OwnedTensor& s) { scales.push_back(shard_scales(s, in.where(scale_role, expert))); });
+    Prepared p;
+    p.multiplier = [scales](uint64_t e, float) { return std::max(scales.at(e).first, scales.at(e).second); };
+    p.change = [scales](uint64_t e, OwnedTensor& w) {
+      if (w.dtype != DType::F8_E4M3 || w.shape.size() != 2 || w.shape[0] % 2) throw_internal("fp8 requantization of a w13 that is not F8_E4M3 [2P, H]");
+      const auto [s1, s3] = scales.at(e);
+      const float inverse = 1.0f / std::max(s1, s3);
+      // The fp16 weight times a 0-dim fp32 CUDA tensor computes in fp16's type: the scale is
+      // rounded to fp16 first (checked on an H100 with torch 2.11), the product in fp32, the
+      // result rounded to fp16.
+      const float h1 = f16_to_float(float_to_f16(s1)), h3 = f16_to_float(float_to_f16(s3));
+      const uint64_t half = w.bytes.size() / 2;
+      for (uint64_t i = 0; i < w.bytes.size(); ++i) {
+        const float s = i < half ? h1 : h3;
+        const float dq = f16_to_float(float_to_f16(e4m3_to_float(w.bytes[i]) * s));
+        // fminf/fmaxf as the kernel clamps: a NaN becomes the bound it is compared with.
+        const float clamped = std::fmax(-448.0f, std::fmin(dq * inverse, 448.0f));
+        w.bytes[i] = float_to_e4m3(clamped);
+      }
+    };
+    return p;
+  }
+};
+
+}  // namespace
+
+const LayerReduction* find_fp8_reduction(std::string_view id) {
+  static const W13MaxScale w13_max;
+  return id == w13_max.name() ? &w13_max : nullptr;
+}
+
+const ValueStage* find_fp8_value_stage(std::string_view id) {
+  static const RequantW13 requant;
+  return id == requant.name() ? &requant : nullptr;
+}
+
+bool is_fp8_scale_role(const std::string& role) {
+  return role.ends_with("_weight_scale") || role.ends_with("_weight_scale_inv") || role.ends_with("_input_scale");
+}
+
+OwnedTensor load_fp8_scale(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  const bool w13 = role.rfind("w13_", 0) == 0;
+  // Per-tensor and input scales ([2], [1], []): copied whole.
+  if (in.shape.size() <= 1) return widened(in);
+  if (in.shape.size() != 2) throw_internal("fp8 loader: " + role + " is not 1-D or 2-D");
+  const uint64_t I = g.intermediate, per_rank = I / g.tp_size, P = g.padded_intermediate;
+  const uint64_t rows = in.shape[0], cols = in.shape[1];
+  if (g.fp8_block_n == 0) {
+    // Per-channel: w13 [2I, 1] narrowed like the weight's rows (gate at 0, up at P); w2 [H, 1]
+    // is per output channel and copied whole.
+    if (!w13) return widened(in);
+    const uint64_t halves = g.gated ? 2 : 1;
+    if (rows != halves * I || cols != 1) throw_internal("fp8 loader: " + role + " is not [" + std::to_string(halves * I) + ", 1]");
+    OwnedTensor out(in.dtype, {halves * P, 1});
+    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * I + per_rank * g.tp_rank, per_rank, out, h * P);
+    return widened(out);
+  }
+  // Block scales: blocks of the rank's slice, narrowed by whole blocks (vLLM requires the slice
+  // to be a multiple of the block, ERRATA 8); no backend taking them pads the intermediate size.
+  // The FP8 methods' create_weights raise these ValueErrors (fp8.py, compressed_tensors_moe_w8a8_fp8.py).
+  if (per_rank % g.fp8_block_n != 0)
+    throw Error(ErrorKind::refused, role + ": vLLM raises ValueError: The output_size of gate's and up's weight = " + std::to_string(per_rank) +
+                                        " is not divisible by weight quantization block_n = " + std::to_string(g.fp8_block_n) + ".");
+  if (g.tp_size > 1 && per_rank % g.fp8_block_k != 0)
+    throw Error(ErrorKind::refused, role + ": vLLM raises ValueError: The input_size of down's weight = " + std::to_string(per_rank) +
+                                        " is not divisible by weight quantization block_k = " + std::to_string(g.fp8_block_k) + ".");
+  if (P != per_rank) throw Error(ErrorKind::refused, role + ": block-scaled FP8 with a padded intermediate size is not reproduced");
+  if (w13) {
+    const uint64_t halves = g.gated ? 2 : 1, whole = ceil_div(I, g.fp8_block_n), take = ceil_div(per_rank, g.fp8_block_n);
+    if (rows != halves * whole) throw_internal("fp8 loader: " + role + " has " + std::to_string(rows) + " block rows, expected " + std::to_string(halves * whole));
+    OwnedTensor out(in.dtype, {halves * take, cols});
+    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * whole + take * g.tp_rank, std::min(take, whole - std::min(whole, take * g.tp_rank)), out, h * take);
+    return widened(out);
+  }
+  const uint64_t whole = ceil_div(I, g.fp8_block_k), take = ceil_div(per_rank, g.fp8_block_k);
+  if (cols != whole) throw_internal("fp8 loader: " + role + " has " + std::to_string(cols) + " block columns, expected " + std::to_string(whole));
+  OwnedTensor out(in.dtype, {rows, take});
+  const uint64_t eb = static_cast<uint64_t>(dtype_bits(in.dtype) / 8), begin = take * g.tp_rank;
+  for (uint64_t r = 0; r < rows; ++r)
+    std::memcpy(out.bytes.data() + r * take * eb, in.bytes.data() + (r * cols + begin) * eb, static_cast<size_t>(std::min(take, cols - std::min(cols, begin)) * eb));
+  return widened(out);
+}
+
+}  // namespace moepack::convert
