@@ -539,20 +539,22 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   }
   // WNA16: vLLM loads float scales into parameters of the model dtype, and ignores g_idx
   // without act-order; the reference reads the source the same way (one rank, nothing padded).
-  std::optional<RankGeometry> wna16_load;
-  if (*format == ex::WeightFormat::int_wna16) {
+  // FP8: scales in fp32 parameters.
+  std::optional<RankGeometry> loaded_as_vllm;
+  if (*format == ex::WeightFormat::int_wna16 || *format == ex::WeightFormat::fp8_e4m3) {
     RankGeometry g;
     g.hidden = g.padded_hidden = H;
     g.intermediate = g.padded_intermediate = I;
     g.gated = sl->gated;
     set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path));
-    wna16_load = g;
+    loaded_as_vllm = g;
   }
   ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
     ckpt::ExpertParams p = ckpt::read_expert_params(source, *sl, e);
-    if (wna16_load) {
-      for (auto& [role, tensor] : p.tensors) tensor = load_expert_param(role, tensor, *wna16_load);
-      if (!sl->quant.act_order) std::erase_if(p.tensors, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
+    if (loaded_as_vllm) {
+      for (auto& [role, tensor] : p.tensors) tensor = load_expert_param(role, tensor, *loaded_as_vllm);
+      if (*format == ex::WeightFormat::int_wna16 && !sl->quant.act_order)
+        std::erase_if(p.tensors, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
     }
     for (auto& [role, stage] : stages)
       if (auto it = p.tensors.find(role); it != p.tensors.end()) stage.change(e, it->second);

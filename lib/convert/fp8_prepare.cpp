@@ -104,6 +104,26 @@ class RequantW13 final : public ValueStage {
   }
 };
 
+// FlashInfer's floor on block scales: w_scale.clamp_(min=1e-10) in fp32 (NaN stays NaN).
+class ClampBlockScales final : public ValueStage {
+ public:
+  std::string name() const override { return "vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)"; }
+  Prepared prepare(const ReductionInput&) const override {
+    Prepared p;
+    p.multiplier = [](uint64_t, float m) { return m; };
+    p.change = [](uint64_t, OwnedTensor& t) {
+      if (t.dtype != DType::F32) throw_internal("fp8 block scale clamp of a " + std::string(dtype_name(t.dtype)) + " tensor (the loader makes them F32)");
+      const float floor = 1e-10f;
+      for (uint64_t i = 0; i < t.bytes.size(); i += 4) {
+        float v;
+        std::memcpy(&v, t.bytes.data() + i, 4);
+        if (v < floor) std::memcpy(t.bytes.data() + i, &floor, 4);  // false for NaN: kept
+      }
+    };
+    return p;
+  }
+};
+
 }  // namespace
 
 const LayerReduction* find_fp8_reduction(std::string_view id) {
@@ -113,7 +133,9 @@ const LayerReduction* find_fp8_reduction(std::string_view id) {
 
 const ValueStage* find_fp8_value_stage(std::string_view id) {
   static const RequantW13 requant;
-  return id == requant.name() ? &requant : nullptr;
+  static const ClampBlockScales clamp;
+  if (id == requant.name()) return &requant;
+  return id == clamp.name() ? &clamp : nullptr;
 }
 
 bool is_fp8_scale_role(const std::string& role) {

@@ -24,6 +24,9 @@
 //   Example: s1 = 0.5, s3 = 2 (m = 2). A gate 1.0 (0x38): d = 0.5, 0.5 * 0.5 = 0.25 -> 0x28;
 //   an up 1.0 stays 0x38. With s1 = 0.3f (fp16 0.300048828125), m = 1: 1.375 (0x3B) -> fp16
 //   0.41259765625 -> 0x2D (0.40625).
+//   vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)   value stage of FlashInfer's block scales
+//     (prepare_fp8_moe_layer_for_fi: clamp_(min=1e-10) against NaN outputs of dead experts on
+//     Hopper): every fp32 scale below 1e-10f becomes 1e-10f; NaN stays.
 // A scale that is NaN, infinite or not positive is bad input (vLLM would write garbage codes).
 #pragma once
 

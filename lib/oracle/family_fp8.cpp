@@ -189,6 +189,48 @@ Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// FlashInfer (quantization/utils/flashinfer_utils.py `prepare_fp8_moe_layer_for_fi` @ e9d1398d9),
+// after the same method steps: per-tensor layers are padded to an intermediate size of 16 (gated)
+// or 128 (non-gated) at the END of w13's rows, then gated w13 becomes [w3; w1]
+// (swap_w13_to_w31) and, for TRT-LLM, rows interleaved and shuffled with epilogue_tile_m 128
+// (rotate_weights_for_fi_trtllm_fp8_per_tensor_moe); w2 is shuffled alike. Block layers swap
+// w13 and its scale rows, clamp both scales to at least 1e-10 and, for TRT-LLM, shuffle with
+// epilogue_tile_m 64 into BlockMajorK (not reproduced yet: refused by name).
+// A gated per-tensor layer that needs the padding is refused: padding [w1; w3] at the end and then
+// swapping halves of the padded rows mixes gate and up rows (vLLM loads it and computes garbage).
+Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
+  const bool trtllm = s.backend == "FLASHINFER_TRTLLM";
+  const bool gated = c.moe.is_act_and_mul();
+  const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
+  const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
+  if (c.fp8_is_fnuz()) return {{"w13_weight", "vllm.normalize_e4m3fn_to_e4m3fnuz(then requantize in fnuz,not_reproduced)"}};
+  if (!block && !per_tensor) return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_fi(per-channel weights,not_reproduced)"}};
+  if (block && trtllm)
+    return {{"w13_weight", "flashinfer.trtllm_fp8_block_major_k(rows=swap_halves,epilogue_tile_m=64,block_k=128,not_reproduced)"}};
+  if (per_tensor && gated && c.moe.intermediate_size_per_partition % 16 != 0)
+    return {{"w13_weight", "vllm.align_moe_weights_for_fi(end padding then w31 swap mixes gate and up rows,refused)"}};
+  if (per_tensor && trtllm && !c.query.static_input_scales)
+    return {{"w13_weight", "vllm.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(asserts static input scales,refused)"}};
+  Roles r = fp8_checkpoint_roles(c, s);
+  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string swap = "vllm.reorder_w13_rows(rows=swap_halves,e9d1398d9)";
+  const std::string requant = gated ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " : "";
+  for (auto& [role, id] : r) {
+    if (role == "w13_weight") {
+      if (block) id = gated ? swap : kFp8Unchanged;
+      else if (trtllm) id = requant + "flashinfer.trtllm_shuffle_matrix_a(rows=" + (gated ? "w3w1_interleave" : "identity") + ",epilogue_tile_m=128,v0.6.17)";
+      else id = gated ? requant + swap : kFp8Unchanged;
+    } else if (role == "w2_weight" && trtllm) {
+      id = "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)";
+    } else if (block && role == "w13_" + scale) {
+      id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + (gated ? swap : kFp8Unchanged);
+    } else if (block && role == "w2_" + scale) {
+      id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + kFp8Unchanged;
+    }
+  }
+  return r;
+}
+
 std::span<const LayoutRow> fp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "DEEPGEMM",
@@ -201,12 +243,18 @@ std::span<const LayoutRow> fp8_layouts() {
        .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"},
                  {"w13_weight_scale", "marlin.fp8_scales"}, {"w2_weight_scale", "marlin.fp8_scales"}}},
       {.backend = "FLASHINFER_TRTLLM",
-       .roles = {{"w13_weight", "trtllm_gen.fp8.w31_shuffled"}, {"w2_weight", "trtllm_gen.fp8.shuffled"},
-                 {"w13_weight_scale", "trtllm_gen.fp8.w31_scales"}, {"w2_weight_scale", "trtllm_gen.fp8.scales"},
-                 {"w13_input_scale", "f32"}, {"w2_input_scale", "f32"}}},
+       .roles = {{"w13_weight", "[w3; w1], gate/up rows interleaved, shuffle_matrix_a (per-tensor); BlockMajorK (block)"},
+                 {"w2_weight", "shuffle_matrix_a (per-tensor); BlockMajorK (block)"},
+                 {"w13_weight_scale", "as the checkpoint-layout backends; block: [w3; w1] rows, clamped to 1e-10"},
+                 {"w2_weight_scale", "as the checkpoint-layout backends; block: clamped to 1e-10"},
+                 {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
+       .roles_of = fp8_flashinfer_roles},
       {.backend = "FLASHINFER_CUTLASS",
-       .roles = {{"w13_weight", "flashinfer.w31"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "flashinfer.w31_scales"}, {"w2_weight_scale", "checkpoint"},
-                 {"w13_input_scale", "f32"}, {"w2_input_scale", "f32"}}},
+       .roles = {{"w13_weight", "[w3; w1]"}, {"w2_weight", "vllm.unchanged"},
+                 {"w13_weight_scale", "as the checkpoint-layout backends; block: [w3; w1] rows, clamped to 1e-10"},
+                 {"w2_weight_scale", "as the checkpoint-layout backends; block: clamped to 1e-10"},
+                 {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
+       .roles_of = fp8_flashinfer_roles},
       {.backend = "AITER",
        .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
       {.backend = "CPU",

@@ -262,8 +262,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"deepseek-v3-fp8", "sm90", {}, "TRITON"}, Case{"modelopt-fp8", "sm89", {"tp=2"}, "TRITON"},
                       Case{"llama4-fp8", "sm89", {}, "TRITON"},
                       Case{"ct-fp8-block", "sm89", {"tp=2"}, ""},     // 64 rows per rank: vLLM's block_n ValueError
-                      Case{"ct-fp8-tensor", "sm90", {}, ""},          // FLASHINFER_CUTLASS: not implemented yet
-                      Case{"deepseek-v3-fp8", "sm100", {}, ""},       // FLASHINFER_TRTLLM: not implemented yet
+                      Case{"ct-fp8-tensor", "sm90", {}, "FLASHINFER_CUTLASS"},         // requantized, [w3; w1]
+                      Case{"modelopt-fp8", "sm100", {}, "FLASHINFER_TRTLLM"},          // + interleave, shuffle_matrix_a
+                      Case{"modelopt-fp8", "sm100", {"tp=2"}, "FLASHINFER_TRTLLM"},
+                      Case{"llama4-fp8", "sm90", {"tp=2"}, "FLASHINFER_CUTLASS"},
+                      Case{"deepseek-v3-fp8", "sm90", {"tp=2", "ep=1"}, "FLASHINFER_CUTLASS"},  // block: swap, clamp 1e-10
+                      Case{"ct-fp8-block", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS"},
+                      Case{"deepseek-v3-fp8", "sm100", {}, ""},       // TRT-LLM BlockMajorK FP8: not implemented yet
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
                       Case{"ct-fp8-block", "cpu-amx", {}, ""}),       // CPU FP8 pack: not implemented yet
     case_name);

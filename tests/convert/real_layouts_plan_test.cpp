@@ -161,7 +161,11 @@ TEST(RealLayoutPlans, FusedThreeDimensionalExperts) {
     EXPECT_EQ(q.routing, oracle::RoutingMethodType::Llama4);
     EXPECT_EQ(q.top_k, 1);
     expect_plans(tmp.path(), {{"sm100", {}, "", "FLASHINFER_TRTLLM", "", ""}, {"sm90", {}, "", "FLASHINFER_CUTLASS", "", ""}});
-    expect_convert_refused(tmp.path(), "sm100", "`trtllm_gen.fp8.w31_shuffled` of w13_weight is not implemented byte-exactly");
+    // And it converts: the fused 3-D tensors load into the same per-expert params.
+    oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("sm100"));
+    ConvertRequest req;
+    req.target_json = {{"device", "sm100"}};
+    EXPECT_NO_THROW(build_conversion_plan(ck, decide_layers(ck, dep), req));
   }
   {
     TempDir tmp;

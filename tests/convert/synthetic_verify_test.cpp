@@ -29,6 +29,8 @@ struct Case {
   bool ep;
   std::string target = "sm90";
   std::string expected_backend = "MARLIN";  // "" = refused (exit 3)
+  int intermediate = 512;
+  std::string refusal = "";  // a part of the refusal's message, when refused
 };
 
 class SyntheticVerify : public ::testing::TestWithParam<Case> {};
@@ -38,7 +40,7 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
   test::TempDir dir;
   synth::SampleOptions so;
   so.hidden = 256;
-  so.intermediate = 512;
+  so.intermediate = c.intermediate;
   so.experts = 4;
   so.seed = 11;
   synth::write_sample(c.family, dir.file("src"), so);
@@ -56,6 +58,7 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
       ADD_FAILURE() << "expected a refusal";
     } catch (const Error& e) {
       EXPECT_EQ(e.exit_code(), 3) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.refusal), std::string::npos) << e.what();
     }
     return;
   }
@@ -79,7 +82,8 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = info.param.family + "_" + info.param.target + "_tp" + std::to_string(info.param.tp) + (info.param.ep ? "_ep" : "");
+  std::string n = info.param.family + "_" + info.param.target + "_tp" + std::to_string(info.param.tp) + (info.param.ep ? "_ep" : "") + "_i" +
+                  std::to_string(info.param.intermediate);
   for (char& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -97,7 +101,18 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                          ::testing::Values(Case{"ct-fp8-block", 2, false, "sm89", "TRITON"}, Case{"ct-fp8-block", 4, false, "sm89", "TRITON"},
                                            Case{"deepseek-v3-fp8", 4, true, "sm89", "TRITON"}, Case{"ct-fp8-channel", 4, false, "sm89", "TRITON"},
                                            Case{"ct-fp8-tensor", 2, false, "sm89", "TRITON"}, Case{"modelopt-fp8", 4, false, "sm89", "TRITON"},
-                                           Case{"ct-fp8-block", 8, false, "sm89", ""}),  // 64 rows per rank: vLLM's block_n ValueError
+                                           Case{"ct-fp8-block", 8, false, "sm89", "", 512, "is not divisible by weight quantization block_n = 128"}),
+                         case_name);
+
+// FlashInfer: per-tensor w13 requantized then [w3; w1] (CUTLASS) or interleaved and shuffled
+// (TRT-LLM); block layers on CUTLASS swap w13 and its scale rows. An intermediate size per rank
+// that is not a multiple of 16 would need vLLM's end padding before the swap: refused.
+INSTANTIATE_TEST_SUITE_P(Fp8FlashInfer, SyntheticVerify,
+                         ::testing::Values(Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS"}, Case{"ct-fp8-tensor", 4, true, "sm100", "FLASHINFER_TRTLLM"},
+                                           Case{"modelopt-fp8", 4, false, "sm100", "FLASHINFER_TRTLLM"},
+                                           Case{"deepseek-v3-fp8", 2, true, "sm90", "FLASHINFER_CUTLASS"},
+                                           Case{"modelopt-fp8", 4, false, "sm90", "", 480, "end padding then w31 swap"},  // 120 per rank
+                                           Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS", 480}),
                          case_name);
 
 }  // namespace
