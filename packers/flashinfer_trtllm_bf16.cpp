@@ -28,4 +28,29 @@ void FlashinferTrtllmBf16Layout::pack(const TensorView& canonical, std::span<uin
   }
 }
 
+std::string FlashinferTrtllmFp8BlockLayout::name() const {
+  return "flashinfer.trtllm_fp8_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",epilogue_tile_m=64,block_k=128,vllm " +
+         std::string(pins::kVllm) + "," + std::string(pins::kFlashInfer) + ")";
+}
+
+Accepts FlashinferTrtllmFp8BlockLayout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::one_byte;
+  a.what = "one expert's 2-D F8_E4M3 weight [N, K]";
+  a.rows_multiple = kShuffleBlock;
+  a.rows_rule = "the row shuffle (epilogue_tile_m 64) needs the rows to be a multiple of 16";
+  a.last_multiple = kBlockK;
+  a.last_rule = "the block layout (block_k 128) needs the columns to be a multiple of 128";
+  return a;
+}
+
+void FlashinferTrtllmFp8BlockLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = canonical.bytes.data() + source_row(r, rows) * cols;
+    for (uint64_t kb = 0; kb < cols / kBlockK; ++kb) std::memcpy(packed.data() + (kb * rows + r) * kBlockK, src + kb * kBlockK, kBlockK);
+  }
+}
+
 }  // namespace moepack::packers

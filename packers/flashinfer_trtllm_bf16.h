@@ -34,11 +34,35 @@
 //
 // Canonical input: one expert's BF16 weight [N, K]. Refused like vLLM fails at load:
 // N % 32 (shuffle blocks), K % 64 (128-byte blocks). The parameter is [E, K/64, N, 64] bf16.
+//
+// FlashInfer TRT-LLM-gen DeepSeek FP8 block-scaled MoE weights (vLLM FP8 backend FLASHINFER_TRTLLM
+// with 128x128 block scales) follow the same two steps with other parameters:
+//   vllm-project/vllm @ e9d1398d9 : quantization/utils/flashinfer_utils.py
+//     `prepare_fp8_moe_layer_for_fi` (gated w13: swap_w13_to_w31, no gate/up interleave) ->
+//     `_shuffle_deepseek_fp8_moe_weights`: shuffle_matrix_a(w.view(uint8), epilogue_tile_m=64)
+//     then convert_to_block_layout(t, 128): [M, K] -> [K/128, M, 128] bytes.
+//   flashinfer @ v0.6.17 : utils.py `get_shuffle_matrix_a_row_indices` (epilogue_tile_m 64 ->
+//     16-row blocks, srcToDstBlk16RowMap), fused_moe/core.py `convert_to_block_layout`.
+// Packed row r gathers canonical row src(r):
+//   S16(r) = (r/16)*16 + 2*(r%8) + (r%16)/8                        (the 16-row shuffle)
+//   gated w13 (rows = swap_halves): src(r) = (S16(r) + I) mod 2I;  w2 (identity): src(r) = S16(r)
+//   canonical byte (src(r), 128*kb + j) -> packed byte (kb, r, j) of [K/128, N, 128]
+// Drawn example, gated w13, I = 16 (N = 32 rows), K = 128:
+//   packed row r : 0   1   2   3   4   5   6   7   8   9  ... 16  17
+//   S16(r)       : 0   2   4   6   8  10  12  14   1   3  ... 16  18
+//   src(r)       : 16  18  20  22  24  26  28  30  17  19  ...  0   2   (up rows first)
+// Canonical input: one expert's F8_E4M3 weight [N, K], N % 16 == 0, K % 128 == 0 (vLLM asserts).
 #pragma once
 
 #include "packers/index_map.h"
 
 namespace moepack::packers {
+
+// The canonical row of packed row r of FlashInfer's shuffle_matrix_a with `block`-row shuffle
+// blocks (32 for epilogue_tile_m 128, 16 for 64): rows are dealt round-robin over 8 lanes.
+constexpr uint64_t shuffle_matrix_a_source_row(uint64_t r, uint64_t block) {
+  return (r / block) * block + (block / 8) * (r % 8) + (r % block) / 8;
+}
 
 class FlashinferTrtllmBf16Layout final : public IndexMap<FlashinferTrtllmBf16Layout> {
  public:
@@ -53,12 +77,42 @@ class FlashinferTrtllmBf16Layout final : public IndexMap<FlashinferTrtllmBf16Lay
   Units units(DType) const override { return {.canonical_bits = 16, .packed_bits = 16}; }
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 128-byte runs
 
-  uint64_t source_row(uint64_t r, uint64_t rows) const {
-    const uint64_t shuffled = (r / kShuffleBlock) * kShuffleBlock + (kShuffleBlock / 8) * (r % 8) + (r % kShuffleBlock) / 8;
-    return row_order_source(rows_, shuffled, rows);
-  }
+  uint64_t source_row(uint64_t r, uint64_t rows) const { return row_order_source(rows_, shuffle_matrix_a_source_row(r, kShuffleBlock), rows); }
 
   // Index map, walked packed row by packed row: canonical (src(r), c) -> packed (c/64, r, c%64).
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape[1];
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint64_t source = source_row(r, rows);
+      for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, ((c / kBlockK) * rows + r) * kBlockK + c % kBlockK);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[1] / kBlockK, shape[0], kBlockK}; }
+
+ private:
+  RowOrder rows_;
+};
+
+// The DeepSeek FP8 block variant (drawn above): 16-row shuffle, 128-byte blocks of F8_E4M3.
+class FlashinferTrtllmFp8BlockLayout final : public IndexMap<FlashinferTrtllmFp8BlockLayout> {
+ public:
+  static constexpr uint64_t kShuffleBlock = 16;  // rows, epilogue_tile_m = 64
+  static constexpr uint64_t kBlockK = 128;       // bytes = fp8 elements
+
+  explicit FlashinferTrtllmFp8BlockLayout(RowOrder rows) : rows_(rows) {}
+
+  std::string name() const override;
+  DType packed_dtype(DType canonical) const override { return canonical; }
+  Accepts accepts() const override;
+  Units units(DType) const override { return {.canonical_bits = 8, .packed_bits = 8}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 128-byte runs
+
+  uint64_t source_row(uint64_t r, uint64_t rows) const { return row_order_source(rows_, shuffle_matrix_a_source_row(r, kShuffleBlock), rows); }
+
+  // Index map: canonical (src(r), c) -> packed (c/128, r, c%128).
   template <class Fn>
   void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
     const uint64_t rows = shape[0], cols = shape[1];

@@ -227,6 +227,10 @@ constexpr RowSpec kRows[] = {
    "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
    "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
+  {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
+   "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},
+  {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::identity>,
+   "TRT-LLM-gen DeepSeek FP8 block w2 and non-gated w13: 16-row shuffle, BlockMajorK [K/128, N, 128]"},
 };
 // clang-format on
 

@@ -195,7 +195,7 @@ Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
 // (swap_w13_to_w31) and, for TRT-LLM, rows interleaved and shuffled with epilogue_tile_m 128
 // (rotate_weights_for_fi_trtllm_fp8_per_tensor_moe); w2 is shuffled alike. Block layers swap
 // w13 and its scale rows, clamp both scales to at least 1e-10 and, for TRT-LLM, shuffle with
-// epilogue_tile_m 64 into BlockMajorK (not reproduced yet: refused by name).
+// epilogue_tile_m 64 into BlockMajorK (_shuffle_deepseek_fp8_moe_weights).
 // A gated per-tensor layer that needs the padding is refused: padding [w1; w3] at the end and then
 // swapping halves of the padded rows mixes gate and up rows (vLLM loads it and computes garbage).
 Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
@@ -205,8 +205,6 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
   if (c.fp8_is_fnuz()) return {{"w13_weight", "vllm.normalize_e4m3fn_to_e4m3fnuz(then requantize in fnuz,not_reproduced)"}};
   if (!block && !per_tensor) return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_fi(per-channel weights,not_reproduced)"}};
-  if (block && trtllm)
-    return {{"w13_weight", "flashinfer.trtllm_fp8_block_major_k(rows=swap_halves,epilogue_tile_m=64,block_k=128,not_reproduced)"}};
   if (per_tensor && gated && c.moe.intermediate_size_per_partition % 16 != 0)
     return {{"w13_weight", "vllm.align_moe_weights_for_fi(end padding then w31 swap mixes gate and up rows,refused)"}};
   if (per_tensor && trtllm && !c.query.static_input_scales)
@@ -216,12 +214,15 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   const std::string swap = "vllm.reorder_w13_rows(rows=swap_halves,e9d1398d9)";
   const std::string requant = gated ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " : "";
   for (auto& [role, id] : r) {
+    const std::string block_major_k = "flashinfer.trtllm_fp8_block_major_k(rows=";
+    const std::string block_major_k_tail = ",epilogue_tile_m=64,block_k=128,vllm e9d1398d9,v0.6.17)";
     if (role == "w13_weight") {
-      if (block) id = gated ? swap : kFp8Unchanged;
+      if (block && trtllm) id = block_major_k + (gated ? "swap_halves" : "identity") + block_major_k_tail;
+      else if (block) id = gated ? swap : kFp8Unchanged;
       else if (trtllm) id = requant + "flashinfer.trtllm_shuffle_matrix_a(rows=" + (gated ? "w3w1_interleave" : "identity") + ",epilogue_tile_m=128,v0.6.17)";
       else id = gated ? requant + swap : kFp8Unchanged;
     } else if (role == "w2_weight" && trtllm) {
-      id = "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)";
+      id = block ? block_major_k + "identity" + block_major_k_tail : "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)";
     } else if (block && role == "w13_" + scale) {
       id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + (gated ? swap : kFp8Unchanged);
     } else if (block && role == "w2_" + scale) {

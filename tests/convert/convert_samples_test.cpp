@@ -268,7 +268,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama4-fp8", "sm90", {"tp=2"}, "FLASHINFER_CUTLASS"},
                       Case{"deepseek-v3-fp8", "sm90", {"tp=2", "ep=1"}, "FLASHINFER_CUTLASS"},  // block: swap, clamp 1e-10
                       Case{"ct-fp8-block", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS"},
-                      Case{"deepseek-v3-fp8", "sm100", {}, ""},       // TRT-LLM BlockMajorK FP8: not implemented yet
+                      Case{"deepseek-v3-fp8", "sm100", {}, "FLASHINFER_TRTLLM"},       // [w3; w1], 16-row shuffle, BlockMajorK
+                      Case{"ct-fp8-block", "sm100", {"tp=2", "ep=1"}, "FLASHINFER_TRTLLM"},
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
                       Case{"ct-fp8-block", "cpu-amx", {}, ""}),       // CPU FP8 pack: not implemented yet
     case_name);

@@ -111,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Fp8FlashInfer, SyntheticVerify,
                          ::testing::Values(Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS"}, Case{"ct-fp8-tensor", 4, true, "sm100", "FLASHINFER_TRTLLM"},
                                            Case{"modelopt-fp8", 4, false, "sm100", "FLASHINFER_TRTLLM"},
                                            Case{"deepseek-v3-fp8", 2, true, "sm90", "FLASHINFER_CUTLASS"},
+                                           Case{"deepseek-v3-fp8", 4, false, "sm100", "FLASHINFER_TRTLLM"}, Case{"ct-fp8-block", 2, false, "sm100", "FLASHINFER_TRTLLM"},
                                            Case{"modelopt-fp8", 4, false, "sm90", "", 480, "end padding then w31 swap"},  // 120 per rank
                                            Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS", 480}),
                          case_name);

@@ -235,6 +235,60 @@ TEST(FlashinferTrtllmBf16, RefusesWhatVllmFailsOn) {
   testing::expect_dtype_refused(layout, DType::F16, {128, 128});  // "requires bfloat16 weights"
 }
 
+// FlashInfer's DeepSeek FP8 path, transliterated: swap_w13_to_w31 (gated), then
+// shuffle_matrix_a(epilogue_tile_m=64) on the uint8 view (srcToDstBlk16RowMap, row_indices[new]
+// = old), then convert_to_block_layout(128): view [M, K/128, 128].permute(1, 0, 2).
+std::vector<uint8_t> upstream_trtllm_fp8_block(const OwnedTensor& w, bool gated) {
+  const uint64_t M = w.shape[0], K = w.shape[1];
+  std::vector<uint8_t> swapped = w.bytes;
+  if (gated)
+    for (uint64_t r = 0; r < M; ++r) std::memcpy(swapped.data() + r * K, w.bytes.data() + ((r + M / 2) % M) * K, K);
+  static const uint64_t kRowMap16[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+  std::vector<uint64_t> row_indices(M);
+  for (uint64_t old_row = 0; old_row < M; ++old_row) row_indices[(old_row / 16) * 16 + kRowMap16[old_row % 16]] = old_row;
+  std::vector<uint8_t> out(w.bytes.size());
+  for (uint64_t kb = 0; kb < K / 128; ++kb)
+    for (uint64_t r = 0; r < M; ++r) std::memcpy(out.data() + (kb * M + r) * 128, swapped.data() + row_indices[r] * K + kb * 128, 128);
+  return out;
+}
+
+constexpr const char* kTrtllmFp8Gated = "flashinfer.trtllm_fp8_block_major_k(rows=swap_halves,epilogue_tile_m=64,block_k=128,vllm e9d1398d9,v0.6.17)";
+constexpr const char* kTrtllmFp8Plain = "flashinfer.trtllm_fp8_block_major_k(rows=identity,epilogue_tile_m=64,block_k=128,vllm e9d1398d9,v0.6.17)";
+
+// The header's drawn example: gated, I = 16 (32 rows), K = 128.
+TEST(FlashinferTrtllmFp8Block, GatedPinnedExampleAndShapes) {
+  const FlashinferTrtllmFp8BlockLayout gated(RowOrder::swap_halves), plain(RowOrder::identity);
+  EXPECT_EQ(gated.name(), kTrtllmFp8Gated);
+  EXPECT_EQ(plain.name(), kTrtllmFp8Plain);
+  EXPECT_EQ(gated.packed_shape(std::vector<uint64_t>{256, 384}), (std::vector<uint64_t>{3, 256, 128}));
+  const uint64_t expected_source[12] = {16, 18, 20, 22, 24, 26, 28, 30, 17, 19, 21, 23};
+  for (uint64_t r = 0; r < 12; ++r) EXPECT_EQ(gated.source_row(r, 32), expected_source[r]) << r;
+  EXPECT_EQ(gated.source_row(16, 32), 0u);
+  EXPECT_EQ(gated.source_row(17, 32), 2u);
+  EXPECT_EQ(plain.source_row(8, 32), 1u);
+}
+
+TEST(FlashinferTrtllmFp8Block, MatchesUpstreamOpsOnSeveralSizes) {
+  const std::vector<std::vector<uint64_t>> shapes = {{256, 128}, {512, 256}, {48, 384}, {7168 / 28, 512}};
+  uint64_t seed = 21;
+  for (const auto& s : shapes)
+    for (bool is_gated : {true, false}) {
+      SCOPED_TRACE(shape_string(s) + (is_gated ? " gated" : " plain"));
+      const FlashinferTrtllmFp8BlockLayout layout(is_gated ? RowOrder::swap_halves : RowOrder::identity);
+      const OwnedTensor w = random_tensor(DType::F8_E4M3, s, seed++);
+      EXPECT_EQ(pack_all(layout, w), upstream_trtllm_fp8_block(w, is_gated));
+      testing::expect_round_trip(layout, DType::F8_E4M3, s, seed);
+    }
+}
+
+TEST(FlashinferTrtllmFp8Block, RefusesWhatVllmFailsOn) {
+  const FlashinferTrtllmFp8BlockLayout layout(RowOrder::identity);
+  testing::expect_refused(layout, DType::F8_E4M3, {40, 128});  // not whole 16-row shuffle blocks
+  testing::expect_refused(layout, DType::F8_E4M3, {64, 192});  // K % 128 != 0
+  EXPECT_NE(packers::find_layout(kTrtllmFp8Gated), nullptr);
+  EXPECT_NE(packers::find_layout(kTrtllmFp8Plain), nullptr);
+}
+
 TEST(UnquantizedLayouts, AreRegistered) {
   for (const char* id : {"vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)", "vllm.swap_w13_to_w31(e9d1398d9)",
                          "vllm.xpu_transpose(e9d1398d9)", kTrtllmGated, kTrtllmPlain}) {
