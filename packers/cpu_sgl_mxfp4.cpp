@@ -69,4 +69,29 @@ Accepts CpuSglScalePackedLayout::accepts() const {
   return a;
 }
 
+Accepts CpuSglWeightPackedFp8Layout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::one_byte;
+  a.what = "one expert's 2-D F8_E4M3 weight [OC, K]";
+  a.rows_multiple = kSglBlockN / 2;
+  a.rows_rule = "output rows must be a multiple of 16 (TILE_N)";
+  a.last_multiple = kTileK;
+  a.last_rule = "K must be a multiple of 32 (TILE_K)";
+  return a;
+}
+
+void CpuSglWeightPackedFp8Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+  const uint64_t rows = canonical.shape[0], k = canonical.shape[1];
+  const uint8_t* w = canonical.bytes.data();
+  for (uint64_t n0 = 0; n0 < rows; n0 += kSglBlockN) {
+    const uint64_t n_size = std::min(kSglBlockN, rows - n0);
+    uint8_t* out = packed.data() + n0 * k;
+    for (uint64_t n = 0; n < n_size; ++n) {
+      const uint8_t* src = w + (n0 + n) * k;
+      for (uint64_t kk = 0; kk < k / 2; ++kk) std::memcpy(out + kk * 2 * n_size + 2 * n, src + 2 * kk, 2);
+    }
+  }
+}
+
 }  // namespace moepack::packers

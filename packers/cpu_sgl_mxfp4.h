@@ -40,7 +40,19 @@
 //
 // Canonical inputs: one expert's w13/w2 FP4 weight U8 [OC, K/2] (checkpoint [N, K] orientation)
 // and E8M0 scale bytes [N, K/32], with the CPU padding (I, H to 32) applied.
+//
+// ---- convert_weight_packed (FP8 E4M3 bytes: the generic pack_vnni, VNNI-2) -------------------
+// vLLM's CPU FP8 W8A16 block MoE (CPUExpertsFp8; experts/cpu_moe.py
+// `prepare_fp8_moe_layer_for_cpu` @ e9d1398d9) packs w13 and w2 with the same op, whose
+// Float8_e4m3fn branch is the generic template: each block of up to 32 output rows (n_size =
+// min(32, OC - 32*nb)) becomes [K/2, n_size, 2] in place of its byte range:
+//   element (32*nb + n, 2*k + d) -> byte 32*nb*K + k*2*n_size + 2*n + d
+//   block of rows 0..31, K = 4:  w<0,0> w<0,1> w<1,0> w<1,1> ... w<31,0> w<31,1> w<0,2> w<0,3> ...
+// Requires OC % 16 == 0 (TILE_N; a 16-row tail block packs with n_size 16) and K % 32 == 0
+// (TILE_K). The shape is unchanged ([OC, K]).
 #pragma once
+
+#include <algorithm>
 
 #include "packers/index_map.h"
 
@@ -97,6 +109,27 @@ class CpuSglScalePackedLayout final : public IndexMap<CpuSglScalePackedLayout> {
     for (uint64_t n = 0; n < shape[0]; ++n) {
       const uint64_t row = (n / kSglBlockN) * kSglBlockN * groups + n % kSglBlockN;
       for (uint64_t g = 0; g < groups; ++g) fn(n * groups + g, row + g * kSglBlockN);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
+};
+
+class CpuSglWeightPackedFp8Layout final : public IndexMap<CpuSglWeightPackedFp8Layout> {
+ public:
+  std::string name() const override { return "cpu.sgl_convert_weight_packed(fp8)"; }
+  DType packed_dtype(DType canonical) const override { return canonical; }
+  Accepts accepts() const override;
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: byte pairs
+
+  // Index map in bytes: (row, k) -> the VNNI-2 slot of its 32-row block.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], k = shape[1];
+    for (uint64_t row = 0; row < rows; ++row) {
+      const uint64_t n0 = row / kSglBlockN * kSglBlockN, n = row - n0, n_size = std::min(kSglBlockN, rows - n0);
+      for (uint64_t c = 0; c < k; ++c) fn(row * k + c, n0 * k + (c / 2) * 2 * n_size + 2 * n + c % 2);
     }
   }
 

@@ -227,6 +227,7 @@ constexpr RowSpec kRows[] = {
    "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
    "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
+  {&make<CpuSglWeightPackedFp8Layout>, "CPU FP8 W8A16 block (CPUExpertsFp8): sgl convert_weight_packed, VNNI-2 pairs in 32-row blocks [K/2, 32, 2]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::identity>,

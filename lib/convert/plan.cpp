@@ -1,6 +1,7 @@
 #include "lib/convert/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -290,6 +291,14 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
   if (!family_convertible(d.family))
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
                              "): moepack cannot produce this family's layouts yet, and writes no approximation");
+  // The oracle's NONE (no kernel on this platform, left to out-of-tree plugins): vLLM's own
+  // conversion raises on it (convert_to_fp8_moe_kernel_format: "Unsupported FP8 MoE backend: NONE").
+  if (!d.backend || !d.experts_class) {
+    std::string family = orc::family_name(d.family);
+    std::transform(family.begin(), family.end(), family.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": no experts class runs this layer on the target (vLLM raises ValueError: Unsupported " +
+                             family + " MoE backend: " + d.backend.value_or("NONE") + ")");
+  }
   if (d.family == orc::Family::nvfp4 && d.backend == "FLASHINFER_TRTLLM") {
     // align_fp4_moe_weights_for_fi pads w13 = [w3; w1] at the end of all its rows, then the
     // gated-activation interleave splits the padded rows in two equal halves: rows of w3 and

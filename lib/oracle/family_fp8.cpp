@@ -232,6 +232,15 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// CPU (experts/cpu_moe.py `prepare_fp8_moe_layer_for_cpu` @ e9d1398d9): both weights through
+// sgl-kernel's convert_weight_packed (VNNI-2 pairs in 32-row blocks); the block scales stay.
+Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
+  Roles r = fp8_checkpoint_roles(c, s);
+  for (auto& [role, id] : r)
+    if (role == "w13_weight" || role == "w2_weight") id = "cpu.sgl_convert_weight_packed(fp8)";
+  return r;
+}
+
 std::span<const LayoutRow> fp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "DEEPGEMM",
@@ -259,7 +268,9 @@ std::span<const LayoutRow> fp8_layouts() {
       {.backend = "AITER",
        .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
       {.backend = "CPU",
-       .roles = {{"w13_weight", "cpu.vnni2_packed"}, {"w2_weight", "cpu.vnni2_packed"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(fp8)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(fp8)"},
+                 {"w13_weight_scale", "fp32"}, {"w2_weight_scale", "fp32"}},
+       .roles_of = fp8_cpu_roles},
       {.backend = "XPU",
        .roles = {{"w13_weight", "xpu.prepared"}, {"w2_weight", "xpu.prepared"}, {"w13_weight_scale", "xpu.prepared"}, {"w2_weight_scale", "xpu.prepared"}}},
       {.backend = "HUMMING",

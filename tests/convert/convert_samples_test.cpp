@@ -271,7 +271,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"deepseek-v3-fp8", "sm100", {}, "FLASHINFER_TRTLLM"},       // [w3; w1], 16-row shuffle, BlockMajorK
                       Case{"ct-fp8-block", "sm100", {"tp=2", "ep=1"}, "FLASHINFER_TRTLLM"},
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
-                      Case{"ct-fp8-block", "cpu-amx", {}, ""}),       // CPU FP8 pack: not implemented yet
+                      Case{"ct-fp8-block", "cpu-amx", {}, "CPU"},     // sgl convert_weight_packed (VNNI-2)
+                      Case{"ct-fp8-channel", "cpu-amx", {}, ""},      // NONE: vLLM raises "Unsupported FP8 MoE backend"
+                      Case{"deepseek-v3-fp8", "cpu-amx", {}, ""}),    // NONE: CPUExpertsFp8 does not take DeepSeek routing
     case_name);
 
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the

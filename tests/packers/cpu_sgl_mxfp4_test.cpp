@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "packers/cpu_bias_f32.h"
@@ -127,6 +128,46 @@ TEST(ScalarToF32, DrawnExampleAndRefusals) {
   EXPECT_EQ(pack_all(layout, half), (std::vector<uint8_t>{0x00, 0x00, 0x00, 0x3F}));
   testing::expect_refused(layout, DType::F32, {1});
   testing::expect_dtype_refused(layout, DType::U8, {});
+}
+
+// The generic pack_vnni<packed_t> as written upstream (VNNI_BLK 2), applied per 32-row block with
+// n_size = min(32, rows - n0) at the block's offset, as convert_weight_packed calls it.
+std::vector<uint8_t> upstream_pack_vnni2(const std::vector<uint8_t>& w, uint64_t rows, uint64_t k) {
+  std::vector<uint8_t> out(w.size());
+  for (uint64_t n0 = 0; n0 < rows; n0 += 32) {
+    const uint64_t N = std::min<uint64_t>(32, rows - n0);
+    const uint8_t* weight = w.data() + n0 * k;
+    uint8_t* packed = out.data() + n0 * k;
+    for (uint64_t n = 0; n < N; ++n)
+      for (uint64_t kk = 0; kk < k / 2; ++kk)
+        for (uint64_t d = 0; d < 2; ++d) packed[kk * N * 2 + n * 2 + d] = weight[n * k + kk * 2 + d];
+  }
+  return out;
+}
+
+TEST(CpuSglWeightPackedFp8, DrawnExampleAndUpstreamLoop) {
+  CpuSglWeightPackedFp8Layout layout;
+  EXPECT_EQ(layout.name(), "cpu.sgl_convert_weight_packed(fp8)");
+  // 32 rows, K = 32: byte (n, k) = n + 32 * (k % 2) + 64 * (k / 2) would overflow; use tags.
+  OwnedTensor w(DType::F8_E4M3, {32, 32});
+  for (uint64_t n = 0; n < 32; ++n)
+    for (uint64_t k = 0; k < 32; ++k) w.bytes[n * 32 + k] = static_cast<uint8_t>(n * 7 + k);
+  const std::vector<uint8_t> p = pack_all(layout, w);
+  // Header: w<0,0> w<0,1> w<1,0> w<1,1> ... w<31,0> w<31,1> w<0,2> w<0,3> ...
+  EXPECT_EQ(p[0], w.bytes[0]);
+  EXPECT_EQ(p[1], w.bytes[1]);
+  EXPECT_EQ(p[2], w.bytes[32]);
+  EXPECT_EQ(p[63], w.bytes[31 * 32 + 1]);
+  EXPECT_EQ(p[64], w.bytes[2]);
+  for (const auto& shape : std::vector<std::vector<uint64_t>>{{32, 32}, {48, 64}, {16, 96}, {96, 160}, {2 * 7168 / 64, 256}}) {
+    SCOPED_TRACE(shape_string(shape));
+    const OwnedTensor r = random_tensor(DType::F8_E4M3, shape, shape[0] + shape[1]);
+    EXPECT_EQ(pack_all(layout, r), upstream_pack_vnni2(r.bytes, shape[0], shape[1]));
+    testing::expect_round_trip(layout, DType::F8_E4M3, shape, 5);
+  }
+  testing::expect_refused(layout, DType::F8_E4M3, {24, 32});  // OC % 16 (TILE_N)
+  testing::expect_refused(layout, DType::F8_E4M3, {32, 48});  // K % 32 (TILE_K)
+  testing::expect_dtype_refused(layout, DType::BF16, {32, 32});
 }
 
 }  // namespace
