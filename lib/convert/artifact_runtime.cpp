@@ -229,7 +229,7 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   ex::ExpertMatrices m;
   if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
   if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
-  if (format == ex::WeightFormat::fp8_e4m3) {
+  if (format == ex::WeightFormat::fp8_e4m3 || format == ex::WeightFormat::int8) {
     m.w13 = fp8_weight_values(t, "w13_", n13, hidden, fp8_block, g13, where);
     m.w2 = fp8_weight_values(t, "w2_", hidden, inter, fp8_block, g2, where);
     return m;
@@ -389,7 +389,7 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
-      if (format == ex::WeightFormat::fp8_e4m3) {
+      if (format == ex::WeightFormat::fp8_e4m3 || format == ex::WeightFormat::int8) {
         // A per-tensor w13 scale is one F32 per expert of the rank (vLLM's requantized maximum).
         float g13 = 1.0f;
         if (auto sc = rt.scalars.find("w13_weight_scale"); sc != rt.scalars.end()) {
@@ -541,7 +541,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   // without act-order; the reference reads the source the same way (one rank, nothing padded).
   // FP8: scales in fp32 parameters.
   std::optional<RankGeometry> loaded_as_vllm;
-  if (*format == ex::WeightFormat::int_wna16 || *format == ex::WeightFormat::fp8_e4m3) {
+  if (*format == ex::WeightFormat::int_wna16 || *format == ex::WeightFormat::fp8_e4m3 || *format == ex::WeightFormat::int8) {
     RankGeometry g;
     g.hidden = g.padded_hidden = H;
     g.intermediate = g.padded_intermediate = I;
@@ -566,7 +566,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
       };
       return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")", multiplier("w13_"), multiplier("w2_"));
     }
-    if (*format == ex::WeightFormat::fp8_e4m3) {
+    if (*format == ex::WeightFormat::fp8_e4m3 || *format == ex::WeightFormat::int8) {
       // vLLM's requantization to the larger w13 scale: the codes changed above, the scale is the maximum.
       float g13 = 1.0f;
       if (auto it = stages.find("w13_weight"); it != stages.end()) {

@@ -103,7 +103,7 @@ namespace {
 // The families whose packers this build has, and so can convert byte-exactly.
 bool family_convertible(orc::Family f) {
   return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16 ||
-         f == orc::Family::fp8;
+         f == orc::Family::fp8 || f == orc::Family::int8;
 }
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
@@ -533,6 +533,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype) {
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
+  if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "fp8") {
     g.fp8_scales = true;
     if (layer.quant.weight_block_size.size() == 2) {

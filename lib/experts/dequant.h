@@ -12,6 +12,7 @@
 //   bf16/f16/f32  the float itself                             none                     value
 //   int_wna16     GPTQ / AWQ / compressed-tensors integer codes: lib/experts/int_dequant.h
 //   fp8_e4m3      F8_E4M3 with fp32 scales per tensor, shard, channel or block: fp8_dequant.h
+//   int8          I8 with fp32 per-channel scales (W8A8): fp8_dequant.h as well
 // (OCP MX v1.0 for the MX formats; NVFP4 as ModelOpt and compressed-tensors define it, with the
 // global factor as a multiplier: compressed-tensors' weight_global_scale is its reciprocal.)
 #pragma once
@@ -26,7 +27,7 @@
 
 namespace moepack::experts {
 
-enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32, int_wna16, fp8_e4m3 };
+enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32, int_wna16, fp8_e4m3, int8 };
 
 struct FormatInfo {
   WeightFormat format;

@@ -5,6 +5,7 @@
 //   per-channel  [N, 1]: one scale per output row
 //   block        [ceil(N/bn), ceil(K/bk)] (DeepSeek-style 128 x 128)
 //   value(r, c) = e4m3(w[r, c]) * scale[r / block_rows][c / block_cols] * multiplier
+// INT8 W8A8 weights (I8, per-channel scales) take the same rule with the int8 value of w[r, c].
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace moepack::experts {
 
 // One expert's weight [rows, cols] as floats. `scales` holds ceil(rows/block_rows) x
 // ceil(cols/block_cols) values, row-major. Error(bad_input) naming `where` when the weight is
-// not F8_E4M3 of that shape or the scales do not cover it.
+// not F8_E4M3 or I8 of that shape or the scales do not cover it.
 std::vector<float> dequantize_fp8(const OwnedTensor& weight, std::span<const float> scales, uint64_t rows, uint64_t cols, uint64_t block_rows,
                                   uint64_t block_cols, float multiplier, const std::string& where);
 

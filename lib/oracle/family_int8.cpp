@@ -58,9 +58,12 @@ std::span<const LayoutRow> int8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CPU",
        .roles = {{"w13_weight", "cpu.vnni4_packed_with_compensation"}, {"w2_weight", "cpu.vnni4_packed_with_compensation"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+      {.backend = "TRITON",
+       .condition_text = "checkpoint bytes; per-channel scales as fp32 parameters",
+       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},
       {.backend = "*",
-       .condition_text = "TRITON, HUMMING",
-       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .condition_text = "HUMMING: prepared by the external humming package (convert_to_humming_moe_kernel_format)",
+       .roles = {{"w13_weight", "humming.convert_to_humming_moe_kernel_format(external humming package)"}}},
   };
   return rows;
 }

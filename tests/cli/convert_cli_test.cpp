@@ -74,7 +74,7 @@ TEST(ConvertCli, RefusalsWriteNothing) {
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("ValueError"), std::string::npos) << r.err;
   // A family whose layouts this build does not produce: refused by name, never approximated.
-  r = run_moepack({"convert", source_dir() + "/samples/ct-w8a8-int8", "--target", "sm90", "-o", out});
+  r = run_moepack({"convert", source_dir() + "/samples/ct-w4a8-int8", "--target", "sm90", "-o", out});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("cannot produce"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));

@@ -276,6 +276,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"deepseek-v3-fp8", "cpu-amx", {}, ""}),    // NONE: CPUExpertsFp8 does not take DeepSeek routing
     case_name);
 
+// INT8 W8A8 (compressed-tensors, per-channel scales, dynamic int8 activations) on Triton: the
+// checkpoint bytes, fp32 scales. CPUExpertsInt8's VNNI-4 pack appends per-block s8s8
+// compensation sums (values, not an index map): refused for now; HUMMING is external.
+INSTANTIATE_TEST_SUITE_P(
+    Int8, ConvertSamples,
+    ::testing::Values(Case{"ct-w8a8-int8", "sm90", {}, "TRITON"}, Case{"ct-w8a8-int8", "sm89", {"tp=2"}, "TRITON"},
+                      Case{"ct-w8a8-int8", "sm90", {"tp=2", "ep=1"}, "TRITON"}, Case{"ct-w8a8-int8", "gfx942", {}, "TRITON"},
+                      Case{"ct-w8a8-int8", "cpu-amx", {}, ""}, Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
+    case_name);
+
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the
 // seed) load into the same parameters, so a backend both reach must get the same bytes.
 TEST(ConvertSamplesAcrossLayouts, QuarkPerExpertGptOssPacksLikeTheFusedOne) {

@@ -72,7 +72,8 @@ TEST(Dequant, WrongSizesAreBadInput) {
   EXPECT_EQ(weight_format_of("mxfp4", "kMxfp4Static"), WeightFormat::mxfp4);
   EXPECT_EQ(weight_format_of("wna16", "kInt4Static"), WeightFormat::int_wna16);
   EXPECT_EQ(weight_format_of("fp8", "kFp8StaticTensorSym"), WeightFormat::fp8_e4m3);
-  EXPECT_EQ(weight_format_of("int8", "kInt8StaticChannelSym"), std::nullopt);  // not run yet
+  EXPECT_EQ(weight_format_of("int8", "kInt8StaticChannelSym"), WeightFormat::int8);
+  EXPECT_EQ(weight_format_of("w4a8", "kInt4Static"), std::nullopt);  // not run yet
 }
 
 TEST(Routing, SoftmaxFamilies) {
