@@ -103,7 +103,7 @@ namespace {
 // The families whose packers this build has, and so can convert byte-exactly.
 bool family_convertible(orc::Family f) {
   return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16 ||
-         f == orc::Family::fp8 || f == orc::Family::int8;
+         f == orc::Family::fp8 || f == orc::Family::int8 || f == orc::Family::mxfp8;
 }
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {

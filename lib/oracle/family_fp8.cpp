@@ -331,11 +331,25 @@ void online_mxfp8_blocks(int hidden, int inter, int, int) {
   if (hidden % 32 != 0 || inter % 32 != 0) throw OracleRaise("ValueError", "Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32.");
 }
 
+// FlashInfer TRT-LLM MXFP8 (flashinfer_utils.py `prepare_fp8_moe_layer_for_fi`, MXFP8 branch, and
+// `_shuffle_mxfp8_moe_weights` @ e9d1398d9): gated w13 and its E8M0 scales become [w3; w1]
+// (swap_w13_to_w31), then reorder_rows_for_gated_act_gemm interleaves the rows, then
+// shuffle_matrix_a / shuffle_matrix_sf_a with epilogue_tile_m 128; w2 is only shuffled. These
+// are the MXFP4 TRT-LLM packers' row orders on one-byte FP8 elements.
+Roles mxfp8_trtllm_roles(const SelectionContext& c, const Selection&) {
+  const std::string rows = c.moe.is_act_and_mul() ? "w3w1_interleave" : "identity";
+  return {{"w13_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=" + rows + ",epilogue_tile_m=128,v0.6.17)"},
+          {"w2_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)"},
+          {"w13_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,v0.6.17)"},
+          {"w2_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)"}};
+}
+
 std::span<const LayoutRow> mxfp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "FLASHINFER_TRTLLM",
-       .roles = {{"w13_weight", "trtllm_gen.mxfp8.w31_shuffled"}, {"w2_weight", "trtllm_gen.mxfp8.shuffled"},
-                 {"w13_weight_scale", "trtllm_gen.mxfp8.w31_scales"}, {"w2_weight_scale", "trtllm_gen.mxfp8.scales"}}},
+       .roles = {{"w13_weight", "[w3; w1], gate/up rows interleaved, shuffle_matrix_a"}, {"w2_weight", "shuffle_matrix_a"},
+                 {"w13_weight_scale", "the same rows, shuffle_matrix_sf_a (128x4)"}, {"w2_weight_scale", "shuffle_matrix_sf_a (128x4)"}},
+       .roles_of = mxfp8_trtllm_roles},
       {.backend = "DEEPGEMM",
        .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}, {"w2_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}}},
       {.backend = "MARLIN",
