@@ -21,6 +21,7 @@
 #include "packers/triton_cdna4_mx_scale.h"
 #include "packers/triton_hopper_mx_scale.h"
 #include "packers/triton_hopper_mx_value.h"
+#include "packers/triton_wna16.h"
 #include "packers/triton_shuffle_weight.h"
 #include "packers/triton_strided.h"
 #include "packers/cpu_prepack_moe.h"
@@ -223,6 +224,9 @@ constexpr RowSpec kRows[] = {
    "CPU unquantized, portable vec (CPUUnquantizedExperts): 16-row groups [O/16][K][16]"},
   {&make<SwapW13ToW31Layout>, "FlashInfer CUTLASS unquantized gated w13: [w1; w3] rows -> [w3; w1]"},
   {&make<XpuTransposeLayout>, "XPU unquantized weights: each expert's [N, K] stored transposed [K, N]"},
+  {&make<XpuTransposeLayout, TransposeUse::wna16_triton_scales>, "Triton WNA16 scales (GPTQ / compressed-tensors): [G, N] stored transposed [N, G]"},
+  {&make<TritonWna16WeightLayout>, "Triton WNA16 weights (GPTQ / compressed-tensors): K-first I32 [K/pf, N] -> N-first bytes [N, 4K/pf]"},
+  {&make<TritonWna16ZeroPointLayout>, "Triton WNA16 zero points: I32 [G, N/pf] -> bytes [4N/pf, G] (two int4 zero points per byte)"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::w3w1_interleave>,
    "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,

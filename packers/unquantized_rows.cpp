@@ -31,7 +31,9 @@ void SwapW13ToW31Layout::pack(const TensorView& canonical, std::span<uint8_t> pa
     std::memcpy(packed.data() + packed_row(rows, r) * row_bytes, canonical.bytes.data() + r * row_bytes, row_bytes);
 }
 
-std::string XpuTransposeLayout::name() const { return "vllm.xpu_transpose(" + std::string(pins::kVllm) + ")"; }
+std::string XpuTransposeLayout::name() const {
+  return std::string(use_ == TransposeUse::xpu_weight ? "vllm.xpu_transpose(" : "vllm.wna16_triton_transpose(") + std::string(pins::kVllm) + ")";
+}
 
 Accepts XpuTransposeLayout::accepts() const {
   Accepts a;

@@ -44,8 +44,13 @@ class SwapW13ToW31Layout final : public IndexMap<SwapW13ToW31Layout> {
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
 };
 
+// The same transpose serves the Triton WNA16 scales ([G, N] -> [N, G], int_wna16.py TRITON
+// branch), registered under its own name.
+enum class TransposeUse { xpu_weight, wna16_triton_scales };
+
 class XpuTransposeLayout final : public IndexMap<XpuTransposeLayout> {
  public:
+  explicit XpuTransposeLayout(TransposeUse use = TransposeUse::xpu_weight) : use_(use) {}
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
@@ -60,6 +65,9 @@ class XpuTransposeLayout final : public IndexMap<XpuTransposeLayout> {
 
  protected:
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[1], shape[0]}; }
+
+ private:
+  TransposeUse use_;
 };
 
 }  // namespace moepack::packers

@@ -38,6 +38,10 @@ struct RankGeometry {
   // scales (and GPTQ's w2 qzeros) whole on every rank (`load_full_w2`), since g_idx names groups
   // of the full intermediate dimension.
   bool wna16_full_w2 = false;
+  // WNA16 group size along K (-1 channel-wise) and whether the method is compressed-tensors'
+  // (whose create_weights raises on group scales that do not divide the rank's sizes).
+  int64_t wna16_group_size = 0;
+  bool wna16_compressed_tensors = false;
   // The model dtype (--dtype): float scales are copied into parameters of this dtype.
   DType params_dtype = DType::BF16;
   // FP8 (fp8 / compressed-tensors / ModelOpt W8A8): scales load into fp32 parameters, sliced as

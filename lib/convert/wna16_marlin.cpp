@@ -61,6 +61,8 @@ bool wna16_loads_full_w2(const ckpt::LayerQuant& q) {
 void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype) {
   g.int_transposed = true;
   g.wna16_full_w2 = wna16_loads_full_w2(layer.quant);
+  g.wna16_group_size = layer.quant.group_size;
+  g.wna16_compressed_tensors = layer.quant.method.quant_method == "compressed-tensors";
   g.params_dtype = params_dtype;
 }
 
@@ -118,6 +120,17 @@ OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, co
   if (g.padded_hidden != g.hidden)
     throw Error(ErrorKind::refused, role + ": the hidden size is padded (" + std::to_string(g.hidden) + " -> " + std::to_string(g.padded_hidden) +
                                         ") and the WNA16 Marlin loader is not reproduced for a padded hidden size");
+  // Group scales must split into whole groups per rank: compressed-tensors' create_weights raises
+  // vLLM's ValueErrors; GPTQ / AWQ would allocate I/tp // group rows and load a shard of a group
+  // (not reproduced). Act-order loads the w2 scales whole.
+  if (g.wna16_group_size > 0 && !g.wna16_full_w2 && per_rank % static_cast<uint64_t>(g.wna16_group_size) != 0) {
+    if (g.wna16_compressed_tensors)
+      throw Error(ErrorKind::refused, role + ": vLLM raises ValueError: CompressedTensors WNA16 MoE with static group scales requires the MoE "
+                                            "intermediate size per tensor-parallel partition (" + std::to_string(per_rank) +
+                                            ") to be divisible by group_size (" + std::to_string(g.wna16_group_size) + ")");
+    throw Error(ErrorKind::refused, role + ": the intermediate size per rank (" + std::to_string(per_rank) + ") splits a scale group of " +
+                                        std::to_string(g.wna16_group_size) + "; vLLM's loading of such a shard is not reproduced");
+  }
   if (g.wna16_full_w2 && P != per_rank)
     throw Error(ErrorKind::refused, role + ": act-order with the Marlin intermediate padding (" + std::to_string(per_rank) + " -> " + std::to_string(P) +
                                         "): vLLM asserts \"Marlin MoE thread-tile padding is unsupported with act-order\"");

@@ -288,6 +288,32 @@ Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
   return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm." + s.backend + ".prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)"}};
 }
 
+// TRITON (int_wna16.py `convert_to_wna16_moe_kernel_format`, TRITON branch): GPTQ and
+// compressed-tensors params turned N-first (packers/triton_wna16.h); g_idx and the sort indices
+// are set to None; biases and compressed-tensors' weight_shape stay.
+Roles triton_roles(const SelectionContext& c, const Selection&) {
+  const MoeLayerQuery& q = c.query;
+  const Layout layout = layout_of(q.quant_method);
+  if (layout == Layout::awq) return {{"w13_qweight", "vllm.wna16_triton_awq_uint8_view(MoeWNA16 branch on AWQ params,not_reproduced)"}};
+  const bool ct = layout == Layout::compressed_tensors;
+  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
+                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.wna16_triton_transpose(e9d1398d9)",
+                    z = "vllm.wna16_triton_zero_points(transpose,int32_as_u8,e9d1398d9)";
+  Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
+             {"w13_" + zeros, z}, {"w2_" + zeros, z}, {"w13_" + g_idx, "dropped"}, {"w2_" + g_idx, "dropped"},
+             {"w13_g_idx_sort_indices", "dropped"}, {"w2_g_idx_sort_indices", "dropped"}};
+  if (ct) {
+    r.push_back({"w13_weight_shape", "vllm.unchanged"});
+    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+  }
+  if (q.has_bias) {
+    r.push_back({"w13_bias", "vllm.unchanged"});
+    r.push_back({"w2_bias", "vllm.unchanged"});
+  }
+  return r;
+}
+
 std::span<const LayoutRow> layouts() {
   static const LayoutRow rows[] = {
       {.backend = "*MARLIN",
@@ -302,8 +328,10 @@ std::span<const LayoutRow> layouts() {
       {.backend = "FLASHINFER_TRTLLM",
        .roles = {{"w13_weight", "trtllm_gen.mxint4.prepared"}, {"w2_weight", "trtllm_gen.mxint4.prepared"}, {"w13_weight_scale", "trtllm_gen.mxint4.prepared"}, {"w2_weight_scale", "trtllm_gen.mxint4.prepared"}}},
       {.backend = "TRITON",
-       .roles = {{"w13_weight", "transpose_n_k(int32_as_u8)"}, {"w2_weight", "transpose_n_k(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"},
-                 {"w13_qzeros", "transpose_n_k(int32_as_u8)"}, {"w2_qzeros", "transpose_n_k(int32_as_u8)"}}},
+       .condition_text = "GPTQ / compressed-tensors (AutoAWQ takes vLLM's MoeWNA16 uint8 view: not reproduced)",
+       .roles = {{"w13_qweight | w13_weight_packed", "vllm.wna16_triton_weight (N-first bytes)"}, {"w13_scales | w13_weight_scale", "vllm.wna16_triton_transpose"},
+                 {"w13_qzeros | w13_weight_zero_point", "vllm.wna16_triton_zero_points"}, {"w13_g_idx, sort indices", "dropped (None)"}},
+       .roles_of = triton_roles},
       {.backend = "CPU",
        .roles = {{"w13_weight", "cpu.int4_packed_scale_zp"}, {"w2_weight", "cpu.int4_packed_scale_zp"}, {"w13_weight_scale", "cpu.int4_packed_scale_zp"}, {"w2_weight_scale", "cpu.int4_packed_scale_zp"},
                  {"w13_bias", "f32"}, {"w2_bias", "f32"}}},

@@ -106,6 +106,13 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                                            Case{"ct-w8a8-int8", 4, false, "sm90", "TRITON"}, Case{"ct-w8a8-int8", 2, true, "sm89", "TRITON"}),
                          case_name);
 
+// compressed-tensors WNA16 where Marlin cannot take the rank's size: group scales that a rank
+// would split are vLLM's ValueError (Triton itself: convert_samples_test's moe-backend rows).
+INSTANTIATE_TEST_SUITE_P(Wna16Triton, SyntheticVerify,
+                         ::testing::Values(Case{"ct-w4a16-asym", 8, false, "sm90", "", 512,
+                                                "requires the MoE intermediate size per tensor-parallel partition (64) to be divisible by group_size (128)"}),
+                         case_name);
+
 // FlashInfer: per-tensor w13 requantized then [w3; w1] (CUTLASS) or interleaved and shuffled
 // (TRT-LLM); block layers on CUTLASS swap w13 and its scale rows. An intermediate size per rank
 // that is not a multiple of 16 would need vLLM's end padding before the swap: refused.

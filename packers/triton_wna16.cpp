@@ -1,0 +1,24 @@
+// See triton_wna16.h for the drawn layouts and the upstream definition.
+#include "packers/triton_wna16.h"
+
+namespace moepack::packers {
+
+std::string TritonWna16WeightLayout::name() const { return "vllm.wna16_triton_weight(transpose,int32_as_u8," + std::string(pins::kVllm) + ")"; }
+
+Accepts TritonWna16WeightLayout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::i32;
+  a.what = "one expert's K-first I32 packed weight [K/pf, N]";
+  return a;
+}
+
+std::string TritonWna16ZeroPointLayout::name() const { return "vllm.wna16_triton_zero_points(transpose,int32_as_u8," + std::string(pins::kVllm) + ")"; }
+
+Accepts TritonWna16ZeroPointLayout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::i32;
+  a.what = "one expert's I32 packed zero points [G, N/pf]";
+  return a;
+}
+
+}  // namespace moepack::packers
