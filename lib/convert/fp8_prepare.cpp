@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "lib/convert/fp8_deepgemm.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 
@@ -135,7 +136,8 @@ const ValueStage* find_fp8_value_stage(std::string_view id) {
   static const RequantW13 requant;
   static const ClampBlockScales clamp;
   if (id == requant.name()) return &requant;
-  return id == clamp.name() ? &clamp : nullptr;
+  if (id == clamp.name()) return &clamp;
+  return find_fp8_deepgemm_stage(id);
 }
 
 bool is_fp8_scale_role(const std::string& role) {
