@@ -18,6 +18,12 @@ float ceil_to_ue8m0(float x) {
   return std::ldexp(1.0f, static_cast<int>(std::ceil(l)));
 }
 
+float ue8m0_block_scale(float amax) {
+  // Inductor compiles `amax / 448.0` into a multiply by the fp32 constant 1/448 (seen in the
+  // generated Triton kernel, torch 2.11 on an H100); a true division differs by an ulp.
+  return ceil_to_ue8m0(std::max(amax, 1e-4f) * static_cast<float>(1.0 / 448.0));
+}
+
 Ue8m0Requant requant_ue8m0(const OwnedTensor& w, const OwnedTensor& s, const std::string& weight_where, const std::string& scale_where) {
   if (w.dtype != DType::F8_E4M3 || w.shape.size() != 2) throw_internal("UE8M0 requantization of a weight that is not F8_E4M3 [M, K]: " + weight_where);
   if (s.dtype != DType::F32 || s.shape.size() != 2) throw_internal("UE8M0 requantization with scales that are not F32 [M/128, K/128]: " + scale_where);
@@ -51,8 +57,7 @@ Ue8m0Requant requant_ue8m0(const OwnedTensor& w, const OwnedTensor& s, const std
       if (!std::isfinite(amax))
         throw_bad_input(weight_where, "block (" + std::to_string(bi) + ", " + std::to_string(bj) + ")",
                         "dequantized values overflow fp32 (code times block scale): vLLM's requantization would write NaN");
-      amax = std::max(amax, 1e-4f);
-      const float scale = ceil_to_ue8m0(amax / 448.0f);
+      const float scale = ue8m0_block_scale(amax);
       const float inverse = 1.0f / scale;
       out.scales[bi * kb + bj] = scale;
       for (uint64_t r = r0; r < r1; ++r)

@@ -60,6 +60,16 @@ TEST(Fp8DeepGemm, CeilToUe8m0AtPowersOfTwo) {
   EXPECT_EQ(ceil_to_ue8m0(1e-4f / 448.0f), std::ldexp(1.0f, -22));
 }
 
+// Measured on an H100 with vLLM's compiled cast: amax 0.006835939362645149 (2 ulps above
+// 448 * 2^-16) gets 2^-15, where a true division amax / 448 would give 2^-16.
+TEST(Fp8DeepGemm, BlockScaleMultipliesByTheFp32Reciprocal) {
+  const float amax = 0.006835939362645149f;
+  EXPECT_EQ(ue8m0_block_scale(amax), std::ldexp(1.0f, -15));
+  EXPECT_EQ(ceil_to_ue8m0(amax / 448.0f), std::ldexp(1.0f, -16));
+  EXPECT_EQ(ue8m0_block_scale(0.0f), std::ldexp(1.0f, -22));
+  EXPECT_EQ(ue8m0_block_scale(448.0f), 1.0f);
+}
+
 TEST(Fp8DeepGemm, TinyBlocksClampTo1e4) {
   OwnedTensor w(DType::F8_E4M3, {1, 3});
   w.bytes = {0x00, 0x80, 0x08};  // 0, -0, 2^-6 (1/64)
