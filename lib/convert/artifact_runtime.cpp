@@ -523,6 +523,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   // what vLLM computes from this checkpoint (the stage itself is proven byte-exact by the
   // integrity check's unpack against the staged source).
   std::map<std::string, ValueStage::Prepared> stages;
+  bool per_tensor_requant = false;  // w13's stage folds the two shard scales into one (DeepGEMM's keeps its block scales)
   if (!L.ranks.empty()) {
     RankGeometry g;
     g.hidden = g.padded_hidden = H;
@@ -535,6 +536,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
       const ValueStage* stage = find_value_stage(t.value_stage);
       if (!stage) throw_bad_input(source_path, t.name, "unknown value stage `" + t.value_stage + "`");
       stages[role] = stage->prepare(reduction_input(source, *sl, role, g, 0, sl->num_experts, SwigluFacts{L.swiglu_limit, L.swiglu_beta}));
+      if (role == "w13_weight" && t.value_stage == "vllm.fp8_requant_w13_max_scale(e9d1398d9)") per_tensor_requant = true;
     }
   }
   // WNA16: vLLM loads float scales into parameters of the model dtype, and ignores g_idx
@@ -569,7 +571,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     if (*format == ex::WeightFormat::fp8_e4m3 || *format == ex::WeightFormat::int8) {
       // vLLM's requantization to the larger w13 scale: the codes changed above, the scale is the maximum.
       float g13 = 1.0f;
-      if (auto it = stages.find("w13_weight"); it != stages.end()) {
+      if (auto it = stages.find("w13_weight"); it != stages.end() && per_tensor_requant) {
         g13 = it->second.multiplier(e, 1.0f);
         p.tensors.erase("w13_weight_scale");
       }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "lib/convert/fp8_deepgemm.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 
@@ -135,7 +136,8 @@ const ValueStage* find_fp8_value_stage(std::string_view id) {
   static const RequantW13 requant;
   static const ClampBlockScales clamp;
   if (id == requant.name()) return &requant;
-  return id == clamp.name() ? &clamp : nullptr;
+  if (id == clamp.name()) return &clamp;
+  return find_fp8_deepgemm_stage(id);
 }
 
 bool is_fp8_scale_role(const std::string& role) {
@@ -169,6 +171,9 @@ OwnedTensor load_fp8_scale(const std::string& role, const OwnedTensor& in, const
     throw Error(ErrorKind::refused, role + ": vLLM raises ValueError: The input_size of down's weight = " + std::to_string(per_rank) +
                                         " is not divisible by weight quantization block_k = " + std::to_string(g.fp8_block_k) + ".");
   if (P != per_rank) throw Error(ErrorKind::refused, role + ": block-scaled FP8 with a padded intermediate size is not reproduced");
+  if (g.padded_hidden != g.hidden)
+    throw Error(ErrorKind::refused, role + ": block-scaled FP8 with a padded hidden size (" + std::to_string(g.hidden) + " -> " + std::to_string(g.padded_hidden) +
+                                        ", the all2all backend's rounding) is not reproduced: the checkpoint's block scales do not cover the padded weight");
   if (w13) {
     const uint64_t halves = g.gated ? 2 : 1, whole = ceil_div(I, g.fp8_block_n), take = ceil_div(per_rank, g.fp8_block_n);
     if (rows != halves * whole) throw_internal("fp8 loader: " + role + " has " + std::to_string(rows) + " block rows, expected " + std::to_string(halves * whole));

@@ -241,14 +241,46 @@ Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// DeepGEMM (quantization/utils/fp8_utils.py `prepare_fp8_moe_layer_for_deepgemm` @ e9d1398d9,
+// after the same method steps; only 128x128 block layers reach it): with
+// is_deep_gemm_e8m0_used() (DeepGEMM supported, which selecting it implies, and
+// VLLM_USE_DEEP_GEMM_E8M0, default 1) every expert's w13 and w2 are requantized to power-of-two
+// block scales (lib/convert/fp8_deepgemm.h), then DeepGEMM's transform_sf_into_required_layout
+// with recipe (1, 128, 128) (csrc/apis/layout.hpp): SM90, or E8M0 off anywhere, keeps the fp32
+// [N/128, K/128] grid as it is (a layout check only); the SM100 family broadcasts each block row
+// to its 128 rows and packs four UE8M0 bytes per int32, MN-major, MN padded to 4 (not written
+// by this build, refused by name); SM120 with E8M0 reaches DG_HOST_UNREACHABLE.
+Roles fp8_deepgemm_roles(const SelectionContext& c, const Selection& s) {
+  if (!s.weight_key || *s.weight_key != kFp8Static128BlockSym)
+    return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_deepgemm(asserts block_quant,refused)"}};
+  Roles r = fp8_checkpoint_roles(c, s);
+  if (!c.deployment.env.int_flag("VLLM_USE_DEEP_GEMM_E8M0", true)) return r;
+  const Device& d = c.deployment.device;
+  const std::string scale = c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  std::string scale_layout = kFp8Unchanged;
+  if (d.is_device_capability_family(100))
+    scale_layout = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9,not_implemented)";
+  else if (d.is_device_capability_family(120))
+    scale_layout = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm120 fp32 with E8M0: DG_HOST_UNREACHABLE,refused)";
+  for (auto& [role, id] : r) {
+    if (role == "w13_weight" || role == "w2_weight") id = std::string("deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9) => ") + kFp8Unchanged;
+    else if (role == "w13_" + scale || role == "w2_" + scale) id = "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9) => " + scale_layout;
+  }
+  return r;
+}
+
 std::span<const LayoutRow> fp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "DEEPGEMM",
-       .roles = {{"w13_weight", "deep_gemm.requant_ue8m0"}, {"w2_weight", "deep_gemm.requant_ue8m0"},
-                 {"w13_weight_scale", "deep_gemm.sf_layout(ue8m0)"}, {"w2_weight_scale", "deep_gemm.sf_layout(ue8m0)"}}},
+       .roles = {{"w13_weight", "E8M0: requantized to power-of-two 128x128 block scales"}, {"w2_weight", "E8M0: requantized likewise"},
+                 {"w13_weight_scale", "fp32 grid (SM90, or E8M0 off); SM100: packed UE8M0, MN-major"},
+                 {"w2_weight_scale", "fp32 grid (SM90, or E8M0 off); SM100: packed UE8M0, MN-major"}},
+       .roles_of = fp8_deepgemm_roles},
       {.backend = "BATCHED_DEEPGEMM",
-       .roles = {{"w13_weight", "deep_gemm.requant_ue8m0"}, {"w2_weight", "deep_gemm.requant_ue8m0"},
-                 {"w13_weight_scale", "deep_gemm.sf_layout(ue8m0)"}, {"w2_weight_scale", "deep_gemm.sf_layout(ue8m0)"}}},
+       .roles = {{"w13_weight", "E8M0: requantized to power-of-two 128x128 block scales"}, {"w2_weight", "E8M0: requantized likewise"},
+                 {"w13_weight_scale", "fp32 grid (SM90, or E8M0 off); SM100: packed UE8M0, MN-major"},
+                 {"w2_weight_scale", "fp32 grid (SM90, or E8M0 off); SM100: packed UE8M0, MN-major"}},
+       .roles_of = fp8_deepgemm_roles},
       {.backend = "MARLIN",
        .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"},
                  {"w13_weight_scale", "marlin.fp8_scales"}, {"w2_weight_scale", "marlin.fp8_scales"}}},

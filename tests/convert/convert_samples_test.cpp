@@ -38,6 +38,8 @@ oracle::Deployment deployment_for(const Case& c) {
     else if (k == "dtype") d.model_dtype = *oracle::parse_float_type(v);
     else if (k == "ep") d.parallel.enable_expert_parallel = v == "1";
     else if (k == "eplb") d.parallel.enable_eplb = v == "1";
+    else if (k == "dp") d.parallel.dp = std::stoi(v);
+    else if (k == "all2all") d.parallel.all2all_backend = v;
     else if (k == "model-activation") continue;  // applied to the checkpoint's facts (convert_and_check)
     else throw std::runtime_error("unknown test flag " + k);
   }
@@ -272,6 +274,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct-fp8-block", "sm90", {"moe-backend=flashinfer_cutlass"}, "FLASHINFER_CUTLASS"},
                       Case{"deepseek-v3-fp8", "sm100", {}, "FLASHINFER_TRTLLM"},       // [w3; w1], 16-row shuffle, BlockMajorK
                       Case{"ct-fp8-block", "sm100", {"tp=2", "ep=1"}, "FLASHINFER_TRTLLM"},
+                      // DeepGEMM: E8M0 (the default) requantizes to power-of-two block scales; SM90 keeps the fp32 grid
+                      Case{"deepseek-v3-fp8", "sm90", {"moe-backend=deep_gemm"}, "DEEPGEMM"},
+                      Case{"ct-fp8-block", "sm90", {"moe-backend=deep_gemm"}, "DEEPGEMM"},
+                      Case{"deepseek-v3-fp8", "sm90", {"moe-backend=deep_gemm", "dp=2", "ep=1", "all2all=deepep_low_latency"}, ""},  // hidden 128 -> 2048: block scales of a padded hidden size not reproduced
+                      Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm", "env=VLLM_USE_DEEP_GEMM_E8M0:0"}, "DEEPGEMM"},  // fp32, unchanged
+                      Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm"}, ""},  // packed UE8M0 scales: not implemented yet
+                      Case{"deepseek-v3-fp8", "sm120", {"moe-backend=deep_gemm"}, ""},  // DeepGEMM: DG_HOST_UNREACHABLE
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
                       Case{"ct-fp8-block", "cpu-amx", {}, "CPU"},     // sgl convert_weight_packed (VNNI-2)
                       Case{"ct-fp8-channel", "cpu-amx", {}, ""},      // NONE: vLLM raises "Unsupported FP8 MoE backend"

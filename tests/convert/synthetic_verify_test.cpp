@@ -31,6 +31,7 @@ struct Case {
   std::string expected_backend = "MARLIN";  // "" = refused (exit 3)
   int intermediate = 512;
   std::string refusal = "";  // a part of the refusal's message, when refused
+  std::string moe_backend = "auto";
 };
 
 class SyntheticVerify : public ::testing::TestWithParam<Case> {};
@@ -48,6 +49,7 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(c.target));
   dep.parallel.tp = c.tp;
   dep.parallel.enable_expert_parallel = c.ep;
+  dep.moe_backend = c.moe_backend;
   auto decisions = decide_layers(ck, dep);
   ASSERT_FALSE(decisions.empty());
   ConvertRequest req;
@@ -116,6 +118,16 @@ INSTANTIATE_TEST_SUITE_P(Wna16Triton, SyntheticVerify,
 // FlashInfer: per-tensor w13 requantized then [w3; w1] (CUTLASS) or interleaved and shuffled
 // (TRT-LLM); block layers on CUTLASS swap w13 and its scale rows. An intermediate size per rank
 // that is not a multiple of 16 would need vLLM's end padding before the swap: refused.
+// DeepGEMM with E8M0: every rank's w13 / w2 requantized block by block (the blocks never straddle
+// a rank's slice, so TP and the whole-layer reference agree).
+INSTANTIATE_TEST_SUITE_P(Fp8DeepGemm, SyntheticVerify,
+                         ::testing::Values(Case{"deepseek-v3-fp8", 1, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
+                                           Case{"deepseek-v3-fp8", 2, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
+                                           Case{"ct-fp8-block", 4, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
+                                           Case{"deepseek-v3-fp8", 4, true, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
+                                           Case{"ct-fp8-block", 2, false, "sm100", "", 512, "packed_ue8m0", "deep_gemm"}),
+                         case_name);
+
 INSTANTIATE_TEST_SUITE_P(Fp8FlashInfer, SyntheticVerify,
                          ::testing::Values(Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS"}, Case{"ct-fp8-tensor", 4, true, "sm100", "FLASHINFER_TRTLLM"},
                                            Case{"modelopt-fp8", 4, false, "sm100", "FLASHINFER_TRTLLM"},
