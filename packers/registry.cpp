@@ -14,6 +14,7 @@
 #include "packers/deepgemm_mxfp4_scales.h"
 #include "packers/flashinfer_cutlass_mxfp4.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
+#include "packers/marlin_fp8.h"
 #include "packers/marlin_mxfp4.h"
 #include "packers/marlin_wna16.h"
 #include "packers/nvfp4_layouts.h"
@@ -231,6 +232,7 @@ constexpr RowSpec kRows[] = {
    "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
    "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
+  {&make<Fp8AsGptqInt32Layout>, "FP8 Marlin weight input: [N, K] bytes as GPTQ-packed int32 [K/4, N] (pack_fp8_to_int32(size_k_first=False).T)"},
   {&make<CpuSglWeightPackedFp8Layout>, "CPU FP8 W8A16 block (CPUExpertsFp8): sgl convert_weight_packed, VNNI-2 pairs in 32-row blocks [K/2, 32, 2]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},

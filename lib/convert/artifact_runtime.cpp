@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "formats/safetensors/file.h"
+#include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
@@ -110,7 +111,8 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
     rr.bytes = files.read(t);
     if (local == 0 || rr.bytes.size() % local) throw_bad_input(manifest_path, t.name, std::to_string(rr.bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
     rr.slab = rr.bytes.size() / local;
-    if (derived.kind == DerivedKind::act_order_weight) rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(derived.inner));
+    if (derived.kind == DerivedKind::act_order_weight || derived.kind == DerivedKind::through_inner)
+      rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(derived.inner));
     else if (derived.kind == DerivedKind::none) rr.layout = std::shared_ptr<const packers::Layout>(packers::make_layout(t.layout));
     rr.canonical_template = OwnedTensor(dtype_of(t.canonical_dtype, manifest_path), t.canonical_shape);
     if (byte_size(rr.canonical_template.dtype, t.canonical_shape) == 0) throw_bad_input(manifest_path, t.name, "empty canonical shape");
@@ -199,8 +201,10 @@ uint64_t fp8_block_of(const std::string& weight_key) { return weight_key.find("1
 // (per tensor), one per w13 shard ([2]: the checkpoint's w1 and w3 scales), [n, 1] per channel,
 // or 2-D blocks of `block` x `block`; none when the rank holds it per layer, as the
 // `multiplier` (vLLM's requantized per-tensor w13 scale).
+// With `marlin_scales`, the scale is Marlin's [G, n] channel- or group-wise grid in the params
+// dtype with the exponent bias fused in (lib/convert/fp8_marlin.h): G groups along k.
 std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, uint64_t block,
-                                     float multiplier, const std::string& where) {
+                                     float multiplier, const std::string& where, bool marlin_scales = false) {
   auto it = t.find(proj + "weight");
   if (it == t.end()) throw_bad_input(where, proj + "weight", "FP8 experts need their weights");
   const OwnedTensor& w = it->second;
@@ -209,6 +213,15 @@ std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t
   if (s == t.end()) return ex::dequantize_fp8(w, std::vector<float>{1.0f}, n, k, n, k, multiplier, where + " " + proj);
   const std::vector<float> scales = ex::float_values(s->second);
   const std::vector<uint64_t>& shape = s->second.shape;
+  if (marlin_scales) {
+    if (shape.size() != 2 || shape[1] != n || shape[0] == 0 || k % shape[0])
+      throw_bad_input(where, proj + "weight_scale", "Marlin FP8 scales " + shape_string(shape) + " are no [groups, " + std::to_string(n) + "] grid");
+    const uint64_t groups = shape[0];
+    std::vector<float> by_row(scales.size());  // [n, G]
+    for (uint64_t g = 0; g < groups; ++g)
+      for (uint64_t r = 0; r < n; ++r) by_row[r * groups + g] = scales[g * n + r];
+    return ex::dequantize_fp8(w, by_row, n, k, 1, k / groups, multiplier / fp8_marlin_scale_bias(s->second.dtype), where + " " + proj);
+  }
   uint64_t block_rows = n, block_cols = k;
   if (scales.size() == 2 && shape.size() == 1) block_rows = n / 2;                  // per shard
   else if (shape.size() == 2 && shape[1] == 1 && shape[0] == n) block_rows = 1;     // per channel
@@ -220,7 +233,7 @@ std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t
 // The float weights of one expert from its canonical tensors (keyed by role); `g13`, `g2`
 // multiply every value (NVFP4's second level).
 ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
-                                 const std::string& where, float g13 = 1.0f, float g2 = 1.0f, uint64_t fp8_block = 0) {
+                                 const std::string& where, float g13 = 1.0f, float g2 = 1.0f, uint64_t fp8_block = 0, bool marlin_scales = false) {
   auto get = [&](const std::string& role) -> const OwnedTensor* {
     auto it = t.find(role);
     if (it == t.end()) it = t.find(role + "_packed");  // compressed-tensors' name before vLLM renames it
@@ -230,8 +243,8 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   if (const OwnedTensor* b = get("w13_bias")) m.w13_bias = ex::float_values(*b);
   if (const OwnedTensor* b = get("w2_bias")) m.w2_bias = ex::float_values(*b);
   if (format == ex::WeightFormat::fp8_e4m3 || format == ex::WeightFormat::int8) {
-    m.w13 = fp8_weight_values(t, "w13_", n13, hidden, fp8_block, g13, where);
-    m.w2 = fp8_weight_values(t, "w2_", hidden, inter, fp8_block, g2, where);
+    m.w13 = fp8_weight_values(t, "w13_", n13, hidden, fp8_block, g13, where, marlin_scales);
+    m.w2 = fp8_weight_values(t, "w2_", hidden, inter, fp8_block, g2, where, marlin_scales);
     return m;
   }
   if (format == ex::WeightFormat::int_wna16) {
@@ -381,6 +394,9 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
     const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
     RankTensorsRead rt = read_rank(impl_->files, rank, first, local, impl_->manifest_path);
     const std::string where = impl_->manifest_path + " (" + L.prefix + ", rank " + std::to_string(rank.rank) + ")";
+    bool marlin_scales = false;  // FP8 on Marlin: scales are the biased [G, N] grid
+    for (const auto& [role, t] : rank.tensors)
+      if (t.layout.rfind("vllm.fp8_marlin_scales(", 0) == 0) marlin_scales = true;
     ex::ExpertSource source = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
       if (e < rt.first_expert || e >= rt.first_expert + rt.local_experts) return std::nullopt;
       std::map<std::string, OwnedTensor> canonical;
@@ -396,7 +412,7 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
           if (e - rt.first_expert >= sc->second.values.size()) throw_bad_input(where, "w13_weight_scale", "holds fewer values than the rank's experts");
           g13 = sc->second.values[e - rt.first_expert];
         }
-        return matrices_from(canonical, format, n13, Hp, P, where, g13, 1.0f, fp8_block_of(L.weight_key.value_or("")));
+        return matrices_from(canonical, format, n13, Hp, P, where, g13, 1.0f, fp8_block_of(L.weight_key.value_or("")), marlin_scales);
       }
       return matrices_from(canonical, format, n13, Hp, P, where);
     };
@@ -574,6 +590,8 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
       if (auto it = stages.find("w13_weight"); it != stages.end() && per_tensor_requant) {
         g13 = it->second.multiplier(e, 1.0f);
         p.tensors.erase("w13_weight_scale");
+        // Marlin holds that maximum in the params dtype.
+        if (auto sc = stages.find("w13_weight_scale"); sc != stages.end()) g13 = sc->second.multiplier(e, g13);
       }
       return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")", g13, 1.0f, fp8_block_of(L.weight_key.value_or("")));
     }

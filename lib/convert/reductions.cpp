@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/core/codecs.h"
+#include "lib/convert/fp8_marlin.h"
 #include "lib/convert/fp8_prepare.h"
 #include "lib/convert/nvfp4_prepare.h"
 #include "lib/core/error.h"
@@ -68,6 +69,7 @@ const LayerReduction* find_reduction(std::string_view layout_id) {
 
 const ValueStage* find_value_stage(std::string_view id) {
   if (const ValueStage* s = find_fp8_value_stage(id)) return s;
+  if (const ValueStage* s = find_fp8_marlin_value_stage(id)) return s;
   return find_nvfp4_value_stage(id);
 }
 

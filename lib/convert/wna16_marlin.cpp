@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "lib/convert/fp8_marlin.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
@@ -211,8 +212,8 @@ class EmptyInt32 final : public ExpertDerivation {
   std::string name() const override { return kEmptyInt32; }
   std::vector<std::string> inputs() const override { return {}; }
   DType dtype() const override { return DType::I32; }
-  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor>) const override { return {0}; }
-  void produce(std::span<const OwnedTensor>, std::span<uint8_t>, const std::string&) const override {}
+  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor>, const RankGeometry&) const override { return {0}; }
+  void produce(std::span<const OwnedTensor>, const RankGeometry&, std::span<uint8_t>, const std::string&) const override {}
 };
 
 class SortGIdx final : public ExpertDerivation {
@@ -221,8 +222,8 @@ class SortGIdx final : public ExpertDerivation {
   std::string name() const override { return indices_ ? kSortIndices : kSortedGIdx; }
   std::vector<std::string> inputs() const override { return {g_idx_}; }
   DType dtype() const override { return DType::I32; }
-  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in) const override { return {in[0].bytes.size() / 4}; }
-  void produce(std::span<const OwnedTensor> in, std::span<uint8_t> out, const std::string& what) const override {
+  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return {in[0].bytes.size() / 4}; }
+  void produce(std::span<const OwnedTensor> in, const RankGeometry&, std::span<uint8_t> out, const std::string& what) const override {
     const std::span<const int32_t> g = as_i32(in[0], what + " " + g_idx_);
     const std::vector<int32_t> order = stable_g_idx_order(g, groups_, what + " " + g_idx_);
     for (size_t i = 0; i < order.size(); ++i) {
@@ -245,8 +246,8 @@ class ActOrderWeight final : public ExpertDerivation {
   std::string name() const override { return std::string(kActOrderGather) + " | " + inner_id_; }
   std::vector<std::string> inputs() const override { return {weight_, g_idx_}; }
   DType dtype() const override { return DType::I32; }
-  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in) const override { return inner_->packed_shape(in[0].shape); }
-  void produce(std::span<const OwnedTensor> in, std::span<uint8_t> out, const std::string& what) const override {
+  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return inner_->packed_shape(in[0].shape); }
+  void produce(std::span<const OwnedTensor> in, const RankGeometry&, std::span<uint8_t> out, const std::string& what) const override {
     const OwnedTensor& w = in[0];
     const std::span<const int32_t> g = as_i32(in[1], what + " " + g_idx_);
     const uint64_t rows = w.shape[0], n = w.shape[1];
@@ -280,6 +281,7 @@ class ActOrderWeight final : public ExpertDerivation {
 
 std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
+  if (auto fp8 = make_fp8_marlin_scales(role, layout_id)) return fp8;
   if (layout_id == kEmptyInt32) return std::make_shared<EmptyInt32>();
   const bool sorted = layout_id == kSortedGIdx, indices = layout_id == kSortIndices;
   const bool gather = layout_id.rfind(std::string(kActOrderGather) + " | ", 0) == 0;
@@ -302,7 +304,7 @@ void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeL
     if (it == params.tensors.end()) throw_internal("expert " + std::to_string(expert) + " of " + layer.prefix + " has no " + input);
     inputs.push_back(load_expert_param(input, it->second, g));
   }
-  derivation.produce(inputs, out, "layer " + layer.prefix + " expert " + std::to_string(expert));
+  derivation.produce(inputs, g, out, "layer " + layer.prefix + " expert " + std::to_string(expert));
 }
 
 PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
@@ -321,7 +323,7 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
   t.role = role;
   t.name = layer.prefix + "." + role;
   t.dtype = derivation->dtype();
-  const std::vector<uint64_t> slab = derivation->slab_shape(probes);
+  const std::vector<uint64_t> slab = derivation->slab_shape(probes, g);
   t.shape = slab;
   t.shape.insert(t.shape.begin(), local_experts);
   t.layout = derivation->name();
@@ -329,6 +331,11 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
   t.slab_bytes = byte_size(t.dtype, slab);
   t.canonical_dtype = probes.empty() ? t.dtype : probes[0].dtype;
   t.canonical_shape = probes.empty() ? slab : probes[0].shape;
+  if (auto u = derivation->unpacked(probes, g)) {
+    t.canonical_dtype = u->dtype;
+    t.canonical_shape = u->shape;
+  }
+  t.value_stage = derivation->reference_stage();
   const ckpt::Checkpoint* ck = &checkpoint;
   const ckpt::MoeLayer* lay = &layer;
   t.produce = [ck, lay, derivation, g, first_expert](uint64_t e, std::span<uint8_t> out) {
@@ -338,6 +345,10 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
 }
 
 DerivedLayout derived_layout(const std::string& layout_id) {
+  if (layout_id.rfind("vllm.fp8_marlin_scales(", 0) == 0) {
+    const size_t sep = layout_id.find(packers::kPipelineSeparator);
+    if (sep != std::string::npos) return {DerivedKind::through_inner, layout_id.substr(sep + packers::kPipelineSeparator.size())};
+  }
   if (layout_id == kEmptyInt32) return {DerivedKind::empty, ""};
   if (layout_id == kSortedGIdx) return {DerivedKind::sorted_g_idx, ""};
   if (layout_id == kSortIndices) return {DerivedKind::sort_indices, ""};

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -62,9 +63,20 @@ class ExpertDerivation {
   virtual std::string name() const = 0;                 // manifest layout
   virtual std::vector<std::string> inputs() const = 0;  // roles read per expert (loaded)
   virtual DType dtype() const = 0;
-  virtual std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> inputs) const = 0;
+  // `g` is the rank's loader geometry (sizes the output may need beyond its inputs' shapes).
+  virtual std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> inputs, const RankGeometry& g) const = 0;
   // `what` names the layer and expert for errors.
-  virtual void produce(std::span<const OwnedTensor> inputs, std::span<uint8_t> out, const std::string& what) const = 0;
+  virtual void produce(std::span<const OwnedTensor> inputs, const RankGeometry& g, std::span<uint8_t> out, const std::string& what) const = 0;
+  // What the runtime unpacks the output to (its manifest `canonical`), when that is not the first
+  // input's loaded form: a derivation followed by a packer unpacks through the packer.
+  struct Unpacked {
+    DType dtype;
+    std::vector<uint64_t> shape;
+  };
+  virtual std::optional<Unpacked> unpacked(std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
+  // A value stage the reference applies to the source param before computing (the manifest's
+  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none.
+  virtual std::string reference_stage() const { return ""; }
 };
 
 // nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.
@@ -77,10 +89,12 @@ void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeL
                             uint64_t expert, std::span<uint8_t> out);
 
 // Reading a derived output back (the runtime experts): what a layout id is.
-enum class DerivedKind { none, empty, sorted_g_idx, sort_indices, act_order_weight };
+enum class DerivedKind { none, empty, sorted_g_idx, sort_indices, act_order_weight, through_inner };
 struct DerivedLayout {
   DerivedKind kind = DerivedKind::none;
-  std::string inner;  // act_order_weight: the Marlin repack applied after the gather
+  // act_order_weight: the Marlin repack applied after the gather; through_inner: the packer the
+  // derived values go through last (FP8 Marlin scales), whose inverse gives the manifest canonical.
+  std::string inner;
 };
 DerivedLayout derived_layout(const std::string& layout_id);
 

@@ -241,6 +241,36 @@ Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// Marlin (quantization/utils/marlin_utils_fp8.py `prepare_fp8_moe_layer_for_marlin` @ e9d1398d9;
+// lib/convert/fp8_marlin.h): weights through pack_fp8_to_int32 and the 8-bit repack; scales
+// rebuilt channel- or group-wise in the params dtype with Marlin's exponent bias. 8-bit Marlin
+// activations raise ("Marlin W8A8 is not supported"); an fp32 model has no FP8 exponent bias in
+// vLLM (fp8_fused_exponent_bias_into_scales knows fp16 and bf16 only).
+Roles fp8_marlin_roles(const SelectionContext& c, const Selection& s) {
+  if (auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE"); v && (*v == "fp8" || *v == "int8"))
+    return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_marlin(raises NotImplementedError: Marlin W8A8 is not supported,refused)"}};
+  const FloatType dtype = c.deployment.model_dtype;
+  if (dtype == FloatType::float32) return {{"w13_weight", "vllm.fp8_fused_exponent_bias_into_scales(fp32 params,refused)"}};
+  const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
+  const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
+  const std::string kind = block ? "block" : per_tensor ? "tensor" : "channel", d = dtype == FloatType::bfloat16 ? "BF16" : "F16";
+  const int n = c.moe.intermediate_size_per_partition, padded = marlin_moe_padded_intermediate(n, block ? 128 : -1), hidden = c.moe.hidden_dim;
+  auto scales = [&](bool grouped) {
+    return "vllm.fp8_marlin_scales(kind=" + kind + ",params_dtype=" + d + ",e9d1398d9) | vllm.marlin_moe_permute_scales(perm=" +
+           (grouped ? "grouped" : "single") + ",params_dtype=" + d + ",is_a_8bit=0,e9d1398d9)";
+  };
+  const std::string weight = "vllm.pack_fp8_to_int32(size_k_first=0,transposed,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=8,is_a_8bit=0,e9d1398d9)";
+  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  Roles r = fp8_checkpoint_roles(c, s);
+  for (auto& [role, id] : r) {
+    if (role == "w13_weight") id = per_tensor && c.moe.is_act_and_mul() ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " + weight : weight;
+    else if (role == "w2_weight") id = weight;
+    else if (role == "w13_" + scale) id = scales(block && 128 < hidden);
+    else if (role == "w2_" + scale) id = scales(block && 128 < padded);
+  }
+  return r;
+}
+
 // DeepGEMM (quantization/utils/fp8_utils.py `prepare_fp8_moe_layer_for_deepgemm` @ e9d1398d9,
 // after the same method steps; only 128x128 block layers reach it): with
 // is_deep_gemm_e8m0_used() (DeepGEMM supported, which selecting it implies, and
@@ -282,8 +312,10 @@ std::span<const LayoutRow> fp8_layouts() {
                  {"w2_weight_scale", "fp32 grid (SM90, or E8M0 off); SM100: packed UE8M0, MN-major"}},
        .roles_of = fp8_deepgemm_roles},
       {.backend = "MARLIN",
-       .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"},
-                 {"w13_weight_scale", "marlin.fp8_scales"}, {"w2_weight_scale", "marlin.fp8_scales"}}},
+       .roles = {{"w13_weight", "FP8 bytes as GPTQ int32, then gptq_marlin_repack(num_bits=8)"}, {"w2_weight", "the same"},
+                 {"w13_weight_scale", "channel-/group-wise [G, N] in the params dtype, exponent bias fused, marlin_permute_scales"},
+                 {"w2_weight_scale", "the same"}},
+       .roles_of = fp8_marlin_roles},
       {.backend = "FLASHINFER_TRTLLM",
        .roles = {{"w13_weight", "[w3; w1], gate/up rows interleaved, shuffle_matrix_a (per-tensor); BlockMajorK (block)"},
                  {"w2_weight", "shuffle_matrix_a (per-tensor); BlockMajorK (block)"},

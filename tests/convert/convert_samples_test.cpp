@@ -283,6 +283,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"deepseek-v3-fp8", "sm120", {"moe-backend=deep_gemm"}, ""},  // DeepGEMM: DG_HOST_UNREACHABLE
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
                       Case{"ct-fp8-block", "cpu-amx", {}, "CPU"},     // sgl convert_weight_packed (VNNI-2)
+                      Case{"ct-fp8-tensor", "sm80", {}, "MARLIN"},      // int32 view + 8-bit repack, biased channel-wise scales
+                      Case{"ct-fp8-channel", "sm80", {"tp=2"}, "MARLIN"}, Case{"deepseek-v3-fp8", "sm80", {}, "MARLIN"},
+                      Case{"modelopt-fp8", "sm86", {"dtype=fp16"}, "MARLIN"}, Case{"ct-fp8-block", "sm80", {"tp=2", "ep=1"}, "MARLIN"},
+                      Case{"llama4-fp8", "sm80", {"tp=2"}, "MARLIN"},
+                      Case{"ct-fp8-tensor", "sm80", {"env=VLLM_MARLIN_INPUT_DTYPE:fp8"}, ""},  // "Marlin W8A8 is not supported"
                       Case{"ct-fp8-channel", "cpu-amx", {}, ""},      // NONE: vLLM raises "Unsupported FP8 MoE backend"
                       Case{"deepseek-v3-fp8", "cpu-amx", {}, ""}),    // NONE: CPUExpertsFp8 does not take DeepSeek routing
     case_name);

@@ -108,6 +108,14 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                                            Case{"ct-w8a8-int8", 4, false, "sm90", "TRITON"}, Case{"ct-w8a8-int8", 2, true, "sm89", "TRITON"}),
                          case_name);
 
+// FP8 on Marlin (Ampere): channel-wise and per-tensor layers padded to a Marlin tile (480 / 2 = 240
+// -> 256 per rank), 128x128 blocks as group-wise scales at TP 2 and 4.
+INSTANTIATE_TEST_SUITE_P(Fp8Marlin, SyntheticVerify,
+                         ::testing::Values(Case{"ct-fp8-channel", 2, false, "sm80", "MARLIN", 480}, Case{"modelopt-fp8", 2, true, "sm80", "MARLIN", 480},
+                                           Case{"ct-fp8-block", 2, false, "sm80", "MARLIN"}, Case{"deepseek-v3-fp8", 4, true, "sm80", "MARLIN"},
+                                           Case{"ct-fp8-tensor", 4, false, "sm86", "MARLIN"}),
+                         case_name);
+
 // compressed-tensors WNA16 where Marlin cannot take the rank's size: group scales that a rank
 // would split are vLLM's ValueError (Triton itself: convert_samples_test's moe-backend rows).
 INSTANTIATE_TEST_SUITE_P(Wna16Triton, SyntheticVerify,
