@@ -1,13 +1,15 @@
-// See flashinfer_trtllm_bf16.h for the drawn layout and the upstream definitions.
+// See flashinfer_trtllm_bf16.h for the drawn layouts and the upstream definitions.
 #include "packers/flashinfer_trtllm_bf16.h"
 
 namespace moepack::packers {
 
+template <>
 std::string FlashinferTrtllmBf16Layout::name() const {
   return "flashinfer.trtllm_bf16_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",vllm " + std::string(pins::kVllm) + "," +
          std::string(pins::kFlashInfer) + ")";
 }
 
+template <>
 Accepts FlashinferTrtllmBf16Layout::accepts() const {
   Accepts a;
   a.dtypes = Accepts::Dtypes::bf16;
@@ -19,20 +21,13 @@ Accepts FlashinferTrtllmBf16Layout::accepts() const {
   return a;
 }
 
-void FlashinferTrtllmBf16Layout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  expect_pack_args(canonical, packed);
-  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1], run = kBlockK * 2;
-  for (uint64_t r = 0; r < rows; ++r) {
-    const uint8_t* src = canonical.bytes.data() + source_row(r, rows) * cols * 2;
-    for (uint64_t kb = 0; kb < cols / kBlockK; ++kb) std::memcpy(packed.data() + (kb * rows + r) * run, src + kb * run, run);
-  }
-}
-
+template <>
 std::string FlashinferTrtllmFp8BlockLayout::name() const {
   return "flashinfer.trtllm_fp8_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",epilogue_tile_m=64,block_k=128,vllm " +
          std::string(pins::kVllm) + "," + std::string(pins::kFlashInfer) + ")";
 }
 
+template <>
 Accepts FlashinferTrtllmFp8BlockLayout::accepts() const {
   Accepts a;
   a.dtypes = Accepts::Dtypes::one_byte;
@@ -44,13 +39,17 @@ Accepts FlashinferTrtllmFp8BlockLayout::accepts() const {
   return a;
 }
 
-void FlashinferTrtllmFp8BlockLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  expect_pack_args(canonical, packed);
-  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
+template <BlockMajorKElement E>
+void FlashinferTrtllmBlockMajorKLayout<E>::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
+  this->expect_pack_args(canonical, packed);
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1], run = kBlockK * kElementBytes;
   for (uint64_t r = 0; r < rows; ++r) {
-    const uint8_t* src = canonical.bytes.data() + source_row(r, rows) * cols;
-    for (uint64_t kb = 0; kb < cols / kBlockK; ++kb) std::memcpy(packed.data() + (kb * rows + r) * kBlockK, src + kb * kBlockK, kBlockK);
+    const uint8_t* src = canonical.bytes.data() + source_row(r, rows) * cols * kElementBytes;
+    for (uint64_t kb = 0; kb < cols / kBlockK; ++kb) std::memcpy(packed.data() + (kb * rows + r) * run, src + kb * run, run);
   }
 }
+
+template class FlashinferTrtllmBlockMajorKLayout<BlockMajorKElement::bf16>;
+template class FlashinferTrtllmBlockMajorKLayout<BlockMajorKElement::fp8>;
 
 }  // namespace moepack::packers

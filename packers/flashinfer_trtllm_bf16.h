@@ -64,22 +64,28 @@ constexpr uint64_t shuffle_matrix_a_source_row(uint64_t r, uint64_t block) {
   return (r / block) * block + (block / 8) * (r % 8) + (r % block) / 8;
 }
 
-class FlashinferTrtllmBf16Layout final : public IndexMap<FlashinferTrtllmBf16Layout> {
- public:
-  static constexpr uint64_t kShuffleBlock = 32;  // rows, epilogue_tile_m = 128
-  static constexpr uint64_t kBlockK = 64;        // bf16 elements = 128 bytes
+// Both variants are one layout with the element width and the shuffle's block as parameters.
+enum class BlockMajorKElement { bf16, fp8 };
 
-  explicit FlashinferTrtllmBf16Layout(RowOrder rows) : rows_(rows) {}
+template <BlockMajorKElement E>
+class FlashinferTrtllmBlockMajorKLayout final : public IndexMap<FlashinferTrtllmBlockMajorKLayout<E>> {
+ public:
+  static constexpr bool kFp8 = E == BlockMajorKElement::fp8;
+  static constexpr uint64_t kShuffleBlock = kFp8 ? 16 : 32;  // rows: epilogue_tile_m 64 (fp8), 128 (bf16)
+  static constexpr uint64_t kElementBytes = kFp8 ? 1 : 2;
+  static constexpr uint64_t kBlockK = 128 / kElementBytes;  // elements of a 128-byte block
+
+  explicit FlashinferTrtllmBlockMajorKLayout(RowOrder rows) : rows_(rows) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
-  Units units(DType) const override { return {.canonical_bits = 16, .packed_bits = 16}; }
+  Units units(DType) const override { return {.canonical_bits = 8 * kElementBytes, .packed_bits = 8 * kElementBytes}; }
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 128-byte runs
 
   uint64_t source_row(uint64_t r, uint64_t rows) const { return row_order_source(rows_, shuffle_matrix_a_source_row(r, kShuffleBlock), rows); }
 
-  // Index map, walked packed row by packed row: canonical (src(r), c) -> packed (c/64, r, c%64).
+  // Index map, walked packed row by packed row: canonical (src(r), c) -> packed (c/kBlockK, r, c%kBlockK).
   template <class Fn>
   void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
     const uint64_t rows = shape[0], cols = shape[1];
@@ -96,37 +102,7 @@ class FlashinferTrtllmBf16Layout final : public IndexMap<FlashinferTrtllmBf16Lay
   RowOrder rows_;
 };
 
-// The DeepSeek FP8 block variant (drawn above): 16-row shuffle, 128-byte blocks of F8_E4M3.
-class FlashinferTrtllmFp8BlockLayout final : public IndexMap<FlashinferTrtllmFp8BlockLayout> {
- public:
-  static constexpr uint64_t kShuffleBlock = 16;  // rows, epilogue_tile_m = 64
-  static constexpr uint64_t kBlockK = 128;       // bytes = fp8 elements
-
-  explicit FlashinferTrtllmFp8BlockLayout(RowOrder rows) : rows_(rows) {}
-
-  std::string name() const override;
-  DType packed_dtype(DType canonical) const override { return canonical; }
-  Accepts accepts() const override;
-  Units units(DType) const override { return {.canonical_bits = 8, .packed_bits = 8}; }
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 128-byte runs
-
-  uint64_t source_row(uint64_t r, uint64_t rows) const { return row_order_source(rows_, shuffle_matrix_a_source_row(r, kShuffleBlock), rows); }
-
-  // Index map: canonical (src(r), c) -> packed (c/128, r, c%128).
-  template <class Fn>
-  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
-    const uint64_t rows = shape[0], cols = shape[1];
-    for (uint64_t r = 0; r < rows; ++r) {
-      const uint64_t source = source_row(r, rows);
-      for (uint64_t c = 0; c < cols; ++c) fn(source * cols + c, ((c / kBlockK) * rows + r) * kBlockK + c % kBlockK);
-    }
-  }
-
- protected:
-  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[1] / kBlockK, shape[0], kBlockK}; }
-
- private:
-  RowOrder rows_;
-};
+using FlashinferTrtllmBf16Layout = FlashinferTrtllmBlockMajorKLayout<BlockMajorKElement::bf16>;
+using FlashinferTrtllmFp8BlockLayout = FlashinferTrtllmBlockMajorKLayout<BlockMajorKElement::fp8>;
 
 }  // namespace moepack::packers

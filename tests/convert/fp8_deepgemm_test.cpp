@@ -11,37 +11,18 @@
 #include "lib/convert/reductions.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "support/reduction_input.h"
+#include "support/tensors.h"
 
 namespace moepack::convert {
 namespace {
 
+constexpr auto f32 = test::f32_tensor;
+constexpr auto floats = test::f32_values;
+constexpr auto input_of = test::reduction_input;
+
 constexpr const char* kWeightStage = "deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9)";
 constexpr const char* kScaleStage = "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)";
-
-OwnedTensor f32(std::vector<uint64_t> shape, std::vector<float> v) {
-  OwnedTensor t(DType::F32, shape);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
-}
-
-std::vector<float> floats(const OwnedTensor& t) {
-  std::vector<float> v(t.bytes.size() / 4);
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
-
-ReductionInput input_of(std::string role, std::map<std::string, std::vector<OwnedTensor>> params) {
-  ReductionInput in;
-  in.role = std::move(role);
-  in.local_experts = params.begin()->second.size();
-  in.has = [params](const std::string& r) { return params.count(r) > 0; };
-  in.each = [params](const std::string& r, bool, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
-    const auto& list = params.at(r);
-    for (size_t e = 0; e < list.size(); ++e) fn(e, list[e]);
-  };
-  in.where = [](const std::string& r, uint64_t e) { return "layer L, expert " + std::to_string(e) + ", " + r; };
-  return in;
-}
 
 TEST(Fp8DeepGemm, WorkedExample) {
   OwnedTensor w(DType::F8_E4M3, {2, 2});

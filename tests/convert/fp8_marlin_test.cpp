@@ -10,15 +10,12 @@
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
+#include "support/tensors.h"
 
 namespace moepack::convert {
 namespace {
 
-OwnedTensor f32(std::vector<uint64_t> shape, std::vector<float> v) {
-  OwnedTensor t(DType::F32, shape);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
-}
+constexpr auto f32 = test::f32_tensor;
 
 // The grid a derivation writes, unpacked through its permutation: [G, N] as floats.
 std::vector<float> grid_of(const ExpertDerivation& d, const OwnedTensor& in, const RankGeometry& g, const std::string& inner) {

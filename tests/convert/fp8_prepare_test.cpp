@@ -11,44 +11,16 @@
 #include "lib/convert/fp8_prepare.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "support/reduction_input.h"
+#include "support/tensors.h"
 
 namespace moepack::convert {
 namespace {
 
-OwnedTensor f32(std::vector<uint64_t> shape, std::vector<float> v) {
-  OwnedTensor t(DType::F32, shape);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
-}
-
-OwnedTensor bf16(std::vector<uint64_t> shape, std::vector<float> v) {
-  OwnedTensor t(DType::BF16, shape);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t b = float_to_bf16(v[i]);
-    std::memcpy(t.bytes.data() + 2 * i, &b, 2);
-  }
-  return t;
-}
-
-std::vector<float> floats(const OwnedTensor& t) {
-  std::vector<float> v(t.bytes.size() / 4);
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
-
-// Experts' params by role, as the plan would hand them over (already loaded).
-ReductionInput input_of(std::string role, std::map<std::string, std::vector<OwnedTensor>> params) {
-  ReductionInput in;
-  in.role = std::move(role);
-  in.local_experts = params.begin()->second.size();
-  in.has = [params](const std::string& r) { return params.count(r) > 0; };
-  in.each = [params](const std::string& r, bool, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
-    const auto& list = params.at(r);
-    for (size_t e = 0; e < list.size(); ++e) fn(e, list[e]);
-  };
-  in.where = [](const std::string& r, uint64_t e) { return "layer L, expert " + std::to_string(e) + ", " + r; };
-  return in;
-}
+constexpr auto f32 = test::f32_tensor;
+constexpr auto bf16 = test::bf16_tensor;
+constexpr auto floats = test::f32_values;
+constexpr auto input_of = test::reduction_input;
 
 TEST(Fp8Prepare, W13MaxScalePerExpert) {
   const LayerReduction* r = find_reduction("vllm.fp8_w13_max_scale(e9d1398d9)");

@@ -9,24 +9,13 @@
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/experts/int_dequant.h"
+#include "support/tensors.h"
 
 namespace moepack::experts {
 namespace {
 
-OwnedTensor i32(std::vector<uint64_t> shape, std::vector<uint32_t> words) {
-  OwnedTensor t(DType::I32, shape);
-  std::memcpy(t.bytes.data(), words.data(), words.size() * 4);
-  return t;
-}
-
-OwnedTensor bf16(std::vector<uint64_t> shape, std::vector<float> values) {
-  OwnedTensor t(DType::BF16, shape);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t b = float_to_bf16(values[i]);
-    std::memcpy(t.bytes.data() + 2 * i, &b, 2);
-  }
-  return t;
-}
+constexpr auto i32 = test::i32_tensor;
+constexpr auto bf16 = test::bf16_tensor;
 
 TEST(IntDequant, GptqPacksAlongKAndIsSymmetricAroundEight) {
   // K = 8, N = 2: word (0, n) holds k = 0..7 in nibbles, low first. Column 0 codes 0..7, column 1
