@@ -94,4 +94,15 @@ void CpuSglWeightPackedFp8Layout::pack(const TensorView& canonical, std::span<ui
   }
 }
 
+Accepts CpuSglVnni4Int8Layout::accepts() const {
+  Accepts a;
+  a.dtypes = Accepts::Dtypes::one_byte;
+  a.what = "one expert's 2-D I8 weight [OC, K]";
+  a.rows_multiple = kSglBlockN;
+  a.rows_rule = "pack_vnni<int8_t> checks N == BLOCK_N: output rows must be a multiple of 32";
+  a.last_multiple = kTileK;
+  a.last_rule = "K must be a multiple of 32 (TILE_K)";
+  return a;
+}
+
 }  // namespace moepack::packers

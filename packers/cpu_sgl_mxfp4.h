@@ -50,6 +50,16 @@
 //   block of rows 0..31, K = 4:  w<0,0> w<0,1> w<1,0> w<1,1> ... w<31,0> w<31,1> w<0,2> w<0,3> ...
 // Requires OC % 16 == 0 (TILE_N; a 16-row tail block packs with n_size 16) and K % 32 == 0
 // (TILE_K). The shape is unchanged ([OC, K]).
+//
+// ---- convert_weight_packed (INT8: pack_vnni<int8_t>, VNNI-4 with s8s8 compensation) ---------
+// vLLM's CPU INT8 W8A8 MoE (CPUExpertsInt8.process_weights_after_loading @ e9d1398d9): each block
+// of 32 rows (N == BLOCK_N is checked) becomes [K/4, 32, 4] followed by 32 int32 sums, so a row
+// takes K + 4 bytes (get_row_size<int8_t>):
+//   element (32*nb + n, 4*k + d) -> byte 32*nb*(K+4) + 128*k + 4*n + d
+//   bytes 32*nb*(K+4) + 32*K + 4*n .. +3: comp[n] = sum over k of 128 * w[n][k] (s8s8_compensation:
+//   dpbusd of 0x80 with the packed bytes), little-endian int32
+// The index map covers the weight bytes; the sums are values (lib/convert/cpu_int8.h writes them).
+// Requires OC % 32 == 0 and K % 32 == 0. The shape becomes [OC, K + 4].
 #pragma once
 
 #include <algorithm>
@@ -135,6 +145,26 @@ class CpuSglWeightPackedFp8Layout final : public IndexMap<CpuSglWeightPackedFp8L
 
  protected:
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }
+};
+
+class CpuSglVnni4Int8Layout final : public IndexMap<CpuSglVnni4Int8Layout> {
+ public:
+  std::string name() const override { return "cpu.sgl_convert_weight_packed(int8,vnni4)"; }
+  DType packed_dtype(DType canonical) const override { return canonical; }
+  Accepts accepts() const override;
+
+  // Index map in bytes: (row, k) -> its VNNI-4 slot; the compensation bytes are not visited.
+  template <class Fn>
+  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], k = shape[1];
+    for (uint64_t row = 0; row < rows; ++row) {
+      const uint64_t base = (row / kSglBlockN) * kSglBlockN * (k + 4), n = row % kSglBlockN;
+      for (uint64_t c = 0; c < k; ++c) fn(row * k + c, base + (c / 4) * 4 * kSglBlockN + 4 * n + c % 4);
+    }
+  }
+
+ protected:
+  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1] + 4}; }
 };
 
 }  // namespace moepack::packers

@@ -233,6 +233,7 @@ constexpr RowSpec kRows[] = {
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
    "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
   {&make<Fp8AsGptqInt32Layout>, "FP8 Marlin weight input: [N, K] bytes as GPTQ-packed int32 [K/4, N] (pack_fp8_to_int32(size_k_first=False).T)"},
+  {&make<CpuSglVnni4Int8Layout>, "CPU INT8 W8A8 (CPUExpertsInt8): sgl convert_weight_packed VNNI-4 [K/4, 32, 4] per 32-row block, s8s8 sums after each block (written by the derivation)"},
   {&make<CpuSglWeightPackedFp8Layout>, "CPU FP8 W8A16 block (CPUExpertsFp8): sgl convert_weight_packed, VNNI-2 pairs in 32-row blocks [K/2, 32, 2]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},

@@ -54,10 +54,21 @@ Selection select_int8(SelectionContext& ctx) {
                          ctx.activation_format(), {}});
 }
 
+// CPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
+// through sgl-kernel's convert_weight_packed (VNNI-4 plus s8s8 compensation sums, lib/convert/cpu_int8.h).
+std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection& s) {
+  if (s.experts_class != "CPUExpertsInt8") return {{"w13_weight", "vllm.ArmCPUExpertsInt8(Arm prepack,not_reproduced)"}};
+  const std::string packed = "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)";
+  return {{"w13_weight", packed}, {"w2_weight", packed}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}};
+}
+
 std::span<const LayoutRow> int8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CPU",
-       .roles = {{"w13_weight", "cpu.vnni4_packed_with_compensation"}, {"w2_weight", "cpu.vnni4_packed_with_compensation"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .condition_text = "x86 with AMX (CPUExpertsInt8); Arm's ArmCPUExpertsInt8 not reproduced",
+       .roles = {{"w13_weight", "cpu.sgl_s8s8_compensation | cpu.sgl_convert_weight_packed(int8,vnni4)"}, {"w2_weight", "the same"},
+                 {"w13_weight_scale", "vllm.unchanged (fp32)"}, {"w2_weight_scale", "vllm.unchanged (fp32)"}},
+       .roles_of = int8_cpu_roles},
       {.backend = "TRITON",
        .condition_text = "checkpoint bytes; per-channel scales as fp32 parameters",
        .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},

@@ -293,13 +293,14 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // INT8 W8A8 (compressed-tensors, per-channel scales, dynamic int8 activations) on Triton: the
-// checkpoint bytes, fp32 scales. CPUExpertsInt8's VNNI-4 pack appends per-block s8s8
-// compensation sums (values, not an index map): refused for now; HUMMING is external.
+// checkpoint bytes, fp32 scales; on the x86 CPU, sgl-kernel's VNNI-4 pack with the s8s8
+// compensation sums. Arm's pack and HUMMING (external) are refused.
 INSTANTIATE_TEST_SUITE_P(
     Int8, ConvertSamples,
     ::testing::Values(Case{"ct-w8a8-int8", "sm90", {}, "TRITON"}, Case{"ct-w8a8-int8", "sm89", {"tp=2"}, "TRITON"},
                       Case{"ct-w8a8-int8", "sm90", {"tp=2", "ep=1"}, "TRITON"}, Case{"ct-w8a8-int8", "gfx942", {}, "TRITON"},
-                      Case{"ct-w8a8-int8", "cpu-amx", {}, ""}, Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
+                      Case{"ct-w8a8-int8", "cpu-amx", {}, "CPU"}, Case{"ct-w8a8-int8", "cpu-amx", {"tp=2"}, "CPU"},
+                      Case{"ct-w8a8-int8", "cpu-arm", {}, ""}, Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
     case_name);
 
 // MXFP8 (ModelOpt) on FlashInfer TRT-LLM: the MXFP4 TRT-LLM row orders and shuffles on FP8 bytes

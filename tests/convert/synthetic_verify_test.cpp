@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                                            Case{"ct-fp8-tensor", 2, false, "sm89", "TRITON"}, Case{"modelopt-fp8", 4, false, "sm89", "TRITON"},
                                            Case{"ct-fp8-block", 8, false, "sm89", "", 512, "is not divisible by weight quantization block_n = 128"},
                                            Case{"ct-fp8-block", 2, false, "cpu-amx", "CPU"}, Case{"ct-fp8-block", 4, true, "cpu-amx", "CPU"},
-                                           Case{"ct-w8a8-int8", 4, false, "sm90", "TRITON"}, Case{"ct-w8a8-int8", 2, true, "sm89", "TRITON"}),
+                                           Case{"ct-w8a8-int8", 4, false, "sm90", "TRITON"}, Case{"ct-w8a8-int8", 2, true, "sm89", "TRITON"},
+                                           Case{"ct-w8a8-int8", 4, false, "cpu-amx", "CPU"}),
                          case_name);
 
 // FP8 on Marlin (Ampere): channel-wise and per-tensor layers padded to a Marlin tile (480 / 2 = 240

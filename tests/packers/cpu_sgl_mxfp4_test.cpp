@@ -170,5 +170,21 @@ TEST(CpuSglWeightPackedFp8, DrawnExampleAndUpstreamLoop) {
   testing::expect_dtype_refused(layout, DType::BF16, {32, 32});
 }
 
+TEST(CpuSglVnni4Int8, IndexMapLeavesTheCompensationBytes) {
+  CpuSglVnni4Int8Layout layout;
+  EXPECT_EQ(layout.packed_shape(std::vector<uint64_t>{64, 32}), (std::vector<uint64_t>{64, 36}));
+  OwnedTensor w(DType::I8, {32, 32});
+  for (uint64_t n = 0; n < 32; ++n)
+    for (uint64_t k = 0; k < 32; ++k) w.bytes[n * 32 + k] = static_cast<uint8_t>(n * 3 + k);
+  const std::vector<uint8_t> p = pack_all(layout, w);
+  // pack_vnni<int8_t>: packed[k*32*4 + n*4 + d] = weight[n*K + 4k + d]
+  for (uint64_t n = 0; n < 32; ++n)
+    for (uint64_t k = 0; k < 8; ++k)
+      for (uint64_t d = 0; d < 4; ++d) EXPECT_EQ(p[k * 128 + n * 4 + d], w.bytes[n * 32 + 4 * k + d]);
+  for (uint64_t i = 32 * 32; i < 32 * 36; ++i) EXPECT_EQ(p[i], 0) << i;  // the sums' place, written by the derivation
+  testing::expect_round_trip(layout, DType::I8, {96, 64}, 7);
+  testing::expect_refused(layout, DType::I8, {48, 32});  // N == BLOCK_N
+}
+
 }  // namespace
 }  // namespace moepack::packers
