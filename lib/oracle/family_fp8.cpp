@@ -408,6 +408,19 @@ Roles mxfp8_trtllm_roles(const SelectionContext& c, const Selection&) {
           {"w2_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)"}};
 }
 
+// Marlin MXFP8 (marlin_utils_fp8.py `prepare_mxfp8_moe_layer_for_marlin` @ e9d1398d9): the FP8
+// Marlin weight path; E8M0 scales through the params dtype, transposed, marlin_permute_scales
+// with group 32, then mxfp8_marlin_process_scales, which is mxfp4_marlin_process_scales' 16-bit
+// branch (the [0, 2, 1, 3] reorder of each 4 and the E8M0 cast): the MXFP4 Marlin scale packer.
+// Its E8M0 -> fp16 -> E8M0 round trip is lossy (fp16 spans 2^-24..2^15): fp16 models refused.
+Roles mxfp8_marlin_roles(const SelectionContext& c, const Selection&) {
+  if (c.deployment.model_dtype != FloatType::bfloat16)
+    return {{"w13_weight", "vllm.prepare_mxfp8_moe_layer_for_marlin(E8M0 scales through a non-bf16 params dtype,not_reproduced)"}};
+  const std::string weight = "vllm.pack_fp8_to_int32(size_k_first=0,transposed,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=8,is_a_8bit=0,e9d1398d9)";
+  const std::string scale = "vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=16bit,e9d1398d9)";
+  return {{"w13_weight", weight}, {"w2_weight", weight}, {"w13_weight_scale", scale}, {"w2_weight_scale", scale}};
+}
+
 std::span<const LayoutRow> mxfp8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "FLASHINFER_TRTLLM",
@@ -417,7 +430,9 @@ std::span<const LayoutRow> mxfp8_layouts() {
       {.backend = "DEEPGEMM",
        .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}, {"w2_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}}},
       {.backend = "MARLIN",
-       .roles = {{"w13_weight", "marlin.fp8_repack"}, {"w2_weight", "marlin.fp8_repack"}, {"w13_weight_scale", "marlin.mxfp8_scales(group=32)"}, {"w2_weight_scale", "marlin.mxfp8_scales(group=32)"}}},
+       .roles = {{"w13_weight", "FP8 bytes as GPTQ int32, then gptq_marlin_repack(num_bits=8)"}, {"w2_weight", "the same"},
+                 {"w13_weight_scale", "E8M0 transposed, marlin_permute_scales(group 32), [0,2,1,3] reorder"}, {"w2_weight_scale", "the same"}},
+       .roles_of = mxfp8_marlin_roles},
       {.backend = "AITER_MXFP8",
        .roles = {{"w13_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w13_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}}},
       {.backend = "*",

@@ -305,11 +305,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // MXFP8 (ModelOpt) on FlashInfer TRT-LLM: the MXFP4 TRT-LLM row orders and shuffles on FP8 bytes
 // and their E8M0 scales. At TP 2 the w2 scales (2 groups per row) cannot take the 128x4
-// interleave: vLLM fails at load, refused. Marlin and EMULATION MXFP8: not implemented yet.
+// interleave: vLLM fails at load, refused. Marlin: the FP8 Marlin weights with the MXFP4 Marlin
+// E8M0 scale layout (mxfp8_marlin_process_scales is its 16-bit branch).
 INSTANTIATE_TEST_SUITE_P(
     Mxfp8, ConvertSamples,
     ::testing::Values(Case{"modelopt-mxfp8", "sm100", {}, "FLASHINFER_TRTLLM"}, Case{"modelopt-mxfp8", "sm100", {"tp=2", "ep=1"}, "FLASHINFER_TRTLLM"},
-                      Case{"modelopt-mxfp8", "sm100", {"tp=2"}, ""}, Case{"modelopt-mxfp8", "sm90", {}, ""}),
+                      Case{"modelopt-mxfp8", "sm100", {"tp=2"}, ""}, Case{"modelopt-mxfp8", "sm90", {}, "MARLIN"},
+                      Case{"modelopt-mxfp8", "sm80", {"tp=2"}, "MARLIN"}, Case{"modelopt-mxfp8", "sm90", {"tp=2", "ep=1"}, "MARLIN"}),
     case_name);
 
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the
