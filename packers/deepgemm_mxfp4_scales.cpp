@@ -5,8 +5,8 @@
 namespace moepack::packers {
 
 std::string DeepGemmMxfp4ScaleLayout::name() const {
-  return "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major," +
-         std::string(pins::kDeepGemm) + ")";
+  return std::string("deep_gemm.transform_sf_into_required_layout(recipe=") + (recipe_ == DeepGemmRecipe::mxfp4_1x1x32 ? "1x1x32" : "1x128x128") +
+         ",sm100,packed_ue8m0,mn_major," + std::string(pins::kDeepGemm) + ")";
 }
 
 }  // namespace moepack::packers

@@ -37,8 +37,14 @@
 
 namespace moepack::packers {
 
+// The same packing serves FP8 128x128 block scales on SM100 (recipe (1, 128, 128)): DeepGEMM first
+// broadcasts each block row to its 128 rows (`index_select(arange(mn) // 128)`), which
+// lib/convert/fp8_deepgemm.h's derivation does, then this packing; registered under that recipe.
+enum class DeepGemmRecipe { mxfp4_1x1x32, fp8_1x128x128 };
+
 class DeepGemmMxfp4ScaleLayout final : public IndexMap<DeepGemmMxfp4ScaleLayout> {
  public:
+  explicit DeepGemmMxfp4ScaleLayout(DeepGemmRecipe recipe = DeepGemmRecipe::mxfp4_1x1x32) : recipe_(recipe) {}
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::I32; }
   Accepts accepts() const override { return {}; }
@@ -55,6 +61,9 @@ class DeepGemmMxfp4ScaleLayout final : public IndexMap<DeepGemmMxfp4ScaleLayout>
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override {
     return {round_up(shape[1], 4) / 4, round_up(shape[0], 4)};
   }
+
+ private:
+  DeepGemmRecipe recipe_;
 };
 
 }  // namespace moepack::packers

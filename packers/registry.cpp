@@ -169,6 +169,8 @@ constexpr RowSpec kRows[] = {
    "Marlin MoE bias: single scale permutation, bf16"},
   {&make<DeepGemmMxfp4ScaleLayout>,
    "DeepGEMM MXFP4 scales (SM100): 4 E8M0 per int32, MN-major, MN padded to 4"},
+  {&make<DeepGemmMxfp4ScaleLayout, DeepGemmRecipe::fp8_1x128x128>,
+   "DeepGEMM SM100 FP8 block scales: UE8M0 bytes of the row-broadcast [MN, K/128] grid, four per int32, MN-major, MN padded to 4"},
   // ---- AITER v0.1.19 (ROCm AITER_MXFP4_BF16 / AITER_MXFP4_MXFP4; the path table above) ----
   {&make<AiterShuffleWeightLayout, AiterWeightShuffle::plain>,
    "AITER W4A4 MXFP4 weights (`shuffle_weights`, w13 and w2): 16-row x 16-byte tiles"},

@@ -11,6 +11,7 @@
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/wna16_marlin.h"
+#include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/experts/dequant.h"
 #include "lib/experts/fp8_dequant.h"
@@ -211,8 +212,16 @@ std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t
   auto s = t.find(proj + "weight_scale");
   if (s == t.end()) s = t.find(proj + "weight_scale_inv");
   if (s == t.end()) return ex::dequantize_fp8(w, std::vector<float>{1.0f}, n, k, n, k, multiplier, where + " " + proj);
-  const std::vector<float> scales = ex::float_values(s->second);
   const std::vector<uint64_t>& shape = s->second.shape;
+  if (s->second.dtype == DType::U8 || s->second.dtype == DType::F8_E8M0) {
+    // DeepGEMM SM100's UE8M0 bytes, one row per output row: [n, ceil(k / block)].
+    if (!block || shape.size() != 2 || shape[0] != n || shape[1] != (k + block - 1) / block)
+      throw_bad_input(where, proj + "weight_scale", "UE8M0 scales " + shape_string(shape) + " are no per-row grid of " + std::to_string(block) + "-wide groups");
+    std::vector<float> grid(s->second.bytes.size());
+    for (size_t i = 0; i < grid.size(); ++i) grid[i] = e8m0_to_float(s->second.bytes[i]);
+    return ex::dequantize_fp8(w, grid, n, k, 1, block, multiplier, where + " " + proj);
+  }
+  const std::vector<float> scales = ex::float_values(s->second);
   if (marlin_scales) {
     if (shape.size() != 2 || shape[1] != n || shape[0] == 0 || k % shape[0])
       throw_bad_input(where, proj + "weight_scale", "Marlin FP8 scales " + shape_string(shape) + " are no [groups, " + std::to_string(n) + "] grid");

@@ -9,6 +9,7 @@
 
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "packers/registry.h"
 
 namespace moepack::convert {
 
@@ -144,6 +145,50 @@ const ValueStage* find_fp8_deepgemm_stage(std::string_view id) {
   static const RequantScale scale;
   if (id == weight.name()) return &weight;
   return id == scale.name() ? &scale : nullptr;
+}
+
+namespace {
+
+constexpr std::string_view kSm100ScalesPrefix = "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | ";
+
+class DeepGemmSm100Scales final : public ExpertDerivation {
+ public:
+  DeepGemmSm100Scales(std::string scale_role, std::string inner)
+      : scale_(std::move(scale_role)), weight_(scale_.substr(0, scale_.find('_') + 1) + "weight"), inner_id_(std::move(inner)),
+        inner_(packers::make_layout(inner_id_)) {}
+  std::string name() const override { return std::string(kSm100ScalesPrefix) + inner_id_; }
+  std::vector<std::string> inputs() const override { return {scale_, weight_}; }
+  DType dtype() const override { return DType::I32; }
+  std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return inner_->packed_shape(grid(in)); }
+  std::optional<Unpacked> unpacked(std::span<const OwnedTensor> in, const RankGeometry&) const override { return Unpacked{DType::U8, grid(in)}; }
+  std::string reference_stage() const override { return "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)"; }
+  void produce(std::span<const OwnedTensor> in, const RankGeometry&, std::span<uint8_t> out, const std::string& what) const override {
+    const Ue8m0Requant r = requant_ue8m0(in[1], in[0], what + " " + weight_, what + " " + scale_);
+    const std::vector<uint64_t> shape = grid(in);
+    const uint64_t rows = shape[0], groups = shape[1];
+    OwnedTensor bytes(DType::U8, shape);
+    for (uint64_t mn = 0; mn < rows; ++mn)
+      for (uint64_t c = 0; c < groups; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, &r.scales[(mn / kDeepGemmBlock) * groups + c], 4);
+        bytes.bytes[mn * groups + c] = static_cast<uint8_t>(bits >> 23);  // s' is a positive power of two
+      }
+    inner_->pack(bytes.view(), out);
+  }
+
+ private:
+  // [M, K/128]: the weight's rows, the scale grid's columns.
+  static std::vector<uint64_t> grid(std::span<const OwnedTensor> in) { return {in[1].shape[0], in[0].shape[1]}; }
+
+  std::string scale_, weight_, inner_id_;
+  std::unique_ptr<packers::Layout> inner_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ExpertDerivation> make_deepgemm_sm100_scales(const std::string& role, const std::string& layout_id) {
+  if (layout_id.rfind(kSm100ScalesPrefix, 0) != 0) return nullptr;
+  return std::make_shared<DeepGemmSm100Scales>(role, layout_id.substr(kSm100ScalesPrefix.size()));
 }
 
 }  // namespace moepack::convert

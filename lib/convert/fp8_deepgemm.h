@@ -45,11 +45,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lib/convert/reductions.h"
+#include "lib/convert/wna16_marlin.h"
 #include "lib/core/tensor.h"
 
 namespace moepack::convert {
@@ -72,5 +74,15 @@ float ceil_to_ue8m0(float x);
 float ue8m0_block_scale(float amax);
 
 const ValueStage* find_fp8_deepgemm_stage(std::string_view id);
+
+// SM100's packed UE8M0 scales (DeepGEMM `transform_sf_into_required_layout`, recipe (1, 128,
+// 128), arch 10: index_select of the rows (arange(mn) // 128) then
+// get_mn_major_tma_aligned_packed_ue8m0_tensor), one expert at a time from its weight and
+// scale: the requantized scales s' broadcast to every row, as UE8M0 bytes (the fp32 bits >> 23),
+// then packers/deepgemm_mxfp4_scales.h with recipe 1x128x128. An ExpertDerivation
+// (lib/convert/wna16_marlin.h) reading both params; it unpacks to the [M, K/128] byte grid.
+//   deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | <that packer>
+// nullptr when `layout_id` is something else. `role` is the scale param.
+std::shared_ptr<const ExpertDerivation> make_deepgemm_sm100_scales(const std::string& role, const std::string& layout_id);
 
 }  // namespace moepack::convert

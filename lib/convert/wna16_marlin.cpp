@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lib/convert/cpu_int8.h"
+#include "lib/convert/fp8_deepgemm.h"
 #include "lib/convert/fp8_marlin.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
@@ -284,6 +285,7 @@ std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
   if (auto fp8 = make_fp8_marlin_scales(role, layout_id)) return fp8;
   if (auto int8 = make_cpu_int8_packed(role, layout_id)) return int8;
+  if (auto dg = make_deepgemm_sm100_scales(role, layout_id)) return dg;
   if (layout_id == kEmptyInt32) return std::make_shared<EmptyInt32>();
   const bool sorted = layout_id == kSortedGIdx, indices = layout_id == kSortIndices;
   const bool gather = layout_id.rfind(std::string(kActOrderGather) + " | ", 0) == 0;
@@ -347,7 +349,8 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
 }
 
 DerivedLayout derived_layout(const std::string& layout_id) {
-  if (layout_id.rfind("vllm.fp8_marlin_scales(", 0) == 0 || layout_id.rfind("cpu.sgl_s8s8_compensation(", 0) == 0) {
+  if (layout_id.rfind("vllm.fp8_marlin_scales(", 0) == 0 || layout_id.rfind("cpu.sgl_s8s8_compensation(", 0) == 0 ||
+      layout_id.rfind("deep_gemm.fp8_block_scales(", 0) == 0) {
     const size_t sep = layout_id.find(packers::kPipelineSeparator);
     if (sep != std::string::npos) return {DerivedKind::through_inner, layout_id.substr(sep + packers::kPipelineSeparator.size())};
   }

@@ -278,8 +278,9 @@ Roles fp8_marlin_roles(const SelectionContext& c, const Selection& s) {
 // block scales (lib/convert/fp8_deepgemm.h), then DeepGEMM's transform_sf_into_required_layout
 // with recipe (1, 128, 128) (csrc/apis/layout.hpp): SM90, or E8M0 off anywhere, keeps the fp32
 // [N/128, K/128] grid as it is (a layout check only); the SM100 family broadcasts each block row
-// to its 128 rows and packs four UE8M0 bytes per int32, MN-major, MN padded to 4 (not written
-// by this build, refused by name); SM120 with E8M0 reaches DG_HOST_UNREACHABLE.
+// to its 128 rows and packs four UE8M0 bytes per int32, MN-major, MN padded to 4 (a derivation
+// from the weight and scale, lib/convert/fp8_deepgemm.h); SM120 with E8M0 reaches
+// DG_HOST_UNREACHABLE at the pinned DeepGEMM.
 Roles fp8_deepgemm_roles(const SelectionContext& c, const Selection& s) {
   if (!s.weight_key || *s.weight_key != kFp8Static128BlockSym)
     return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_deepgemm(asserts block_quant,refused)"}};
@@ -288,9 +289,17 @@ Roles fp8_deepgemm_roles(const SelectionContext& c, const Selection& s) {
   const Device& d = c.deployment.device;
   const std::string scale = c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
   std::string scale_layout = kFp8Unchanged;
-  if (d.is_device_capability_family(100))
-    scale_layout = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9,not_implemented)";
-  else if (d.is_device_capability_family(120))
+  if (d.is_device_capability_family(100)) {
+    // The scales are rebuilt from the requantized weight and broadcast (lib/convert/fp8_deepgemm.h).
+    const std::string sm100 = "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | "
+                              "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9)";
+    for (auto& [role, id] : r) {
+      if (role == "w13_weight" || role == "w2_weight") id = std::string("deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9) => ") + kFp8Unchanged;
+      else if (role == "w13_" + scale || role == "w2_" + scale) id = sm100;
+    }
+    return r;
+  }
+  if (d.is_device_capability_family(120))
     scale_layout = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm120 fp32 with E8M0: DG_HOST_UNREACHABLE,refused)";
   for (auto& [role, id] : r) {
     if (role == "w13_weight" || role == "w2_weight") id = std::string("deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9) => ") + kFp8Unchanged;

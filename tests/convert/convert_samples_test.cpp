@@ -279,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct-fp8-block", "sm90", {"moe-backend=deep_gemm"}, "DEEPGEMM"},
                       Case{"deepseek-v3-fp8", "sm90", {"moe-backend=deep_gemm", "dp=2", "ep=1", "all2all=deepep_low_latency"}, ""},  // hidden 128 -> 2048: block scales of a padded hidden size not reproduced
                       Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm", "env=VLLM_USE_DEEP_GEMM_E8M0:0"}, "DEEPGEMM"},  // fp32, unchanged
-                      Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm"}, ""},  // packed UE8M0 scales: not implemented yet
+                      Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm"}, "DEEPGEMM"},  // rows broadcast, packed UE8M0 scales
                       Case{"deepseek-v3-fp8", "sm120", {"moe-backend=deep_gemm"}, ""},  // DeepGEMM: DG_HOST_UNREACHABLE
                       Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
                       Case{"ct-fp8-block", "cpu-amx", {}, "CPU"},     // sgl convert_weight_packed (VNNI-2)

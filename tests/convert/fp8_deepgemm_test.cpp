@@ -134,5 +134,24 @@ TEST(Fp8DeepGemm, BadInputNamesTheParam) {
   }
 }
 
+// SM100: the header's worked example (s' = 0.5, E8M0 126) broadcast to both rows of the 2-row
+// weight, packed four bytes per int32 along the groups, MN padded to 4 rows.
+TEST(Fp8DeepGemm, Sm100ScalesBroadcastRowsAndPackUe8m0) {
+  const std::string inner = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9)";
+  const auto d = make_deepgemm_sm100_scales("w13_weight_scale_inv", "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | " + inner);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->inputs(), (std::vector<std::string>{"w13_weight_scale_inv", "w13_weight"}));
+  OwnedTensor w(DType::F8_E4M3, {2, 2});
+  w.bytes = {0x38, 0xC0, 0x00, 0x7E};
+  const std::vector<OwnedTensor> in = {f32({1, 1}, {0.3f}), w};
+  RankGeometry g;
+  std::vector<uint8_t> out(byte_size(d->dtype(), d->slab_shape(in, g)));
+  EXPECT_EQ(d->slab_shape(in, g), (std::vector<uint64_t>{1, 4}));  // [ceil(1/4), round_up(2, 4)]
+  d->produce(in, g, out, "layer L expert 0");
+  EXPECT_EQ(out, (std::vector<uint8_t>{126, 0, 0, 0, 126, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(d->unpacked(in, g)->shape, (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(d->reference_stage(), "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)");
+}
+
 }  // namespace
 }  // namespace moepack::convert

@@ -128,13 +128,14 @@ INSTANTIATE_TEST_SUITE_P(Wna16Triton, SyntheticVerify,
 // (TRT-LLM); block layers on CUTLASS swap w13 and its scale rows. An intermediate size per rank
 // that is not a multiple of 16 would need vLLM's end padding before the swap: refused.
 // DeepGEMM with E8M0: every rank's w13 / w2 requantized block by block (the blocks never straddle
-// a rank's slice, so TP and the whole-layer reference agree).
+// a rank's slice, so TP and the whole-layer reference agree); SM100 packs the scales as UE8M0.
 INSTANTIATE_TEST_SUITE_P(Fp8DeepGemm, SyntheticVerify,
                          ::testing::Values(Case{"deepseek-v3-fp8", 1, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
                                            Case{"deepseek-v3-fp8", 2, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
                                            Case{"ct-fp8-block", 4, false, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
                                            Case{"deepseek-v3-fp8", 4, true, "sm90", "DEEPGEMM", 512, "", "deep_gemm"},
-                                           Case{"ct-fp8-block", 2, false, "sm100", "", 512, "packed_ue8m0", "deep_gemm"}),
+                                           Case{"ct-fp8-block", 2, false, "sm100", "DEEPGEMM", 512, "", "deep_gemm"},  // packed UE8M0 scales
+                                           Case{"deepseek-v3-fp8", 4, true, "sm100", "DEEPGEMM", 512, "", "deep_gemm"}),
                          case_name);
 
 INSTANTIATE_TEST_SUITE_P(Fp8FlashInfer, SyntheticVerify,
