@@ -50,9 +50,12 @@ class Writer {
   // from a read-only mapping of this writer's own file (which no one else writes), so the file
   // hash still covers every byte. `check(copied so far)` runs before every piece (the
   // caller's "source unchanged" and cancellation checks, its progress). A source that ends early is Error(io) naming
-  // `source_path`. Returns the bytes copied (always `length` unless it throws).
+  // `source_path`. `also`, when given, is fed every copied byte in order, in the same cache-sized
+  // pieces as the file hash (the caller's hash of the source). Returns the bytes copied (always
+  // `length` unless it throws).
   uint64_t copy_from(int source_fd, uint64_t source_offset, uint64_t length, const std::string& source_path,
-                     const std::function<void(uint64_t)>& check = {});
+                     const std::function<void(uint64_t)>& check = {},
+                     const std::function<void(std::span<const uint8_t>)>& also = {});
   // Checks that every tensor got exactly its bytes, fsyncs and renames into place.
   void commit();
   uint64_t total_bytes() const { return total_bytes_; }
@@ -66,7 +69,7 @@ class Writer {
   void advance(uint64_t n);
   // Bytes the current tensor can still take; throws when every tensor is full.
   uint64_t room() const;
-  void hash_own_range(uint64_t offset, uint64_t length);
+  void hash_own_range(uint64_t offset, uint64_t length, const std::function<void(std::span<const uint8_t>)>& also);
   std::string path_;
   std::string partial_path_;
   std::vector<TensorSpec> tensors_;

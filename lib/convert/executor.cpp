@@ -26,6 +26,7 @@
 #include "lib/core/mapped_file.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
+#include "lib/convert/source_hash.h"
 
 namespace moepack::convert {
 namespace fs = std::filesystem;
@@ -264,7 +265,9 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
 // faults on the source, no resident mapping of it, no trip through user space. The source must
 // not have changed since its header was validated (a truncated shard is an I/O error, not a
 // short copy).
-void copy_pass_through(const PassThroughTensor& p, st::Writer& writer, ByteProgress& progress) {
+// The copied bytes are the source's bytes at that range: when the source hasher gives this copy
+// the range, it hashes them from the same cache-hot pieces as the output file's hash.
+void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();
   const uint64_t offset = file.header().data_start() + p.source.info->begin;
@@ -276,6 +279,15 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer, ByteProgr
     ~Close() { ::close(fd); }
   } close_fd{fd};
   uint64_t reported = 0;
+  struct Claim {
+    SourceHasher& hasher;
+    size_t segment;
+    ~Claim() {
+      if (segment != SourceHasher::kNotTaken) hasher.release(segment);
+    }
+  } claim{source_hashes, source_hashes.claim(source_file, offset)};
+  std::function<void(std::span<const uint8_t>)> also;
+  if (claim.segment != SourceHasher::kNotTaken) also = [&](std::span<const uint8_t> bytes) { source_hashes.feed(claim.segment, bytes); };
   // Checked per piece, not once: a tensor of a GB (an embedding) copied from a shard truncated
   // under us would otherwise go on for seconds before reaching the new end of file. One fstat
   // per piece costs nothing beside the copy.
@@ -284,23 +296,42 @@ void copy_pass_through(const PassThroughTensor& p, st::Writer& writer, ByteProgr
     file.mapping().check_unchanged();
     progress.add(done - reported);
     reported = done;
-  });
+  }, also);
   progress.add(length - reported);
 }
 
-// Hashes every source shard whole on a thread of its own (see execute_plan); `abandon` ends it
-// early, leaving a partial list the caller discards.
-std::future<std::vector<artifact::FileEntry>> hash_sources_async(const ConversionPlan& plan, std::atomic<bool>& abandon) {
-  return std::async(std::launch::async, [&plan, &abandon] {
-    std::vector<artifact::FileEntry> files;
-    for (const auto& path : plan.source_files) {
-      if (abandon.load(std::memory_order_relaxed)) break;
-      std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
-      if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
-      files.push_back(hash_file(path, rel, &abandon));
+// The source hasher for this plan: every shard, and as the ranges its consumers may hash, the
+// pass-through tensors in the order write_shards copies them (the layout's order).
+std::unique_ptr<SourceHasher> start_source_hashes(const ConversionPlan& plan, const Layout& layout, uint64_t output_bytes,
+                                                  std::unordered_map<const st::File*, size_t>& file_index) {
+  std::vector<SourceHasher::File> files;
+  for (size_t i = 0; i < plan.source_files.size(); ++i) {
+    const std::string& path = plan.source_files[i];
+    std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
+    if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
+    uint64_t size = 0;
+    if (i < plan.source_mappings.size()) {
+      size = plan.source_mappings[i]->mapping().size();
+      file_index[plan.source_mappings[i]] = i;
+    } else {  // a plan made without the mappings (tests): the file as it is now
+      std::error_code ec;
+      size = fs::file_size(path, ec);
+      if (ec) throw_io(path, "cannot read its size: " + ec.message(), 0);
     }
-    return files;
-  });
+    files.push_back({path, rel, size});
+  }
+  std::vector<SourceHasher::Offer> offers;
+  uint64_t written = 0;
+  for (const auto& entries : layout.shard_entries)
+    for (const TensorEntry* e : entries) {
+      written += e->bytes;
+      if (!e->pass_through) continue;
+      const st::TensorRef& src = e->pass_through->source;
+      auto file = file_index.find(src.file);
+      if (file == file_index.end()) continue;
+      offers.push_back({file->second, src.file->header().data_start() + src.info->begin, src.info->num_bytes(), written});
+    }
+  return std::make_unique<SourceHasher>(std::move(files), offers, output_bytes);
 }
 
 // The manifest before anything is written: every layer and every packed tensor's entry, whose
@@ -369,7 +400,7 @@ struct IndexMaps {
 // Writes every shard of the layout: pass-through tensors copied, packed tensors produced expert
 // by expert (their manifest entries filled as they go), one file entry per shard.
 IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
-                       int threads, ByteProgress& progress) {
+                       int threads, SourceHasher& source_hashes, const std::unordered_map<const st::File*, size_t>& file_index, ByteProgress& progress) {
   IndexMaps maps;
   // A layer is done when the last of its packed tensors is written (the shards hold them in
   // name order, not layer by layer).
@@ -389,7 +420,8 @@ IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const s
     for (const TensorEntry* e : layout.shard_entries[s]) {
       if (e->pass_through) {
         progress.set_activity("copying " + e->name);
-        copy_pass_through(*e->pass_through, writer, progress);
+        auto file = file_index.find(e->pass_through->source.file);
+        copy_pass_through(*e->pass_through, file == file_index.end() ? SourceHasher::kNotTaken : file->second, writer, source_hashes, progress);
       } else {
         artifact::PackedTensor& pt = skeleton.entry(e->packed);
         pt.file = shard.file_name;
@@ -471,29 +503,20 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   for (const TensorEntry& e : layout.entries) total_bytes += e.bytes;
   ByteProgress progress(options.show_progress, total_bytes, plan.layers.size(), "layer");
 
-  // Hashing every source shard is a second sequential read of the checkpoint; it runs beside
-  // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
-  // The future's destructor joins the thread on every exit path, exceptions included.
-  std::atomic<bool> abandon_source_hashes{false};
-  std::future<std::vector<artifact::FileEntry>> source_hashes = hash_sources_async(plan, abandon_source_hashes);
-  // On an error (disk full, a truncated shard, a refused tensor) the hashes are not needed, and
-  // without this the future's destructor would wait until the whole checkpoint has been read
-  // (seconds per GB) before the error is reported and the staging directory removed. Declared
-  // after the future so that it runs first while unwinding; on success `get()` has returned
-  // before it runs.
-  struct AbandonOnExit {
-    std::atomic<bool>& flag;
-    ~AbandonOnExit() { flag.store(true, std::memory_order_relaxed); }
-  } abandon_on_exit{abandon_source_hashes};
+  // The source's identity (every shard hashed whole) is computed beside the conversion: ranges
+  // that the conversion copies are hashed from its own pieces, the rest by a reader thread.
+  // On an error its destructor stops the reader at once.
+  std::unordered_map<const st::File*, size_t> file_index;
+  std::unique_ptr<SourceHasher> source_hashes = start_source_hashes(plan, layout, total_bytes, file_index);
 
   // Manifest skeleton first, so packed tensors know where to record file and hash.
   ManifestSkeleton skeleton(plan);
   artifact::Manifest& m = skeleton.manifest();
-  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, progress);
+  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, *source_hashes, file_index, progress);
   write_indexes(plan, layout, maps, staging_dir, m);
   copy_other_files(plan, staging_dir, m);
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  record_source_identity(plan, source_hashes.get(), m);
+  record_source_identity(plan, source_hashes->finish(), m);
   write_manifest_file(staging_dir, m);
   progress.finish();  // the CLI prints the summary line
   return std::move(m);
