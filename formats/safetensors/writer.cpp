@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fstream>
 #include <set>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -34,11 +33,8 @@ std::string quoted(const std::string& s) {
 // Pieces in which a buffer is hashed (twice, for a packed tensor) and written: small enough to
 // stay in the L2 cache between the passes, large enough that syscalls cost nothing beside them.
 constexpr size_t kWritePiece = 256u << 10;
-// Pieces of an in-kernel copy: each is hashed from a mapping right after it is copied, while
-// its pages are hot, and the mapping is bounded by it.
-constexpr uint64_t kCopyPiece = 8u << 20;
-
-bool copy_file_range_unsupported(int e) { return e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF || e == EPERM; }
+// Pieces of copy_from: read, hashed (in kWritePiece steps) and written while in the L2 cache.
+constexpr uint64_t kCopyPiece = 1u << 20;
 
 void put_le64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -98,8 +94,7 @@ Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::
     : path_(std::move(path)), partial_path_(path_ + ".partial"), tensors_(std::move(tensors)) {
   std::vector<uint8_t> header = build_header(tensors_, metadata, path_);
   for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
-  // Read access too: copy_from hashes what the kernel copied from a mapping of this file.
-  fd_ = ::open(partial_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io(partial_path_, "cannot create", errno);
   write_raw(header, nullptr);
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
@@ -144,68 +139,30 @@ void Writer::write(std::span<const uint8_t> bytes, Xxh3Stream* also) {
   }
 }
 
-void Writer::hash_own_range(uint64_t offset, uint64_t length, const std::function<void(std::span<const uint8_t>)>& also) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t start = offset / page * page;
-  const size_t span = static_cast<size_t>(offset + length - start);
-  // MAP_POPULATE: the pages are in the page cache (just written); one call maps them all
-  // instead of a fault per few pages.
-  void* map = ::mmap(nullptr, span, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(start));
-  if (map == MAP_FAILED) throw_io(partial_path_, "cannot map what was written to hash it", errno);
-  std::span<const uint8_t> bytes{static_cast<const uint8_t*>(map) + (offset - start), static_cast<size_t>(length)};
-  if (!also) file_hash_.update(bytes);
-  // With a second hash, both take each piece while it is in the L2 cache.
-  for (size_t at = 0; also && at < bytes.size(); at += kWritePiece) {
-    const std::span<const uint8_t> piece = bytes.subspan(at, std::min(kWritePiece, bytes.size() - at));
-    file_hash_.update(piece);
-    also(piece);
-  }
-  ::munmap(map, span);
-}
-
 uint64_t Writer::copy_from(int source_fd, uint64_t source_offset, uint64_t length, const std::string& source_path,
                            const std::function<void(uint64_t)>& check, const std::function<void(std::span<const uint8_t>)>& also) {
   uint64_t done = 0;
-  bool in_kernel = true;
-  std::vector<uint8_t> buffer;  // only when the kernel cannot copy between these files
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min(kCopyPiece, length)));
   while (done < length) {
     if (check) check(done);
-    const uint64_t piece = std::min({kCopyPiece, length - done, room()});
-    uint64_t got = 0;
-    if (in_kernel) {
-      const uint64_t at = total_bytes_;
-      while (got < piece) {
-        loff_t in = static_cast<loff_t>(source_offset + done + got);
-        const ssize_t n = ::copy_file_range(source_fd, &in, fd_, nullptr, static_cast<size_t>(piece - got), 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && got == 0 && copy_file_range_unsupported(errno)) {
-          in_kernel = false;
-          break;
-        }
-        if (n < 0) {
-          const int e = errno;
-          throw_io(partial_path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "copy failed"), e);
-        }
-        if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
-        got += static_cast<uint64_t>(n);
-      }
-      if (in_kernel) {
-        hash_own_range(at, got, also);
-        total_bytes_ += got;
-      }
+    const size_t piece = static_cast<size_t>(std::min({kCopyPiece, length - done, room()}));
+    size_t got = 0;
+    while (got < piece) {
+      const ssize_t n = ::pread(source_fd, buffer.data() + got, piece - got, static_cast<off_t>(source_offset + done + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_io(source_path, "read failed", errno);
+      if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
+      got += static_cast<size_t>(n);
     }
-    if (!in_kernel) {
-      buffer.resize(static_cast<size_t>(kCopyPiece));
-      while (got < piece) {
-        const ssize_t n = ::pread(source_fd, buffer.data() + got, static_cast<size_t>(piece - got), static_cast<off_t>(source_offset + done + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_io(source_path, "read failed", errno);
-        if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
-        got += static_cast<uint64_t>(n);
-      }
-      if (also) also({buffer.data(), static_cast<size_t>(got)});
-      write_raw({buffer.data(), static_cast<size_t>(got)}, nullptr);
+    // Both hashes take each step while it is in the L2 cache, then one write of the piece.
+    const std::span<const uint8_t> bytes{buffer.data(), got};
+    for (size_t at = 0; at < bytes.size(); at += kWritePiece) {
+      const std::span<const uint8_t> step = bytes.subspan(at, std::min(kWritePiece, bytes.size() - at));
+      file_hash_.update(step);
+      if (also) also(step);
     }
+    write_all(fd_, bytes, partial_path_);
+    total_bytes_ += got;
     advance(got);
     done += got;
   }

@@ -261,12 +261,11 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
   xxh3_out = hash.hex();
 }
 
-// Non-expert tensors are copied as cp copies, inside the kernel (Writer::copy_from): no page
-// faults on the source, no resident mapping of it, no trip through user space. The source must
-// not have changed since its header was validated (a truncated shard is an I/O error, not a
-// short copy).
-// The copied bytes are the source's bytes at that range: when the source hasher gives this copy
-// the range, it hashes them from the same cache-hot pieces as the output file's hash.
+// Non-expert tensors are copied in 1 MiB pieces with pread (Writer::copy_from): no page faults
+// on the source, no resident mapping of it. The source must not have changed since its header
+// was validated (a truncated shard is an I/O error, not a short copy). The copied bytes are the
+// source's bytes at that range: when the source hasher gives this copy the range, it hashes
+// them from the same cache-hot pieces as the output file's hash.
 void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();

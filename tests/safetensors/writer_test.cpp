@@ -189,9 +189,9 @@ TEST(Writer, FileSizeLimitIsAnIoErrorAndLeavesNothing) {
   EXPECT_FALSE(fs::exists(path));
 }
 
-// copy_from (in-kernel copy, hashed from a mapping of the output) writes and hashes exactly
-// what write() of the same bytes does, across tensor boundaries, at unaligned offsets and in
-// pieces larger than one copy piece; the extra hash of write() sees exactly the tensor's bytes.
+// copy_from writes and hashes exactly what write() of the same bytes does, across tensor
+// boundaries, at unaligned offsets and in pieces larger than one copy piece; the extra hash of
+// write() and copy_from's `also` see exactly the copied bytes.
 TEST(WriterCopy, CopyFromEqualsWriteBytesAndHashes) {
   test::TempDir dir;
   const uint64_t big = (8u << 20) + 4099;  // more than one copy piece, odd size
@@ -213,9 +213,17 @@ TEST(WriterCopy, CopyFromEqualsWriteBytesAndHashes) {
   Writer w(dir.file("copy.safetensors"), specs);
   w.write({source.data(), 3});
   uint64_t checks = 0;
-  EXPECT_EQ(w.copy_from(fd, 3, big, src, [&](uint64_t) { ++checks; }), big);
+  Xxh3Stream also;
+  uint64_t also_bytes = 0;
+  const auto feed = [&](std::span<const uint8_t> bytes) {
+    also.update(bytes);
+    also_bytes += bytes.size();
+  };
+  EXPECT_EQ(w.copy_from(fd, 3, big, src, [&](uint64_t) { ++checks; }, feed), big);
   EXPECT_GE(checks, 2u);
-  EXPECT_EQ(w.copy_from(fd, 3 + big, source.size() - 3 - big, src), source.size() - 3 - big);
+  EXPECT_EQ(w.copy_from(fd, 3 + big, source.size() - 3 - big, src, {}, feed), source.size() - 3 - big);
+  EXPECT_EQ(also_bytes, source.size() - 3);
+  EXPECT_EQ(also.hex(), xxh3_128_hex({source.data() + 3, source.size() - 3}));
   w.commit();
   ::close(fd);
   EXPECT_EQ(test::read_file(dir.file("copy.safetensors")), test::read_file(dir.file("ref.safetensors")));
