@@ -33,8 +33,8 @@ std::string quoted(const std::string& s) {
 // Pieces in which a buffer is hashed (twice, for a packed tensor) and written: small enough to
 // stay in the L2 cache between the passes, large enough that syscalls cost nothing beside them.
 constexpr size_t kWritePiece = 256u << 10;
-// Pieces of copy_from: read, hashed (in kWritePiece steps) and written while in the L2 cache.
-constexpr uint64_t kCopyPiece = 1u << 20;
+// Chunks written with one call, each hashed in kWritePiece steps first (it stays in L2 meanwhile).
+constexpr size_t kWriteChunk = 1u << 20;
 
 void put_le64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -96,7 +96,7 @@ Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::
   for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
   fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io(partial_path_, "cannot create", errno);
-  write_raw(header, nullptr);
+  write_raw(header, {});
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
 }
 
@@ -105,14 +105,18 @@ Writer::~Writer() {
   if (!committed_) ::unlink(partial_path_.c_str());
 }
 
-void Writer::write_raw(std::span<const uint8_t> bytes, Xxh3Stream* also) {
+void Writer::write_raw(std::span<const uint8_t> bytes, const Feed& also) {
   while (!bytes.empty()) {
-    const std::span<const uint8_t> piece = bytes.first(std::min(bytes.size(), kWritePiece));
-    if (also) also->update(piece);
-    file_hash_.update(piece);
-    write_all(fd_, piece, partial_path_);
-    total_bytes_ += piece.size();
-    bytes = bytes.subspan(piece.size());
+    // The hashes take the chunk in L2-sized steps, then one write of the whole chunk.
+    const std::span<const uint8_t> chunk = bytes.first(std::min(bytes.size(), kWriteChunk));
+    for (size_t at = 0; at < chunk.size(); at += kWritePiece) {
+      const std::span<const uint8_t> piece = chunk.subspan(at, std::min(kWritePiece, chunk.size() - at));
+      if (also) also(piece);
+      file_hash_.update(piece);
+    }
+    write_all(fd_, chunk, partial_path_);
+    total_bytes_ += chunk.size();
+    bytes = bytes.subspan(chunk.size());
   }
 }
 
@@ -131,42 +135,17 @@ void Writer::advance(uint64_t n) {
 }
 
 void Writer::write(std::span<const uint8_t> bytes, Xxh3Stream* also) {
+  if (!also) return write_fed(bytes, {});
+  write_fed(bytes, [also](std::span<const uint8_t> piece) { also->update(piece); });
+}
+
+void Writer::write_fed(std::span<const uint8_t> bytes, const Feed& also) {
   while (!bytes.empty()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(room(), bytes.size()));
     write_raw(bytes.first(n), also);
     bytes = bytes.subspan(n);
     advance(n);
   }
-}
-
-uint64_t Writer::copy_from(int source_fd, uint64_t source_offset, uint64_t length, const std::string& source_path,
-                           const std::function<void(uint64_t)>& check, const std::function<void(std::span<const uint8_t>)>& also) {
-  uint64_t done = 0;
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min(kCopyPiece, length)));
-  while (done < length) {
-    if (check) check(done);
-    const size_t piece = static_cast<size_t>(std::min({kCopyPiece, length - done, room()}));
-    size_t got = 0;
-    while (got < piece) {
-      const ssize_t n = ::pread(source_fd, buffer.data() + got, piece - got, static_cast<off_t>(source_offset + done + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_io(source_path, "read failed", errno);
-      if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
-      got += static_cast<size_t>(n);
-    }
-    // Both hashes take each step while it is in the L2 cache, then one write of the piece.
-    const std::span<const uint8_t> bytes{buffer.data(), got};
-    for (size_t at = 0; at < bytes.size(); at += kWritePiece) {
-      const std::span<const uint8_t> step = bytes.subspan(at, std::min(kWritePiece, bytes.size() - at));
-      file_hash_.update(step);
-      if (also) also(step);
-    }
-    write_all(fd_, bytes, partial_path_);
-    total_bytes_ += got;
-    advance(got);
-    done += got;
-  }
-  return done;
 }
 
 void Writer::commit() {

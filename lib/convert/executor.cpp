@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -261,42 +260,67 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
   xxh3_out = hash.hex();
 }
 
-// Non-expert tensors are copied in 1 MiB pieces with pread (Writer::copy_from): no page faults
-// on the source, no resident mapping of it. The source must not have changed since its header
-// was validated (a truncated shard is an I/O error, not a short copy). The copied bytes are the
-// source's bytes at that range: when the source hasher gives this copy the range, it hashes
-// them from the same cache-hot pieces as the output file's hash.
-void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, ByteProgress& progress) {
+// Non-expert tensors are copied in pieces of 1 MiB: read with checked preads (no mapping of the
+// source, whose truncation would be SIGBUS), in parallel ahead of the writer, and written in
+// order by one stage that hashes them for the output file and, when the source hasher gives
+// this copy the range, for the source shard, while each piece is in cache. The source must not
+// have changed since its header was validated (a truncated shard is an I/O error, not a short
+// copy): checked before every piece.
+void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, tbb::task_arena& arena,
+                       int threads, ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();
-  const uint64_t offset = file.header().data_start() + p.source.info->begin;
   const uint64_t length = p.source.info->num_bytes();
-  const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw_io(file.path(), "cannot open", errno);
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } close_fd{fd};
-  uint64_t reported = 0;
   struct Claim {
     SourceHasher& hasher;
     size_t segment;
     ~Claim() {
       if (segment != SourceHasher::kNotTaken) hasher.release(segment);
     }
-  } claim{source_hashes, source_hashes.claim(source_file, offset)};
-  std::function<void(std::span<const uint8_t>)> also;
+  } claim{source_hashes, source_hashes.claim(source_file, file.header().data_start() + p.source.info->begin)};
+  st::Writer::Feed also;
   if (claim.segment != SourceHasher::kNotTaken) also = [&](std::span<const uint8_t> bytes) { source_hashes.feed(claim.segment, bytes); };
-  // Checked per piece, not once: a tensor of a GB (an embedding) copied from a shard truncated
-  // under us would otherwise go on for seconds before reaching the new end of file. One fstat
-  // per piece costs nothing beside the copy.
-  writer.copy_from(fd, offset, length, file.path() + ": tensor `" + p.source.info->name + "`", [&](uint64_t done) {
-    throw_if_cancelled();
-    file.mapping().check_unchanged();
-    progress.add(done - reported);
-    reported = done;
-  }, also);
-  progress.add(length - reported);
+  const uint64_t pieces = (length + kCopyChunkBytes - 1) / kCopyChunkBytes;
+  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(pieces, 1)));
+  std::vector<std::vector<uint8_t>> pool(tokens);
+  std::vector<std::vector<uint8_t>*> free_buffers;
+  for (auto& b : pool) free_buffers.push_back(&b);
+  std::mutex pool_mutex;
+  struct Item {
+    uint64_t piece;
+    std::vector<uint8_t>* buffer;
+  };
+  uint64_t next = 0;
+  auto piece_bytes = [&](uint64_t i) { return static_cast<size_t>(std::min(kCopyChunkBytes, length - i * kCopyChunkBytes)); };
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        tokens,
+        tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& fc) -> Item {
+                                       if (next == pieces) {
+                                         fc.stop();
+                                         return {};
+                                       }
+                                       throw_if_cancelled();
+                                       file.mapping().check_unchanged();
+                                       std::lock_guard<std::mutex> lock(pool_mutex);
+                                       std::vector<uint8_t>* buffer = free_buffers.back();  // one per token
+                                       free_buffers.pop_back();
+                                       return {next++, buffer};
+                                     }) &
+            tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
+                                         [&](Item item) {
+                                           item.buffer->resize(piece_bytes(item.piece));
+                                           p.source.read(item.piece * kCopyChunkBytes, *item.buffer);
+                                           return item;
+                                         }) &
+            tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item item) {
+              writer.write_fed(*item.buffer, also);
+              progress.add(item.buffer->size());
+              std::lock_guard<std::mutex> lock(pool_mutex);
+              free_buffers.push_back(item.buffer);
+            }));
+  });
 }
 
 // The source hasher for this plan: every shard, and as the ranges its consumers may hash, the
@@ -420,7 +444,8 @@ IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const s
       if (e->pass_through) {
         progress.set_activity("copying " + e->name);
         auto file = file_index.find(e->pass_through->source.file);
-        copy_pass_through(*e->pass_through, file == file_index.end() ? SourceHasher::kNotTaken : file->second, writer, source_hashes, progress);
+        copy_pass_through(*e->pass_through, file == file_index.end() ? SourceHasher::kNotTaken : file->second, writer, source_hashes, arena, threads,
+                          progress);
       } else {
         artifact::PackedTensor& pt = skeleton.entry(e->packed);
         pt.file = shard.file_name;
