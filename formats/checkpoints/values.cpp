@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "formats/checkpoints/checkpoint.h"
@@ -79,6 +80,52 @@ std::set<std::string> mx_scale_tensors(const Checkpoint& ckpt) {
   return out;
 }
 
+// Every classifier above flags an element exactly when (bits & mask) == pattern, the element read
+// little-endian: the all-ones exponent (F32, F64, F16, BF16, E5M2), E4M3's S.1111.111, the FNUZ
+// and E8M0 NaN codes. Whether a chunk holds any such element is a loop the compiler vectorizes,
+// so the per-element classifier runs only on the (rare) chunks that need it.
+struct Candidates {
+  int bytes = 0;
+  uint64_t mask = 0, pattern = 0;
+};
+Candidates candidates_for(DType t, bool mx_scale) {
+  switch (t) {
+    case DType::F32: return {4, 0x7F800000u, 0x7F800000u};
+    case DType::F64: return {8, 0x7FF0000000000000ull, 0x7FF0000000000000ull};
+    case DType::F16: return {2, 0x7C00, 0x7C00};
+    case DType::BF16: return {2, 0x7F80, 0x7F80};
+    case DType::F8_E4M3: return {1, 0x7F, 0x7F};
+    case DType::F8_E5M2: return {1, 0x7C, 0x7C};
+    case DType::F8_E4M3FNUZ:
+    case DType::F8_E5M2FNUZ: return {1, 0xFF, 0x80};
+    case DType::F8_E8M0: return {1, 0xFF, 0xFF};
+    case DType::U8: return mx_scale ? Candidates{1, 0xFF, 0xFF} : Candidates{};
+    default: return {};
+  }
+}
+
+template <typename T>
+bool any_candidate_of(std::span<const uint8_t> data, T mask, T pattern) {
+  const size_t n = data.size() / sizeof(T);
+  unsigned hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, data.data() + i * sizeof(T), sizeof(T));  // little-endian hosts, as the format
+    hits |= static_cast<unsigned>((v & mask) == pattern);
+  }
+  return hits != 0;
+}
+
+bool any_candidate(const Candidates& c, std::span<const uint8_t> data) {
+  switch (c.bytes) {
+    case 1: return any_candidate_of<uint8_t>(data, static_cast<uint8_t>(c.mask), static_cast<uint8_t>(c.pattern));
+    case 2: return any_candidate_of<uint16_t>(data, static_cast<uint16_t>(c.mask), static_cast<uint16_t>(c.pattern));
+    case 4: return any_candidate_of<uint32_t>(data, static_cast<uint32_t>(c.mask), static_cast<uint32_t>(c.pattern));
+    case 8: return any_candidate_of<uint64_t>(data, c.mask, c.pattern);
+    default: return true;  // no screen: classify every element
+  }
+}
+
 }  // namespace
 
 constexpr uint64_t kScanChunkBytes = uint64_t{1} << 20;
@@ -93,6 +140,7 @@ ValueScan scan_values(const Checkpoint& ckpt, size_t max_listed) {
       if (!ref || ref->file != file.get()) continue;  // a copy the index does not point to
       Classifier classify = classifier_for(t.dtype, mx.count(t.name) > 0);
       if (!classify) continue;
+      const Candidates screen = candidates_for(t.dtype, mx.count(t.name) > 0);
       const uint64_t bytes_per_element = static_cast<uint64_t>(dtype_bits(t.dtype) / 8);
       const uint64_t total = t.num_bytes();
       ++scan.tensors_scanned;
@@ -106,6 +154,7 @@ ValueScan scan_values(const Checkpoint& ckpt, size_t max_listed) {
         const uint64_t len = std::min(chunk_bytes, total - at);
         std::span<uint8_t> data(chunk.data(), static_cast<size_t>(len));
         file->read(t, at, data);
+        if (!any_candidate(screen, data)) continue;
         for (uint64_t k = 0; k < len; k += bytes_per_element) {
           const char* what = classify(data.data() + k);
           if (!what) continue;

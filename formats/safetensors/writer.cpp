@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fstream>
 #include <set>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -34,11 +33,8 @@ std::string quoted(const std::string& s) {
 // Pieces in which a buffer is hashed (twice, for a packed tensor) and written: small enough to
 // stay in the L2 cache between the passes, large enough that syscalls cost nothing beside them.
 constexpr size_t kWritePiece = 256u << 10;
-// Pieces of an in-kernel copy: each is hashed from a mapping right after it is copied, while
-// its pages are hot, and the mapping is bounded by it.
-constexpr uint64_t kCopyPiece = 8u << 20;
-
-bool copy_file_range_unsupported(int e) { return e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF || e == EPERM; }
+// Chunks written with one call, each hashed in kWritePiece steps first (it stays in L2 meanwhile).
+constexpr size_t kWriteChunk = 1u << 20;
 
 void put_le64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -98,10 +94,9 @@ Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::
     : path_(std::move(path)), partial_path_(path_ + ".partial"), tensors_(std::move(tensors)) {
   std::vector<uint8_t> header = build_header(tensors_, metadata, path_);
   for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
-  // Read access too: copy_from hashes what the kernel copied from a mapping of this file.
-  fd_ = ::open(partial_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io(partial_path_, "cannot create", errno);
-  write_raw(header, nullptr);
+  write_raw(header, {});
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
 }
 
@@ -110,14 +105,18 @@ Writer::~Writer() {
   if (!committed_) ::unlink(partial_path_.c_str());
 }
 
-void Writer::write_raw(std::span<const uint8_t> bytes, Xxh3Stream* also) {
+void Writer::write_raw(std::span<const uint8_t> bytes, const Feed& also) {
   while (!bytes.empty()) {
-    const std::span<const uint8_t> piece = bytes.first(std::min(bytes.size(), kWritePiece));
-    if (also) also->update(piece);
-    file_hash_.update(piece);
-    write_all(fd_, piece, partial_path_);
-    total_bytes_ += piece.size();
-    bytes = bytes.subspan(piece.size());
+    // The hashes take the chunk in L2-sized steps, then one write of the whole chunk.
+    const std::span<const uint8_t> chunk = bytes.first(std::min(bytes.size(), kWriteChunk));
+    for (size_t at = 0; at < chunk.size(); at += kWritePiece) {
+      const std::span<const uint8_t> piece = chunk.subspan(at, std::min(kWritePiece, chunk.size() - at));
+      if (also) also(piece);
+      file_hash_.update(piece);
+    }
+    write_all(fd_, chunk, partial_path_);
+    total_bytes_ += chunk.size();
+    bytes = bytes.subspan(chunk.size());
   }
 }
 
@@ -136,72 +135,17 @@ void Writer::advance(uint64_t n) {
 }
 
 void Writer::write(std::span<const uint8_t> bytes, Xxh3Stream* also) {
+  if (!also) return write_fed(bytes, {});
+  write_fed(bytes, [also](std::span<const uint8_t> piece) { also->update(piece); });
+}
+
+void Writer::write_fed(std::span<const uint8_t> bytes, const Feed& also) {
   while (!bytes.empty()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(room(), bytes.size()));
     write_raw(bytes.first(n), also);
     bytes = bytes.subspan(n);
     advance(n);
   }
-}
-
-void Writer::hash_own_range(uint64_t offset, uint64_t length) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t start = offset / page * page;
-  const size_t span = static_cast<size_t>(offset + length - start);
-  // MAP_POPULATE: the pages are in the page cache (just written); one call maps them all
-  // instead of a fault per few pages.
-  void* map = ::mmap(nullptr, span, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(start));
-  if (map == MAP_FAILED) throw_io(partial_path_, "cannot map what was written to hash it", errno);
-  file_hash_.update({static_cast<const uint8_t*>(map) + (offset - start), static_cast<size_t>(length)});
-  ::munmap(map, span);
-}
-
-uint64_t Writer::copy_from(int source_fd, uint64_t source_offset, uint64_t length, const std::string& source_path,
-                           const std::function<void(uint64_t)>& check) {
-  uint64_t done = 0;
-  bool in_kernel = true;
-  std::vector<uint8_t> buffer;  // only when the kernel cannot copy between these files
-  while (done < length) {
-    if (check) check(done);
-    const uint64_t piece = std::min({kCopyPiece, length - done, room()});
-    uint64_t got = 0;
-    if (in_kernel) {
-      const uint64_t at = total_bytes_;
-      while (got < piece) {
-        loff_t in = static_cast<loff_t>(source_offset + done + got);
-        const ssize_t n = ::copy_file_range(source_fd, &in, fd_, nullptr, static_cast<size_t>(piece - got), 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && got == 0 && copy_file_range_unsupported(errno)) {
-          in_kernel = false;
-          break;
-        }
-        if (n < 0) {
-          const int e = errno;
-          throw_io(partial_path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "copy failed"), e);
-        }
-        if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
-        got += static_cast<uint64_t>(n);
-      }
-      if (in_kernel) {
-        hash_own_range(at, got);
-        total_bytes_ += got;
-      }
-    }
-    if (!in_kernel) {
-      buffer.resize(static_cast<size_t>(kCopyPiece));
-      while (got < piece) {
-        const ssize_t n = ::pread(source_fd, buffer.data() + got, static_cast<size_t>(piece - got), static_cast<off_t>(source_offset + done + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_io(source_path, "read failed", errno);
-        if (n == 0) throw Error(ErrorKind::io, source_path + " ends early: the file changed while it was being read");
-        got += static_cast<uint64_t>(n);
-      }
-      write_raw({buffer.data(), static_cast<size_t>(got)}, nullptr);
-    }
-    advance(got);
-    done += got;
-  }
-  return done;
 }
 
 void Writer::commit() {

@@ -45,14 +45,10 @@ class Writer {
   // when given, is fed the same bytes: the file hash, `also` and the write take the bytes in
   // pieces small enough to stay in cache, so the caller's buffer is read from memory once.
   void write(std::span<const uint8_t> bytes, Xxh3Stream* also = nullptr);
-  // Appends `length` bytes of the open file `source_fd` from `source_offset` without passing them
-  // through user space (copy_file_range; read/write where the kernel cannot), then hashes them
-  // from a read-only mapping of this writer's own file (which no one else writes), so the file
-  // hash still covers every byte. `check(copied so far)` runs before every piece (the
-  // caller's "source unchanged" and cancellation checks, its progress). A source that ends early is Error(io) naming
-  // `source_path`. Returns the bytes copied (always `length` unless it throws).
-  uint64_t copy_from(int source_fd, uint64_t source_offset, uint64_t length, const std::string& source_path,
-                     const std::function<void(uint64_t)>& check = {});
+  // The same with a function as the extra consumer (pieces in order, each while it is in cache):
+  // the caller's hash of the source bytes it copies.
+  using Feed = std::function<void(std::span<const uint8_t>)>;
+  void write_fed(std::span<const uint8_t> bytes, const Feed& also);
   // Checks that every tensor got exactly its bytes, fsyncs and renames into place.
   void commit();
   uint64_t total_bytes() const { return total_bytes_; }
@@ -61,12 +57,11 @@ class Writer {
   const std::string& path() const { return path_; }
 
  private:
-  void write_raw(std::span<const uint8_t> bytes, Xxh3Stream* also);
+  void write_raw(std::span<const uint8_t> bytes, const Feed& also);
   // Moves the tensor cursor past `n` bytes just added to the file (n fits in the current tensor).
   void advance(uint64_t n);
   // Bytes the current tensor can still take; throws when every tensor is full.
   uint64_t room() const;
-  void hash_own_range(uint64_t offset, uint64_t length);
   std::string path_;
   std::string partial_path_;
   std::vector<TensorSpec> tensors_;

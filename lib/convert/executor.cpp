@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -26,6 +25,7 @@
 #include "lib/core/mapped_file.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
+#include "lib/convert/source_hash.h"
 
 namespace moepack::convert {
 namespace fs = std::filesystem;
@@ -260,47 +260,101 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
   xxh3_out = hash.hex();
 }
 
-// Non-expert tensors are copied as cp copies, inside the kernel (Writer::copy_from): no page
-// faults on the source, no resident mapping of it, no trip through user space. The source must
-// not have changed since its header was validated (a truncated shard is an I/O error, not a
-// short copy).
-void copy_pass_through(const PassThroughTensor& p, st::Writer& writer, ByteProgress& progress) {
+// Non-expert tensors are copied in pieces of 1 MiB: read with checked preads (no mapping of the
+// source, whose truncation would be SIGBUS), in parallel ahead of the writer, and written in
+// order by one stage that hashes them for the output file and, when the source hasher gives
+// this copy the range, for the source shard, while each piece is in cache. The source must not
+// have changed since its header was validated (a truncated shard is an I/O error, not a short
+// copy): checked before every piece.
+void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, tbb::task_arena& arena,
+                       int threads, ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();
-  const uint64_t offset = file.header().data_start() + p.source.info->begin;
   const uint64_t length = p.source.info->num_bytes();
-  const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw_io(file.path(), "cannot open", errno);
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } close_fd{fd};
-  uint64_t reported = 0;
-  // Checked per piece, not once: a tensor of a GB (an embedding) copied from a shard truncated
-  // under us would otherwise go on for seconds before reaching the new end of file. One fstat
-  // per piece costs nothing beside the copy.
-  writer.copy_from(fd, offset, length, file.path() + ": tensor `" + p.source.info->name + "`", [&](uint64_t done) {
-    throw_if_cancelled();
-    file.mapping().check_unchanged();
-    progress.add(done - reported);
-    reported = done;
+  struct Claim {
+    SourceHasher& hasher;
+    size_t segment;
+    ~Claim() {
+      if (segment != SourceHasher::kNotTaken) hasher.release(segment);
+    }
+  } claim{source_hashes, source_hashes.claim(source_file, file.header().data_start() + p.source.info->begin)};
+  st::Writer::Feed also;
+  if (claim.segment != SourceHasher::kNotTaken) also = [&](std::span<const uint8_t> bytes) { source_hashes.feed(claim.segment, bytes); };
+  const uint64_t pieces = (length + kCopyChunkBytes - 1) / kCopyChunkBytes;
+  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(pieces, 1)));
+  std::vector<std::vector<uint8_t>> pool(tokens);
+  std::vector<std::vector<uint8_t>*> free_buffers;
+  for (auto& b : pool) free_buffers.push_back(&b);
+  std::mutex pool_mutex;
+  struct Item {
+    uint64_t piece;
+    std::vector<uint8_t>* buffer;
+  };
+  uint64_t next = 0;
+  auto piece_bytes = [&](uint64_t i) { return static_cast<size_t>(std::min(kCopyChunkBytes, length - i * kCopyChunkBytes)); };
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        tokens,
+        tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& fc) -> Item {
+                                       if (next == pieces) {
+                                         fc.stop();
+                                         return {};
+                                       }
+                                       throw_if_cancelled();
+                                       file.mapping().check_unchanged();
+                                       std::lock_guard<std::mutex> lock(pool_mutex);
+                                       std::vector<uint8_t>* buffer = free_buffers.back();  // one per token
+                                       free_buffers.pop_back();
+                                       return {next++, buffer};
+                                     }) &
+            tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
+                                         [&](Item item) {
+                                           item.buffer->resize(piece_bytes(item.piece));
+                                           p.source.read(item.piece * kCopyChunkBytes, *item.buffer);
+                                           return item;
+                                         }) &
+            tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item item) {
+              writer.write_fed(*item.buffer, also);
+              progress.add(item.buffer->size());
+              std::lock_guard<std::mutex> lock(pool_mutex);
+              free_buffers.push_back(item.buffer);
+            }));
   });
-  progress.add(length - reported);
 }
 
-// Hashes every source shard whole on a thread of its own (see execute_plan); `abandon` ends it
-// early, leaving a partial list the caller discards.
-std::future<std::vector<artifact::FileEntry>> hash_sources_async(const ConversionPlan& plan, std::atomic<bool>& abandon) {
-  return std::async(std::launch::async, [&plan, &abandon] {
-    std::vector<artifact::FileEntry> files;
-    for (const auto& path : plan.source_files) {
-      if (abandon.load(std::memory_order_relaxed)) break;
-      std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
-      if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
-      files.push_back(hash_file(path, rel, &abandon));
+// The source hasher for this plan: every shard, and as the ranges its consumers may hash, the
+// pass-through tensors in the order write_shards copies them (the layout's order).
+std::unique_ptr<SourceHasher> start_source_hashes(const ConversionPlan& plan, const Layout& layout, uint64_t output_bytes,
+                                                  std::unordered_map<const st::File*, size_t>& file_index) {
+  std::vector<SourceHasher::File> files;
+  for (size_t i = 0; i < plan.source_files.size(); ++i) {
+    const std::string& path = plan.source_files[i];
+    std::string rel = fs::path(path).lexically_relative(plan.source_root).string();
+    if (rel.empty() || rel.rfind("..", 0) == 0) rel = fs::path(path).filename().string();
+    uint64_t size = 0;
+    if (i < plan.source_mappings.size()) {
+      size = plan.source_mappings[i]->mapping().size();
+      file_index[plan.source_mappings[i]] = i;
+    } else {  // a plan made without the mappings (tests): the file as it is now
+      std::error_code ec;
+      size = fs::file_size(path, ec);
+      if (ec) throw_io(path, "cannot read its size: " + ec.message(), 0);
     }
-    return files;
-  });
+    files.push_back({path, rel, size});
+  }
+  std::vector<SourceHasher::Offer> offers;
+  uint64_t written = 0;
+  for (const auto& entries : layout.shard_entries)
+    for (const TensorEntry* e : entries) {
+      written += e->bytes;
+      if (!e->pass_through) continue;
+      const st::TensorRef& src = e->pass_through->source;
+      auto file = file_index.find(src.file);
+      if (file == file_index.end()) continue;
+      offers.push_back({file->second, src.file->header().data_start() + src.info->begin, src.info->num_bytes(), written});
+    }
+  return std::make_unique<SourceHasher>(std::move(files), offers, output_bytes);
 }
 
 // The manifest before anything is written: every layer and every packed tensor's entry, whose
@@ -369,7 +423,7 @@ struct IndexMaps {
 // Writes every shard of the layout: pass-through tensors copied, packed tensors produced expert
 // by expert (their manifest entries filled as they go), one file entry per shard.
 IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
-                       int threads, ByteProgress& progress) {
+                       int threads, SourceHasher& source_hashes, const std::unordered_map<const st::File*, size_t>& file_index, ByteProgress& progress) {
   IndexMaps maps;
   // A layer is done when the last of its packed tensors is written (the shards hold them in
   // name order, not layer by layer).
@@ -389,7 +443,9 @@ IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const s
     for (const TensorEntry* e : layout.shard_entries[s]) {
       if (e->pass_through) {
         progress.set_activity("copying " + e->name);
-        copy_pass_through(*e->pass_through, writer, progress);
+        auto file = file_index.find(e->pass_through->source.file);
+        copy_pass_through(*e->pass_through, file == file_index.end() ? SourceHasher::kNotTaken : file->second, writer, source_hashes, arena, threads,
+                          progress);
       } else {
         artifact::PackedTensor& pt = skeleton.entry(e->packed);
         pt.file = shard.file_name;
@@ -471,29 +527,20 @@ artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& s
   for (const TensorEntry& e : layout.entries) total_bytes += e.bytes;
   ByteProgress progress(options.show_progress, total_bytes, plan.layers.size(), "layer");
 
-  // Hashing every source shard is a second sequential read of the checkpoint; it runs beside
-  // the conversion (which is mostly waiting on the kernel's page cache) instead of after it.
-  // The future's destructor joins the thread on every exit path, exceptions included.
-  std::atomic<bool> abandon_source_hashes{false};
-  std::future<std::vector<artifact::FileEntry>> source_hashes = hash_sources_async(plan, abandon_source_hashes);
-  // On an error (disk full, a truncated shard, a refused tensor) the hashes are not needed, and
-  // without this the future's destructor would wait until the whole checkpoint has been read
-  // (seconds per GB) before the error is reported and the staging directory removed. Declared
-  // after the future so that it runs first while unwinding; on success `get()` has returned
-  // before it runs.
-  struct AbandonOnExit {
-    std::atomic<bool>& flag;
-    ~AbandonOnExit() { flag.store(true, std::memory_order_relaxed); }
-  } abandon_on_exit{abandon_source_hashes};
+  // The source's identity (every shard hashed whole) is computed beside the conversion: ranges
+  // that the conversion copies are hashed from its own pieces, the rest by a reader thread.
+  // On an error its destructor stops the reader at once.
+  std::unordered_map<const st::File*, size_t> file_index;
+  std::unique_ptr<SourceHasher> source_hashes = start_source_hashes(plan, layout, total_bytes, file_index);
 
   // Manifest skeleton first, so packed tensors know where to record file and hash.
   ManifestSkeleton skeleton(plan);
   artifact::Manifest& m = skeleton.manifest();
-  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, progress);
+  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, *source_hashes, file_index, progress);
   write_indexes(plan, layout, maps, staging_dir, m);
   copy_other_files(plan, staging_dir, m);
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  record_source_identity(plan, source_hashes.get(), m);
+  record_source_identity(plan, source_hashes->finish(), m);
   write_manifest_file(staging_dir, m);
   progress.finish();  // the CLI prints the summary line
   return std::move(m);

@@ -490,7 +490,7 @@ PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::M
     ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, first_expert + e, role);
     auto it = params.tensors.find(role);
     if (it == params.tensors.end()) throw_internal("expert " + std::to_string(first_expert + e) + " of " + lay->prefix + " has no " + role);
-    OwnedTensor param = load_expert_param(role, it->second, g);
+    OwnedTensor param = load_expert_param(role, std::move(it->second), g);
     if (stage) {
       std::call_once(stage->once, [&] { stage->prepared = stage_def->prepare(stage_input); });
       stage->prepared.change(e, param);

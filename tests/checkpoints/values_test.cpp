@@ -2,6 +2,8 @@
 // tensor and flat element index with counts.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "checkpoints/fixtures.h"
 #include "formats/checkpoints/checkpoint.h"
 
@@ -73,6 +75,44 @@ TEST(Values, CleanCheckpointHasNoFindings) {
   EXPECT_EQ(scan.bad_values, 0u);
   EXPECT_EQ(scan.tensors_scanned, 2u);
   EXPECT_EQ(scan.bytes_scanned, 14u);
+}
+
+// The scan screens each chunk before classifying its elements: every bit pattern of the 8- and
+// 16-bit types is counted as the definitions say (BF16: 2 signs x 128 mantissas with the
+// exponent all ones; F16: 2 x 1024; E4M3 0x7F/0xFF; E5M2 4 + 4; E8M0 0xFF; FNUZ 0x80), and a
+// finding in the second chunk of a large tensor keeps its element index.
+TEST(Values, EveryBitPatternAndLaterChunks) {
+  TempDir tmp;
+  CheckpointBuilder b(tmp.path());
+  std::vector<uint8_t> all16(2 * 65536), all8(256);
+  for (uint32_t v = 0; v < 65536; ++v) all16[2 * v] = static_cast<uint8_t>(v), all16[2 * v + 1] = static_cast<uint8_t>(v >> 8);
+  for (uint32_t v = 0; v < 256; ++v) all8[v] = static_cast<uint8_t>(v);
+  b.add("bf16", DType::BF16, {65536}, all16);
+  b.add("f16", DType::F16, {65536}, all16);
+  b.add("e4m3", DType::F8_E4M3, {256}, all8);
+  b.add("e5m2", DType::F8_E5M2, {256}, all8);
+  b.add("e8m0", DType::F8_E8M0, {256}, all8);
+  b.add("fnuz", DType::F8_E4M3FNUZ, {256}, all8);
+  b.add("u8", DType::U8, {256}, all8);  // not an MX scale: not scanned
+  std::vector<uint8_t> big(3u << 19, 0);  // 1.5 MiB of F32 zeros, -Inf as the last element
+  const uint32_t minus_inf = 0xFF800000u;
+  std::memcpy(big.data() + big.size() - 4, &minus_inf, 4);
+  b.add("f32", DType::F32, {big.size() / 4}, big);
+  b.write();
+  auto ck = ckpt::open_checkpoint(tmp.path());
+  auto scan = ckpt::scan_values(ck, 1000);
+  EXPECT_EQ(scan.per_tensor["bf16"], 256u);
+  EXPECT_EQ(scan.per_tensor["f16"], 2048u);
+  EXPECT_EQ(scan.per_tensor["e4m3"], 2u);
+  EXPECT_EQ(scan.per_tensor["e5m2"], 8u);
+  EXPECT_EQ(scan.per_tensor["e8m0"], 1u);
+  EXPECT_EQ(scan.per_tensor["fnuz"], 1u);
+  EXPECT_EQ(scan.per_tensor.count("u8"), 0u);
+  EXPECT_EQ(scan.per_tensor["f32"], 1u);
+  bool saw_last = false;
+  for (const auto& f : scan.listed)
+    if (f.tensor == "f32") saw_last = f.element == big.size() / 4 - 1 && f.what == "-Inf";
+  EXPECT_TRUE(saw_last);
 }
 
 }  // namespace

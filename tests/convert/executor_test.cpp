@@ -105,6 +105,29 @@ TEST(Executor, WritesPackedAndPassThroughTensorsWithManifest) {
   EXPECT_EQ(artifact::manifest_text(back), artifact::manifest_text(m));
 }
 
+// The source identity is the XXH3-128 of each whole shard, whether the copied tensors' ranges
+// are hashed by the copy (a plan with the source's mappings) or read again (one without).
+TEST(Executor, SourceHashIsTheWholeShardsHashEitherWay) {
+  test::TempDir src;
+  make_source(src.path());
+  st::ShardSet source(src.path());
+  const std::string want = xxh3_128_hex(test::read_file(src.file("model.safetensors")));
+  std::string fingerprint;
+  for (bool with_mappings : {false, true}) {
+    test::TempDir out;
+    ConversionPlan plan = toy_plan(source, src.path(), 1);
+    if (with_mappings)
+      for (const auto& f : source.files()) plan.source_mappings.push_back(f.get());
+    artifact::Manifest m = execute_plan(plan, out.path(), {});
+    ASSERT_EQ(m.source_files.size(), 1u);
+    EXPECT_EQ(m.source_files[0].name, "model.safetensors");
+    EXPECT_EQ(m.source_files[0].bytes, fs::file_size(src.file("model.safetensors")));
+    EXPECT_EQ(m.source_files[0].xxh3, want) << (with_mappings ? "with" : "without") << " mappings";
+    if (fingerprint.empty()) fingerprint = m.source_fingerprint;
+    EXPECT_EQ(m.source_fingerprint, fingerprint);
+  }
+}
+
 TEST(Executor, SameBytesForAnyThreadCount) {
   test::TempDir src;
   make_source(src.path());

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "lib/convert/param_loader.h"
 #include "lib/core/codecs.h"
@@ -19,6 +21,46 @@ OwnedTensor numbered(uint64_t rows, uint64_t cols) {
   return t;
 }
 uint8_t at(const OwnedTensor& t, uint64_t r, uint64_t c) { return t.bytes[r * t.shape[1] + c]; }
+
+// One rank, no padding: the copying loader gives back the canonical tensor unchanged for every
+// role, loader and gating, which is what lets the moving overload hand over the tensor itself.
+TEST(ParamLoader, WholeUnpaddedLoadIsTheCanonicalTensorAndTheMoveTakesIt) {
+  const uint64_t H = 64, I = 96;
+  struct Case {
+    std::string role;
+    OwnedTensor t;
+  };
+  OwnedTensor bias13(DType::BF16, {2 * I}), bias13_up(DType::BF16, {I}), bias2(DType::BF16, {H}), scalar(DType::F32, {1});
+  for (auto* t : {&bias13, &bias13_up, &bias2, &scalar})
+    for (size_t i = 0; i < t->bytes.size(); ++i) t->bytes[i] = static_cast<uint8_t>(i * 13 + 5);
+  for (bool interleaved : {false, true})
+    for (bool gated : {true, false}) {
+      RankGeometry g{.hidden = H, .intermediate = I, .padded_hidden = H, .padded_intermediate = I, .gpt_oss_interleaved = interleaved, .gated = gated};
+      std::vector<Case> cases = {{"w13_weight", numbered(gated ? 2 * I : I, H / 2)}, {"w13_weight_scale", numbered(gated ? 2 * I : I, H / 32)},
+                                 {"w2_weight", numbered(H, I / 2)},                  {"w2_weight_scale", numbered(H, I / 32)},
+                                 {"w13_bias", gated ? bias13 : bias13_up},           {"w2_bias", bias2},
+                                 {"w13_input_scale", scalar}};
+      for (auto& c : cases) {
+        const std::string where = c.role + (interleaved ? " interleaved" : " stacked") + (gated ? " gated" : " up only");
+        const OwnedTensor copied = load_expert_param(c.role, c.t, g);
+        EXPECT_EQ(copied.dtype, c.t.dtype) << where;
+        EXPECT_EQ(copied.shape, c.t.shape) << where;
+        EXPECT_EQ(copied.bytes, c.t.bytes) << where;
+        OwnedTensor source = c.t;
+        const uint8_t* storage = source.bytes.data();
+        const OwnedTensor moved = load_expert_param(c.role, std::move(source), g);
+        EXPECT_EQ(moved.bytes, c.t.bytes) << where;
+        EXPECT_EQ(moved.bytes.data(), storage) << where << ": not moved";
+      }
+    }
+  // Padding or several ranks: the moving overload copies as the other does.
+  RankGeometry padded{.hidden = H, .intermediate = I, .padded_hidden = 2 * H, .padded_intermediate = I};
+  OwnedTensor w2 = numbered(H, I / 2);
+  const OwnedTensor by_copy = load_expert_param("w2_weight", w2, padded);
+  const OwnedTensor by_move = load_expert_param("w2_weight", std::move(w2), padded);
+  EXPECT_EQ(by_move.shape, (std::vector<uint64_t>{2 * H, I / 2}));
+  EXPECT_EQ(by_move.bytes, by_copy.bytes);
+}
 
 TEST(ParamLoader, GptOssRankRangeRoundsBlocksUp) {
   RankGeometry g{.hidden = 64, .intermediate = 96, .tp_size = 2};

@@ -189,55 +189,37 @@ TEST(Writer, FileSizeLimitIsAnIoErrorAndLeavesNothing) {
   EXPECT_FALSE(fs::exists(path));
 }
 
-// copy_from (in-kernel copy, hashed from a mapping of the output) writes and hashes exactly
-// what write() of the same bytes does, across tensor boundaries, at unaligned offsets and in
-// pieces larger than one copy piece; the extra hash of write() sees exactly the tensor's bytes.
-TEST(WriterCopy, CopyFromEqualsWriteBytesAndHashes) {
+// write_fed writes and hashes exactly what write() of the same bytes does, across tensor
+// boundaries, at unaligned offsets and in pieces larger than one write chunk; its feed sees
+// exactly the bytes, in order, as write()'s extra hash does.
+TEST(WriterFed, WriteFedEqualsWriteBytesAndHashes) {
   test::TempDir dir;
-  const uint64_t big = (8u << 20) + 4099;  // more than one copy piece, odd size
+  const uint64_t big = (3u << 20) + 4099;  // more than one write chunk, odd size
   std::vector<uint8_t> source(big + 777);
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
-  const std::string src = dir.file("src.bin");
-  test::write_file(src, source);
   const std::vector<TensorSpec> specs = {{"a", DType::U8, {5}}, {"b", DType::U8, {big - 5}}, {"c", DType::U8, {777}}};
-  // Reference: everything through write().
   Writer ref(dir.file("ref.safetensors"), specs);
   Xxh3Stream extra;
   ref.write({source.data(), 3}, &extra);
   ref.write({source.data() + 3, source.size() - 3}, &extra);
   ref.commit();
   EXPECT_EQ(extra.hex(), xxh3_128_hex(source));
-  // The same bytes copied from the file, starting mid-tensor and ending in the next one.
-  const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  Writer w(dir.file("copy.safetensors"), specs);
+  Writer w(dir.file("fed.safetensors"), specs);
   w.write({source.data(), 3});
-  uint64_t checks = 0;
-  EXPECT_EQ(w.copy_from(fd, 3, big, src, [&](uint64_t) { ++checks; }), big);
-  EXPECT_GE(checks, 2u);
-  EXPECT_EQ(w.copy_from(fd, 3 + big, source.size() - 3 - big, src), source.size() - 3 - big);
+  Xxh3Stream fed;
+  uint64_t fed_bytes = 0;
+  const Writer::Feed feed = [&](std::span<const uint8_t> bytes) {
+    fed.update(bytes);
+    fed_bytes += bytes.size();
+  };
+  w.write_fed({source.data() + 3, big}, feed);  // from mid-tensor a into c
+  w.write_fed({source.data() + 3 + big, source.size() - 3 - big}, feed);
   w.commit();
-  ::close(fd);
-  EXPECT_EQ(test::read_file(dir.file("copy.safetensors")), test::read_file(dir.file("ref.safetensors")));
+  EXPECT_EQ(fed_bytes, source.size() - 3);
+  EXPECT_EQ(fed.hex(), xxh3_128_hex({source.data() + 3, source.size() - 3}));
+  EXPECT_EQ(test::read_file(dir.file("fed.safetensors")), test::read_file(dir.file("ref.safetensors")));
   EXPECT_EQ(w.file_xxh3(), ref.file_xxh3());
-  EXPECT_EQ(w.file_xxh3(), xxh3_128_hex(test::read_file(dir.file("copy.safetensors"))));
-}
-
-TEST(WriterCopy, SourceEndingEarlyIsAnIoErrorNamingIt) {
-  test::TempDir dir;
-  const std::string src = dir.file("short.bin");
-  test::write_file(src, std::vector<uint8_t>(100, 7));
-  const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  Writer w(dir.file("out.safetensors"), {{"t", DType::U8, {200}}});
-  try {
-    w.copy_from(fd, 0, 200, src + ": tensor `t`");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::io);
-    EXPECT_NE(std::string(e.what()).find(src + ": tensor `t` ends early"), std::string::npos) << e.what();
-  }
-  ::close(fd);
+  EXPECT_EQ(w.file_xxh3(), xxh3_128_hex(test::read_file(dir.file("fed.safetensors"))));
 }
 
 }  // namespace
