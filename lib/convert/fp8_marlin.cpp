@@ -13,7 +13,6 @@ namespace moepack::convert {
 namespace {
 
 constexpr std::string_view kScalesPrefix = "vllm.fp8_marlin_scales(";
-constexpr std::string_view kDtypeStagePrefix = "vllm.fp8_marlin_scale_dtype(";
 
 float rounded(float v, DType d) {
   if (d == DType::BF16) return bf16_to_float(float_to_bf16(v));

@@ -141,8 +141,10 @@ OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, 
   // into a parameter of the same dtype and shape (param_loader_test checks it on every role).
   // Shapes those branches would refuse still go through them, for their message.
   const bool is_w13 = role.rfind("w13_", 0) == 0;
-  const bool whole = !g.int_transposed && g.tp_size == 1 && g.tp_rank == 0 && g.padded_intermediate == g.intermediate && g.padded_hidden == g.hidden &&
-                     (is_w13 || role.rfind("w2_", 0) == 0);
+  // FP8 / INT8 scales are widened to fp32 parameters: never moved.
+  const bool widened = g.fp8_scales && is_fp8_scale_role(role);
+  const bool whole = !g.int_transposed && !widened && g.tp_size == 1 && g.tp_rank == 0 && g.padded_intermediate == g.intermediate &&
+                     g.padded_hidden == g.hidden && (is_w13 || role.rfind("w2_", 0) == 0);
   const std::vector<uint64_t>& shape = canonical.shape;
   const uint64_t rows = is_w13 ? (g.gated ? 2 * g.intermediate : g.intermediate) : g.hidden;  // w13 / w2 rows, or bias entries
   const uint64_t input = is_w13 ? g.hidden : g.intermediate;                                     // logical columns

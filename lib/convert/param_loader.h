@@ -64,7 +64,7 @@ IntermediateRange gpt_oss_rank_range(const RankGeometry& g);
 // input dim in storage units (e.g. H/2 FP4 bytes, H/32 E8M0 groups), scaled to the padded size.
 OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& canonical, const RankGeometry& g);
 // The same, taking the canonical tensor: where loading changes nothing (one rank, no padding,
-// not WNA16) the parameter is the canonical tensor itself, moved instead of copied.
+// not WNA16, not an FP8 / INT8 scale) the parameter is the canonical tensor itself, moved.
 OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, const RankGeometry& g);
 
 }  // namespace moepack::convert
