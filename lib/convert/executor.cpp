@@ -212,51 +212,66 @@ artifact::FileEntry write_index(const std::string& staging_dir, const std::strin
   return hash_file(path, file_name);
 }
 
-// One packed tensor through a bounded pipeline: experts are taken in order, packed in parallel
-// (at most `tokens` slabs alive, each reused without being cleared: a packer writes every byte
-// of its slab, padding included), and written in expert order by one stage that also hashes,
-// so the bytes do not depend on the thread count. With one thread the stages simply alternate.
-void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, ByteProgress& progress,
-                  std::string& xxh3_out) {
-  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(t.num_experts, 1)));
+// Items 0..count-1 through a bounded pipeline: `fill(i, buffer)` runs in parallel, `drain(i,
+// buffer)` on one thread in item order, so what is written does not depend on the thread count.
+// At most 2 x threads buffers are alive, each reused without clearing (`fill` sizes and writes
+// it whole); `next_item(i)` runs in order before item i is handed out (cancellation, checks).
+// With one thread the stages simply alternate.
+template <class NextItem, class Fill, class Drain>
+void ordered_pipeline(tbb::task_arena& arena, int threads, uint64_t count, NextItem next_item, Fill fill, Drain drain) {
+  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(count, 1)));
   std::vector<std::vector<uint8_t>> pool(tokens);
-  std::vector<std::vector<uint8_t>*> free_slabs;
-  for (auto& slab : pool) free_slabs.push_back(&slab);
+  std::vector<std::vector<uint8_t>*> free_buffers;
+  for (auto& buffer : pool) free_buffers.push_back(&buffer);
   std::mutex pool_mutex;
   struct Item {
-    uint64_t expert;
-    std::vector<uint8_t>* slab;
+    uint64_t index;
+    std::vector<uint8_t>* buffer;
   };
-  Xxh3Stream hash;
   uint64_t next = 0;
   arena.execute([&] {
     tbb::parallel_pipeline(
         tokens,
         tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
                                      [&](tbb::flow_control& fc) -> Item {
-                                       if (next == t.num_experts) {
+                                       if (next == count) {
                                          fc.stop();
                                          return {};
                                        }
-                                       throw_if_cancelled();
+                                       next_item(next);
                                        std::lock_guard<std::mutex> lock(pool_mutex);
-                                       std::vector<uint8_t>* slab = free_slabs.back();  // never empty: one slab per token
-                                       free_slabs.pop_back();
-                                       return {next++, slab};
+                                       std::vector<uint8_t>* buffer = free_buffers.back();  // never empty: one per token
+                                       free_buffers.pop_back();
+                                       return {next++, buffer};
                                      }) &
             tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
                                          [&](Item item) {
-                                           item.slab->resize(static_cast<size_t>(t.slab_bytes));  // no-op after the first use
-                                           t.produce(item.expert, *item.slab);
+                                           fill(item.index, *item.buffer);
                                            return item;
                                          }) &
             tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item item) {
-              writer.write(*item.slab, &hash);
-              progress.add(t.slab_bytes);
+              drain(item.index, *item.buffer);
               std::lock_guard<std::mutex> lock(pool_mutex);
-              free_slabs.push_back(item.slab);
+              free_buffers.push_back(item.buffer);
             }));
   });
+}
+
+// One packed tensor: experts packed in parallel into slabs (a packer writes every byte of its
+// slab, padding included), written in expert order by the stage that also hashes them.
+void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, ByteProgress& progress,
+                  std::string& xxh3_out) {
+  Xxh3Stream hash;
+  ordered_pipeline(
+      arena, threads, t.num_experts, [](uint64_t) { throw_if_cancelled(); },
+      [&](uint64_t expert, std::vector<uint8_t>& slab) {
+        slab.resize(static_cast<size_t>(t.slab_bytes));  // no-op after the first use
+        t.produce(expert, slab);
+      },
+      [&](uint64_t, std::vector<uint8_t>& slab) {
+        writer.write(slab, &hash);
+        progress.add(t.slab_bytes);
+      });
   xxh3_out = hash.hex();
 }
 
@@ -281,46 +296,20 @@ void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Write
   st::Writer::Feed also;
   if (claim.segment != SourceHasher::kNotTaken) also = [&](std::span<const uint8_t> bytes) { source_hashes.feed(claim.segment, bytes); };
   const uint64_t pieces = (length + kCopyChunkBytes - 1) / kCopyChunkBytes;
-  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(pieces, 1)));
-  std::vector<std::vector<uint8_t>> pool(tokens);
-  std::vector<std::vector<uint8_t>*> free_buffers;
-  for (auto& b : pool) free_buffers.push_back(&b);
-  std::mutex pool_mutex;
-  struct Item {
-    uint64_t piece;
-    std::vector<uint8_t>* buffer;
-  };
-  uint64_t next = 0;
-  auto piece_bytes = [&](uint64_t i) { return static_cast<size_t>(std::min(kCopyChunkBytes, length - i * kCopyChunkBytes)); };
-  arena.execute([&] {
-    tbb::parallel_pipeline(
-        tokens,
-        tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
-                                     [&](tbb::flow_control& fc) -> Item {
-                                       if (next == pieces) {
-                                         fc.stop();
-                                         return {};
-                                       }
-                                       throw_if_cancelled();
-                                       file.mapping().check_unchanged();
-                                       std::lock_guard<std::mutex> lock(pool_mutex);
-                                       std::vector<uint8_t>* buffer = free_buffers.back();  // one per token
-                                       free_buffers.pop_back();
-                                       return {next++, buffer};
-                                     }) &
-            tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
-                                         [&](Item item) {
-                                           item.buffer->resize(piece_bytes(item.piece));
-                                           p.source.read(item.piece * kCopyChunkBytes, *item.buffer);
-                                           return item;
-                                         }) &
-            tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item item) {
-              writer.write_fed(*item.buffer, also);
-              progress.add(item.buffer->size());
-              std::lock_guard<std::mutex> lock(pool_mutex);
-              free_buffers.push_back(item.buffer);
-            }));
-  });
+  ordered_pipeline(
+      arena, threads, pieces,
+      [&](uint64_t) {
+        throw_if_cancelled();
+        file.mapping().check_unchanged();
+      },
+      [&](uint64_t piece, std::vector<uint8_t>& buffer) {
+        buffer.resize(static_cast<size_t>(std::min(kCopyChunkBytes, length - piece * kCopyChunkBytes)));
+        p.source.read(piece * kCopyChunkBytes, buffer);
+      },
+      [&](uint64_t, std::vector<uint8_t>& buffer) {
+        writer.write_fed(buffer, also);
+        progress.add(buffer.size());
+      });
 }
 
 // The source hasher for this plan: every shard, and as the ranges its consumers may hash, the
