@@ -26,13 +26,6 @@ DType dtype_in(std::string_view id) {
   throw_internal("fp8 Marlin id without params_dtype: " + std::string(id));
 }
 
-float float_at(const OwnedTensor& t, uint64_t i) {
-  if (t.dtype != DType::F32) throw_internal("fp8 Marlin scales: loaded scales are F32");
-  float v;
-  std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-  return v;
-}
-
 enum class Kind { tensor, channel, block };
 
 class Fp8MarlinScales final : public ExpertDerivation {
@@ -64,14 +57,14 @@ class Fp8MarlinScales final : public ExpertDerivation {
         if (w13) {
           const uint64_t h = c / P, cc = c % P;
           if (cc < n) {
-            if (kind_ == Kind::tensor) v = s.num_elements() == 2 ? std::max(float_at(s, 0), float_at(s, 1)) : float_at(s, 0);
-            else if (kind_ == Kind::channel) v = float_at(s, h * P + cc);
-            else v = float_at(s, (h * ((n + 127) / 128) + cc / 128) * s.shape[1] + gi);
+            if (kind_ == Kind::tensor) v = s.num_elements() == 2 ? std::max(float_element(s, 0), float_element(s, 1)) : float_element(s, 0);
+            else if (kind_ == Kind::channel) v = float_element(s, h * P + cc);
+            else v = float_element(s, (h * ((n + 127) / 128) + cc / 128) * s.shape[1] + gi);
           }
         } else {
-          if (kind_ == Kind::tensor) v = float_at(s, 0);
-          else if (kind_ == Kind::channel) v = float_at(s, c);
-          else if (gi < s.shape[1]) v = float_at(s, (c / 128) * s.shape[1] + gi);
+          if (kind_ == Kind::tensor) v = float_element(s, 0);
+          else if (kind_ == Kind::channel) v = float_element(s, c);
+          else if (gi < s.shape[1]) v = float_element(s, (c / 128) * s.shape[1] + gi);
         }
         const float biased = rounded(v, dtype_) * bias;
         if (!std::isfinite(biased))

@@ -12,29 +12,7 @@
 namespace moepack::convert {
 namespace {
 
-float float_at(const OwnedTensor& t, uint64_t i) {
-  switch (t.dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-      return v;
-    }
-    case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
-    case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
-    default: throw_internal("fp8 scale of dtype " + std::string(dtype_name(t.dtype)));
-  }
-}
-
-OwnedTensor widened(const OwnedTensor& in) {
-  if (in.dtype == DType::F32) return in;
-  OwnedTensor out(DType::F32, in.shape);
-  const uint64_t n = in.num_elements();
-  for (uint64_t i = 0; i < n; ++i) {
-    const float v = float_at(in, i);
-    std::memcpy(out.bytes.data() + 4 * i, &v, 4);
-  }
-  return out;
-}
+OwnedTensor widened(const OwnedTensor& in) { return cast_float_tensor(in, DType::F32); }
 
 // Rows [begin, begin + count) of a row-major [rows, cols] tensor into `out` at row `at`.
 void copy_rows(const OwnedTensor& in, uint64_t begin, uint64_t count, OwnedTensor& out, uint64_t at) {
@@ -47,7 +25,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // One expert's [w1, w3] per-tensor scales, checked.
 std::pair<float, float> shard_scales(const OwnedTensor& s, const std::string& where) {
   if (s.num_elements() != 2) throw_internal("fp8 per-tensor w13 scale with " + std::to_string(s.num_elements()) + " values");
-  const float a = float_at(s, 0), b = float_at(s, 1);
+  const float a = float_element(s, 0), b = float_element(s, 1);
   for (float v : {a, b})
     if (!std::isfinite(v) || v <= 0.0f)
       throw_bad_input(where, "w13_weight_scale", "per-tensor scale " + std::to_string(v) + " is not a positive finite number (vLLM would requantize with it)");
@@ -64,7 +42,7 @@ class W13MaxScale final : public LayerReduction {
     in.each(in.role, false, [&](uint64_t expert, const OwnedTensor& s) {
       float m = 0.0f;
       if (s.num_elements() == 1) {
-        m = float_at(s, 0);  // non-gated: one scale already
+        m = float_element(s, 0);  // non-gated: one scale already
       } else {
         const auto [s1, s3] = shard_scales(s, in.where(in.role, expert));
         m = std::max(s1, s3);

@@ -7,7 +7,6 @@
 #include "lib/convert/cpu_int8.h"
 #include "lib/convert/fp8_deepgemm.h"
 #include "lib/convert/fp8_marlin.h"
-#include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
 
@@ -83,35 +82,16 @@ bool is_float_scale(const std::string& role, const OwnedTensor& t) {
   return scale && (t.dtype == DType::BF16 || t.dtype == DType::F16 || t.dtype == DType::F32);
 }
 
-// param.copy_(loaded) into a parameter of the model dtype: torch's round-to-nearest-even cast.
-OwnedTensor cast_floats(const OwnedTensor& in, DType to) {
-  if (in.dtype == to) return in;
-  if (to != DType::BF16 && to != DType::F16)
-    throw Error(ErrorKind::refused, "WNA16 scales in " + std::string(dtype_name(to)) + " parameters: Marlin takes bf16 or fp16 models only");
-  const uint64_t n = in.bytes.size() / (dtype_bits(in.dtype) / 8);
-  OwnedTensor out(to, in.shape);
-  for (uint64_t i = 0; i < n; ++i) {
-    float v;
-    if (in.dtype == DType::F32) {
-      std::memcpy(&v, in.bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, in.bytes.data() + 2 * i, 2);
-      v = in.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
-    }
-    const uint16_t bits = to == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
-    std::memcpy(out.bytes.data() + 2 * i, &bits, 2);
-  }
-  return out;
-}
-
 OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, const RankGeometry& g);
 
 }  // namespace
 
 OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
   OwnedTensor loaded = load_wna16_uncast(role, in, g);
-  return is_float_scale(role, loaded) ? cast_floats(loaded, g.params_dtype) : loaded;
+  if (!is_float_scale(role, loaded)) return loaded;
+  if (g.params_dtype != DType::BF16 && g.params_dtype != DType::F16)
+    throw Error(ErrorKind::refused, "WNA16 scales in " + std::string(dtype_name(g.params_dtype)) + " parameters: Marlin takes bf16 or fp16 models only");
+  return cast_float_tensor(loaded, g.params_dtype);  // param.copy_(loaded) into the model dtype
 }
 
 namespace {

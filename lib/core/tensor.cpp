@@ -1,7 +1,9 @@
 #include "lib/core/tensor.h"
 
 #include <cstdio>
+#include <cstring>
 
+#include "lib/core/codecs.h"
 #include "lib/core/error.h"
 
 namespace moepack {
@@ -44,6 +46,39 @@ std::string human_bytes(uint64_t n) {
   if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
   else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
   return buf;
+}
+
+float float_element(const OwnedTensor& t, uint64_t i) {
+  switch (t.dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+      return v;
+    }
+    case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    default: throw_internal("float_element of a " + std::string(dtype_name(t.dtype)) + " tensor");
+  }
+}
+
+OwnedTensor cast_float_tensor(const OwnedTensor& t, DType to) {
+  if (t.dtype == to) return t;
+  OwnedTensor out(to, t.shape);
+  const uint64_t n = t.num_elements();
+  for (uint64_t i = 0; i < n; ++i) {
+    const float v = float_element(t, i);
+    switch (to) {
+      case DType::F32: std::memcpy(out.bytes.data() + 4 * i, &v, 4); break;
+      case DType::BF16:
+      case DType::F16: {
+        const uint16_t bits = to == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
+        std::memcpy(out.bytes.data() + 2 * i, &bits, 2);
+        break;
+      }
+      default: throw_internal("cast_float_tensor to " + std::string(dtype_name(to)));
+    }
+  }
+  return out;
 }
 
 }  // namespace moepack
