@@ -13,6 +13,7 @@
 #include "lib/convert/target.h"
 #include "lib/convert/verify.h"
 #include "lib/core/error.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -92,23 +93,11 @@ void convert_and_check(const Case& c) {
         EXPECT_TRUE(rank.tensors.count(held)) << layer.prefix << " rank " << rank.rank << " lacks " << held;
       }
   }
-  ArtifactCheck check = check_artifact(out.path(), sample(c.sample));
-  for (const auto& p : check.problems) ADD_FAILURE() << p;
-  EXPECT_GT(check.expert_slabs_checked, 0u);
+  ArtifactCheck check = test::expect_checked_against_source(out.path(), sample(c.sample));
   EXPECT_EQ(check.files_checked, m.files.size());
   // And run: the runtime experts on the packed layout against the source's reference.
-  VerifyOptions vo;
-  vo.artifact = out.path();
-  vo.source = sample(c.sample);
-  vo.tokens = 4;
-  VerifyReport v = verify_artifact(vo);
-  EXPECT_TRUE(v.ok());
+  VerifyReport v = test::expect_verified_against_source(out.path(), sample(c.sample), 4);
   ASSERT_EQ(v.layers.size(), ck.layers.size());
-  for (const auto& l : v.layers) {
-    EXPECT_TRUE(l.ok) << l.prefix << ": " << l.note;
-    EXPECT_EQ(l.compared_with, "source");
-    EXPECT_LE(l.max_rel_error, l.tolerance) << l.prefix;
-  }
 }
 
 class ConvertSamples : public ::testing::TestWithParam<Case> {};

@@ -15,6 +15,7 @@
 #include "lib/convert/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -74,17 +75,6 @@ artifact::Manifest convert(const std::string& ckpt_dir, const std::string& targe
   return execute_plan(plan, out, ExecutorOptions{});
 }
 
-std::vector<float> f32_tensor(const std::string& dir, const artifact::PackedTensor& t) {
-  st::File f((fs::path(dir) / t.file).string());
-  const st::TensorInfo* info = f.find(t.name);
-  EXPECT_NE(info, nullptr);
-  if (!info) return {};
-  auto bytes = f.data(*info);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
 void expect_verified(const std::string& artifact, const std::string& source) {
   VerifyOptions vo;
   vo.artifact = artifact;
@@ -136,24 +126,24 @@ TEST(Nvfp4Convert, TrtllmScalarsWorkedExample) {
   const std::string out = dir.path() + "/out";
   const artifact::Manifest m = convert(mo, "sm100", "", out);
   const auto& t = m.layers.at(0).ranks.at(0).tensors;
-  EXPECT_EQ(f32_tensor(out, t.at("w13_weight_scale_2")).at(0), std::ldexp(1.0f, -14));
-  EXPECT_EQ(f32_tensor(out, t.at("w13_input_scale")), std::vector<float>(4, std::ldexp(1.0f, -4)));
-  EXPECT_EQ(f32_tensor(out, t.at("w2_input_scale")), std::vector<float>(4, std::ldexp(1.0f, -5)));
-  EXPECT_EQ(f32_tensor(out, t.at("g1_scale_c")).at(0), std::ldexp(1.0f, -9));
+  EXPECT_EQ(test::read_f32_tensor(out, t.at("w13_weight_scale_2")).at(0), std::ldexp(1.0f, -14));
+  EXPECT_EQ(test::read_f32_tensor(out, t.at("w13_input_scale")), std::vector<float>(4, std::ldexp(1.0f, -4)));
+  EXPECT_EQ(test::read_f32_tensor(out, t.at("w2_input_scale")), std::vector<float>(4, std::ldexp(1.0f, -5)));
+  EXPECT_EQ(test::read_f32_tensor(out, t.at("g1_scale_c")).at(0), std::ldexp(1.0f, -9));
   EXPECT_FALSE(t.at("g1_scale_c").per_expert);
   EXPECT_EQ(t.at("g1_scale_c").name, "model.layers.0.mlp.experts.g1_scale_c");
   // VLLM_CUTLASS: one input scale per expert (the larger of gate and up), folded per expert.
   const std::string out2 = dir.path() + "/out2";
   const artifact::Manifest c = convert(mo, "sm110", "", out2);
   const auto& tc = c.layers.at(0).ranks.at(0).tensors;
-  EXPECT_EQ(f32_tensor(out2, tc.at("w13_input_scale")), (std::vector<float>{std::ldexp(1.0f, -4), std::ldexp(1.0f, -5), std::ldexp(1.0f, -4), std::ldexp(1.0f, -5)}));
-  EXPECT_EQ(f32_tensor(out2, tc.at("w13_weight_scale_2")).at(1), std::ldexp(1.0f, -11 - 5));
+  EXPECT_EQ(test::read_f32_tensor(out2, tc.at("w13_input_scale")), (std::vector<float>{std::ldexp(1.0f, -4), std::ldexp(1.0f, -5), std::ldexp(1.0f, -4), std::ldexp(1.0f, -5)}));
+  EXPECT_EQ(test::read_f32_tensor(out2, tc.at("w13_weight_scale_2")).at(1), std::ldexp(1.0f, -11 - 5));
   // EMULATION: 1 / the largest input scale, 0-dim.
   const std::string out3 = dir.path() + "/out3";
   const artifact::Manifest e = convert(mo, "sm100", "emulation", out3);
   const auto& te = e.layers.at(0).ranks.at(0).tensors;
   EXPECT_TRUE(te.at("w13_input_scale").shape.empty());
-  EXPECT_EQ(f32_tensor(out3, te.at("w13_input_scale")), std::vector<float>{16.0f});
+  EXPECT_EQ(test::read_f32_tensor(out3, te.at("w13_input_scale")), std::vector<float>{16.0f});
 }
 
 TEST(Nvfp4Convert, GateAndUpGlobalScalesThatDifferTakeTheGates) {
@@ -166,7 +156,7 @@ TEST(Nvfp4Convert, GateAndUpGlobalScalesThatDifferTakeTheGates) {
   const std::string out = dir.path() + "/out";
   const artifact::Manifest m = convert(mo, "sm100", "emulation", out);
   const auto& t = m.layers.at(0).ranks.at(0).tensors;
-  EXPECT_EQ(f32_tensor(out, t.at("w13_weight_scale_2")).at(1), std::ldexp(1.0f, -11));
+  EXPECT_EQ(test::read_f32_tensor(out, t.at("w13_weight_scale_2")).at(1), std::ldexp(1.0f, -11));
   expect_verified(out, mo);
 }
 

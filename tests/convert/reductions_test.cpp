@@ -13,6 +13,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/reductions.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -85,17 +86,6 @@ artifact::Manifest convert_sample(const std::string& name, const std::string& ta
   return execute_plan(build_conversion_plan(ck, decide_layers(ck, d), req), out_dir, ExecutorOptions{});
 }
 
-std::vector<float> tensor_f32(const std::string& dir, const artifact::PackedTensor& t) {
-  st::File f((fs::path(dir) / t.file).string());
-  const st::TensorInfo* info = f.find(t.name);
-  EXPECT_NE(info, nullptr);
-  if (!info) return {};
-  auto bytes = f.data(*info);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
 TEST(Reductions, QuarkStaticInputScalesOnEmulationAreTheirMaximum) {
   test::TempDir out;
   artifact::Manifest m = convert_sample("quark-w-mxfp4-a-fp8", "gfx950", false, out.path());
@@ -113,8 +103,8 @@ TEST(Reductions, QuarkStaticInputScalesOnEmulationAreTheirMaximum) {
     EXPECT_TRUE(t.shape.empty()) << role;
     EXPECT_EQ(t.layout, "vllm.max_over_experts(f32)");
   }
-  EXPECT_EQ(tensor_f32(out.path(), tensors.at("w13_input_scale")), (std::vector<float>{w13}));
-  EXPECT_EQ(tensor_f32(out.path(), tensors.at("w2_input_scale")), (std::vector<float>{w2}));
+  EXPECT_EQ(test::read_f32_tensor(out.path(), tensors.at("w13_input_scale")), (std::vector<float>{w13}));
+  EXPECT_EQ(test::read_f32_tensor(out.path(), tensors.at("w2_input_scale")), (std::vector<float>{w2}));
 }
 
 TEST(Reductions, QuarkStaticInputScalesOnAiterW4A8StayPerExpert) {
@@ -130,8 +120,8 @@ TEST(Reductions, QuarkStaticInputScalesOnAiterW4A8StayPerExpert) {
   const auto& tensors = m.layers[0].ranks.at(0).tensors;
   EXPECT_EQ(tensors.at("w13_input_scale").shape, (std::vector<uint64_t>{4}));
   EXPECT_EQ(tensors.at("w13_input_scale").layout, "vllm.scalar_f32");
-  EXPECT_EQ(tensor_f32(out.path(), tensors.at("w13_input_scale")), w13);
-  EXPECT_EQ(tensor_f32(out.path(), tensors.at("w2_input_scale")), w2);
+  EXPECT_EQ(test::read_f32_tensor(out.path(), tensors.at("w13_input_scale")), w13);
+  EXPECT_EQ(test::read_f32_tensor(out.path(), tensors.at("w2_input_scale")), w2);
   // Gate and up differ in this sample: the per-expert value is up's, not the larger of the two.
   EXPECT_NE(w13[1], std::max(w13[1], sample_scale(src, 1, "gate_proj")));
 }

@@ -17,6 +17,7 @@
 #include "lib/convert/verify.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -67,20 +68,8 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
   ASSERT_EQ(decisions[0].decision.backend.value_or("(refused)"), c.expected_backend);
   fs::create_directories(dir.file("a"));
   execute_plan(build_conversion_plan(ck, decisions, req), dir.file("a"), ExecutorOptions{});
-  ArtifactCheck check = check_artifact(dir.file("a"), dir.file("src"));
-  for (const auto& p : check.problems) ADD_FAILURE() << p;
-  EXPECT_GT(check.expert_slabs_checked, 0u);
-  VerifyOptions vo;
-  vo.artifact = dir.file("a");
-  vo.source = dir.file("src");
-  vo.tokens = 6;
-  VerifyReport v = verify_artifact(vo);
-  EXPECT_TRUE(v.ok());
-  for (const auto& l : v.layers) {
-    EXPECT_TRUE(l.ok) << l.prefix << ": " << l.note;
-    EXPECT_EQ(l.compared_with, "source");
-    EXPECT_LE(l.max_rel_error, l.tolerance) << l.prefix;
-  }
+  test::expect_checked_against_source(dir.file("a"), dir.file("src"));
+  test::expect_verified_against_source(dir.file("a"), dir.file("src"), 6);
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {

@@ -1,0 +1,57 @@
+// Proving a converted artifact in tests: the integrity check against its source and `verify`
+// against the source's reference, with the expectations every convert test makes; and reading
+// an artifact's F32 tensor back.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "formats/artifact/manifest.h"
+#include "formats/safetensors/file.h"
+#include "lib/convert/artifact_check.h"
+#include "lib/convert/verify.h"
+
+namespace moepack::test {
+
+// Every file and tensor hashes right and every expert slab unpacks to the loaded source.
+inline convert::ArtifactCheck expect_checked_against_source(const std::string& artifact, const std::string& source) {
+  convert::ArtifactCheck check = convert::check_artifact(artifact, source);
+  for (const auto& p : check.problems) ADD_FAILURE() << p;
+  EXPECT_GT(check.expert_slabs_checked, 0u);
+  return check;
+}
+
+// Every layer run from the artifact matches the source's reference within its tolerance.
+inline convert::VerifyReport expect_verified_against_source(const std::string& artifact, const std::string& source, uint64_t tokens) {
+  convert::VerifyOptions vo;
+  vo.artifact = artifact;
+  vo.source = source;
+  vo.tokens = tokens;
+  convert::VerifyReport v = convert::verify_artifact(vo);
+  EXPECT_TRUE(v.ok());
+  for (const auto& l : v.layers) {
+    EXPECT_TRUE(l.ok) << l.prefix << ": " << l.note;
+    EXPECT_EQ(l.compared_with, "source");
+    EXPECT_LE(l.max_rel_error, l.tolerance) << l.prefix;
+  }
+  return v;
+}
+
+// An artifact's F32 tensor as floats (empty, with a failure, when the file lacks it).
+inline std::vector<float> read_f32_tensor(const std::string& dir, const artifact::PackedTensor& t) {
+  st::File f((std::filesystem::path(dir) / t.file).string());
+  const st::TensorInfo* info = f.find(t.name);
+  EXPECT_NE(info, nullptr);
+  if (!info) return {};
+  auto bytes = f.data(*info);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+}  // namespace moepack::test
