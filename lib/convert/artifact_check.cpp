@@ -163,6 +163,8 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
       continue;
     }
     const int ranks = static_cast<int>(layer.ranks.size());
+    std::set<std::string> available;  // the source layer's params, for derived outputs
+    for (const auto& p : source_layer->params) available.insert(p.name);
     for (const auto& rank : layer.ranks) {
       for (const auto& [role, t] : rank.tensors) {
         const st::File& f = file(t.file);
@@ -198,8 +200,6 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
           continue;
         }
         const uint64_t slab = bytes.size() / local;
-        std::set<std::string> available;
-        for (const auto& p : source_layer->params) available.insert(p.name);
         if (auto derivation = make_expert_derivation(role, t.layout, available, *source_layer)) {
           // Computed from several params (act-order sort, vLLM's empty placeholders): recompute.
           std::vector<uint8_t> expected(static_cast<size_t>(slab));
