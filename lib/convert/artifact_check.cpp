@@ -15,6 +15,7 @@
 #include "lib/convert/param_loader.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/reductions.h"
+#include "lib/convert/derivations.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"

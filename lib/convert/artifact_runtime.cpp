@@ -10,6 +10,7 @@
 #include "formats/safetensors/file.h"
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/derivations.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"

@@ -1,7 +1,7 @@
 // vLLM's CPU INT8 W8A8 weights (CPUExpertsInt8): sgl-kernel's convert_weight_packed for int8,
 // the VNNI-4 byte permutation (packers/cpu_sgl_mxfp4.h CpuSglVnni4Int8Layout) plus the s8s8
 // compensation sums it appends after each 32-row block. The sums are values computed from the
-// weight, so the output is an ExpertDerivation (lib/convert/wna16_marlin.h) whose bytes unpack
+// weight, so the output is an ExpertDerivation (lib/convert/derivations.h) whose bytes unpack
 // through the packer (the sums are ignored there, recomputed by the integrity check).
 //
 //   cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)
@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "lib/convert/wna16_marlin.h"
+#include "lib/convert/derivations.h"
 
 namespace moepack::convert {
 

@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "lib/convert/reductions.h"
-#include "lib/convert/wna16_marlin.h"
+#include "lib/convert/derivations.h"
 #include "lib/core/tensor.h"
 
 namespace moepack::convert {
@@ -80,7 +80,7 @@ const ValueStage* find_fp8_deepgemm_stage(std::string_view id);
 // get_mn_major_tma_aligned_packed_ue8m0_tensor), one expert at a time from its weight and
 // scale: the requantized scales s' broadcast to every row, as UE8M0 bytes (the fp32 bits >> 23),
 // then packers/deepgemm_mxfp4_scales.h with recipe 1x128x128. An ExpertDerivation
-// (lib/convert/wna16_marlin.h) reading both params; it unpacks to the [M, K/128] byte grid.
+// (lib/convert/derivations.h) reading both params; it unpacks to the [M, K/128] byte grid.
 //   deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | <that packer>
 // nullptr when `layout_id` is something else. `role` is the scale param.
 std::shared_ptr<const ExpertDerivation> make_deepgemm_sm100_scales(const std::string& role, const std::string& layout_id);

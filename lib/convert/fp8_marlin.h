@@ -1,7 +1,7 @@
 // FP8 weights on Marlin (vLLM's W8A16 fallback where the GPU has no FP8 MMA, e.g. Ampere): the
 // weight goes through packers/marlin_fp8.h and the 8-bit Marlin repack; the scales are rebuilt
 // per expert from the loaded scale param, which is not an index map of it (a per-tensor scale
-// fills a whole row), so they are an ExpertDerivation (lib/convert/wna16_marlin.h).
+// fills a whole row), so they are an ExpertDerivation (lib/convert/derivations.h).
 //
 // Upstream (vllm-project/vllm @ e9d1398d9): quantization/utils/marlin_utils_fp8.py
 // `prepare_fp8_moe_layer_for_marlin` (permute_scales: .to(params dtype), per-tensor and
@@ -30,7 +30,7 @@
 
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/reductions.h"
-#include "lib/convert/wna16_marlin.h"
+#include "lib/convert/derivations.h"
 
 namespace moepack::convert {
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lib/convert/param_loader.h"
+#include "lib/convert/derivations.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/derivations.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
 #include "lib/core/tensor.h"
@@ -54,49 +55,15 @@ DType params_dtype_of_target(const std::string& target_dtype, const std::string&
 // load_expert_param for a WNA16 parameter (RankGeometry::int_transposed).
 OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& canonical, const RankGeometry& g);
 
+// The WNA16 derivations (make_expert_derivation's share, lib/convert/derivations.h): nullptr when
+// `layout_id` is none of them. `available` are the layer's canonical params.
+std::shared_ptr<const ExpertDerivation> make_wna16_derivation(const std::string& role, const std::string& layout_id,
+                                                              const std::set<std::string>& available, const ckpt::MoeLayer& layer);
+// What a WNA16 derived layout id is when read back; kind none for other ids.
+DerivedLayout wna16_derived_layout(const std::string& layout_id);
+
 // Stable argsort of a g_idx, checking every element against [0, groups).
 std::vector<int32_t> stable_g_idx_order(std::span<const int32_t> g_idx, int64_t groups, const std::string& what);
-
-class ExpertDerivation {
- public:
-  virtual ~ExpertDerivation() = default;
-  virtual std::string name() const = 0;                 // manifest layout
-  virtual std::vector<std::string> inputs() const = 0;  // roles read per expert (loaded)
-  virtual DType dtype() const = 0;
-  // `g` is the rank's loader geometry (sizes the output may need beyond its inputs' shapes).
-  virtual std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> inputs, const RankGeometry& g) const = 0;
-  // `what` names the layer and expert for errors.
-  virtual void produce(std::span<const OwnedTensor> inputs, const RankGeometry& g, std::span<uint8_t> out, const std::string& what) const = 0;
-  // What the runtime unpacks the output to (its manifest `canonical`), when that is not the first
-  // input's loaded form: a derivation followed by a packer unpacks through the packer.
-  struct Unpacked {
-    DType dtype;
-    std::vector<uint64_t> shape;
-  };
-  virtual std::optional<Unpacked> unpacked(std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
-  // A value stage the reference applies to the source param before computing (the manifest's
-  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none.
-  virtual std::string reference_stage() const { return ""; }
-};
-
-// nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.
-std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
-                                                               const std::set<std::string>& available, const ckpt::MoeLayer& layer);
-
-// One expert's bytes of a derived output, from the source (the planner's producer; the
-// integrity check recomputes it to compare).
-void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const ExpertDerivation& derivation, const RankGeometry& g,
-                            uint64_t expert, std::span<uint8_t> out);
-
-// Reading a derived output back (the runtime experts): what a layout id is.
-enum class DerivedKind { none, empty, sorted_g_idx, sort_indices, act_order_weight, through_inner };
-struct DerivedLayout {
-  DerivedKind kind = DerivedKind::none;
-  // act_order_weight: the Marlin repack applied after the gather; through_inner: the packer the
-  // derived values go through last (FP8 Marlin scales), whose inverse gives the manifest canonical.
-  std::string inner;
-};
-DerivedLayout derived_layout(const std::string& layout_id);
 
 // Undoes the act-order gather on one expert's unpacked params (keyed by role): where
 // *_g_idx_sort_indices is non-empty, the weight's K rows go back to their checkpoint order
@@ -104,10 +71,5 @@ DerivedLayout derived_layout(const std::string& layout_id);
 // the loaded checkpoint's params, which dequantize as the source does. Error(bad_input) naming
 // `where` when the indices are no permutation or the shapes disagree.
 void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where);
-
-// One rank's output tensor of a derived role.
-PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
-                                std::shared_ptr<const ExpertDerivation> derivation, const RankGeometry& g, uint64_t first_expert,
-                                uint64_t local_experts);
 
 }  // namespace moepack::convert
