@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           libcli11-dev nlohmann-json3-dev libzstd-dev libtbb-dev libxxhash-dev
-          libgtest-dev libbenchmark-dev libdnnl-dev groff-base)
+          libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev groff-base)
 if [ "${MOEPACK_WITH_CLANG:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
 missing=()
 for p in "${packages[@]}"; do
