@@ -290,8 +290,8 @@ ex::ActivationSpec activation_of(const artifact::Layer& l) {
 // kept, so a forward pass (and every benchmark repetition) only computes.
 struct FastCpuRank {
   std::vector<std::vector<float>> biases;      // owns the aligned bias copies
-  std::vector<ex::CpuMxfp4Expert> experts;     // this rank's experts
-  std::vector<const ex::CpuMxfp4Expert*> by_id;  // global expert id -> expert, null when not held
+  std::vector<ex::CpuExpert> experts;          // this rank's experts
+  std::vector<const ex::CpuExpert*> by_id;     // global expert id -> expert, null when not held
 };
 
 struct ArtifactRuntime::Impl {
@@ -299,7 +299,7 @@ struct ArtifactRuntime::Impl {
   artifact::Manifest manifest;
   ArtifactFiles files;
   std::map<size_t, std::vector<FastCpuRank>> fast_cpu;  // layer index -> its ranks, prepared once
-  ex::CpuMxfp4Workspace fast_cpu_workspace;             // reused by every fast forward pass
+  ex::CpuExpertsWorkspace fast_cpu_workspace;           // reused by every fast forward pass
   Impl(const std::string& d, const std::string& mp) : dir(d), manifest_path(mp), manifest(artifact::read_manifest(mp)), files(d) {}
 };
 
@@ -435,24 +435,84 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
 }
 
 namespace {
-constexpr const char* kCpuWeight = "cpu.sgl_convert_weight_packed(mxfp4)";
-constexpr const char* kCpuScale = "cpu.sgl_convert_scale_packed(e8m0)";
-constexpr const char* kBiasF32 = "vllm.bias_f32";
+
+// The packed CPU layouts the fast experts read (lib/experts/cpu_experts.h), by the layout names
+// convert writes for the weights; the other per-expert tensors each must hold.
+struct FastCpuLayout {
+  ex::CpuLayout layout;
+  const char* weight;       // w13_weight and w2_weight
+  const char* weight_dtype;
+  const char* scale;        // w13_/w2_ weight_scale (or _inv), null when the layout has none
+};
+constexpr FastCpuLayout kFastCpuLayouts[] = {
+    {ex::CpuLayout::mxfp4, "cpu.sgl_convert_weight_packed(mxfp4)", "U8", "cpu.sgl_convert_scale_packed(e8m0)"},
+    {ex::CpuLayout::bf16_amx, "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "BF16", nullptr},
+    {ex::CpuLayout::fp8_block, "cpu.sgl_convert_weight_packed(fp8)", "F8_E4M3", "vllm.unchanged"},
+    {ex::CpuLayout::int8_vnni4, "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "I8", "vllm.unchanged"},
+};
+
+// The scale role beside a weight: Fp8MoEMethod names block scales weight_scale_inv.
+const artifact::PackedTensor* scale_tensor(const artifact::RankTensors& r, const std::string& proj) {
+  for (const char* suffix : {"weight_scale", "weight_scale_inv"})
+    if (auto it = r.tensors.find(proj + suffix); it != r.tensors.end()) return &it->second;
+  return nullptr;
+}
+
+// Bytes one expert's slab of a fast-CPU tensor must hold, for a projection of n rows and k
+// columns; 0 for a role the layout does not read.
+uint64_t fast_cpu_slab_bytes(ex::CpuLayout layout, bool scale, uint64_t n, uint64_t k) {
+  const uint64_t blocks = (k + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block, row_blocks = (n + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block;
+  switch (layout) {
+    case ex::CpuLayout::mxfp4: return scale ? n * (k / 32) : n * k / 2;
+    case ex::CpuLayout::bf16_amx: return scale ? 0 : 2 * n * k;
+    case ex::CpuLayout::fp8_block: return scale ? 4 * row_blocks * blocks : n * k;
+    case ex::CpuLayout::int8_vnni4: return scale ? 4 * n : n * (k + 4);
+  }
+  return 0;
+}
+
 }  // namespace
 
-bool ArtifactRuntime::has_fast_cpu(size_t i) const {
+std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
-  if (cannot_run(i) || ex::weight_format_of(L.family, L.weight_key.value_or("")) != ex::WeightFormat::mxfp4) return false;
-  for (const auto& r : L.ranks) {
-    for (const char* role : {"w13_weight", "w2_weight"})
-      if (!r.tensors.count(role) || r.tensors.at(role).layout != kCpuWeight) return false;
-    for (const char* role : {"w13_weight_scale", "w2_weight_scale"})
-      if (!r.tensors.count(role) || r.tensors.at(role).layout != kCpuScale) return false;
-    for (const char* role : {"w13_bias", "w2_bias"})
-      if (r.tensors.count(role) && r.tensors.at(role).layout != kBiasF32) return false;
+  if (cannot_run(i) || L.ranks.empty()) return std::nullopt;
+  const auto format = ex::weight_format_of(L.family, L.weight_key.value_or(""));
+  const auto w13 = L.ranks.front().tensors.find("w13_weight");
+  if (w13 == L.ranks.front().tensors.end()) return std::nullopt;
+  const FastCpuLayout* match = nullptr;
+  for (const auto& f : kFastCpuLayouts)
+    if (w13->second.layout == f.weight) match = &f;
+  if (!match) return std::nullopt;
+  // The format the layout's bytes mean: MXFP4, unquantized BF16, 128 x 128 FP8 blocks, W8A8 int8.
+  switch (match->layout) {
+    case ex::CpuLayout::mxfp4: if (format != ex::WeightFormat::mxfp4) return std::nullopt; break;
+    case ex::CpuLayout::bf16_amx: if (format != ex::WeightFormat::float16or32) return std::nullopt; break;
+    case ex::CpuLayout::fp8_block: if (format != ex::WeightFormat::fp8_e4m3 || fp8_block_of(L.weight_key.value_or("")) != ex::kCpuFp8Block) return std::nullopt; break;
+    case ex::CpuLayout::int8_vnni4: if (format != ex::WeightFormat::int8) return std::nullopt; break;
   }
-  return true;
+  for (const auto& r : L.ranks) {
+    for (const auto& [role, t] : r.tensors) {
+      // Static activation scales are not read: the CPU kernels take BF16 activations (W4A16,
+      // W8A16; the W8A8 int8 layer quantizes dynamically and has none).
+      if (role.ends_with("_input_scale")) continue;
+      if (!t.per_expert) return std::nullopt;  // per-layer values (a requantized scale) are not read
+      const bool weight = role == "w13_weight" || role == "w2_weight";
+      const bool scale = role.find("_weight_scale") != std::string::npos;
+      const bool bias = role == "w13_bias" || role == "w2_bias";
+      if (weight && (t.layout != match->weight || t.dtype != match->weight_dtype)) return std::nullopt;
+      if (scale && (!match->scale || t.layout != match->scale || (match->layout != ex::CpuLayout::mxfp4 && t.dtype != "F32"))) return std::nullopt;
+      if (bias && ((t.layout != "vllm.bias_f32" && t.layout != "vllm.unchanged") || !(t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16"))) return std::nullopt;
+      if (!weight && !scale && !bias) return std::nullopt;
+    }
+    for (const char* proj : {"w13_", "w2_"}) {
+      if (!r.tensors.count(std::string(proj) + "weight")) return std::nullopt;
+      if ((scale_tensor(r, proj) != nullptr) != (match->scale != nullptr)) return std::nullopt;
+    }
+  }
+  return match->layout;
 }
+
+bool ArtifactRuntime::has_fast_cpu(size_t i) const { return fast_cpu_layout(i).has_value(); }
 
 uint64_t ArtifactRuntime::routed_weight_bytes(size_t i, const ex::Routing& routing) const {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
@@ -478,41 +538,62 @@ const std::vector<FastCpuRank>& ArtifactRuntime::fast_cpu_layer(size_t i) {
   auto cached = impl_->fast_cpu.find(i);
   if (cached != impl_->fast_cpu.end()) return cached->second;
   const artifact::Layer& L = impl_->manifest.layers.at(i);
-  const uint64_t E = L.num_experts;
+  const ex::CpuLayout layout = *fast_cpu_layout(i);
+  const uint64_t E = L.num_experts, Hp = L.padded_hidden_size, P = L.padded_intermediate_size, n13 = L.gated ? 2 * P : P;
   const bool expert_parallel = impl_->manifest.target.value("ep", false);
   const uint64_t local = expert_parallel ? E / std::max<uint64_t>(1, L.ranks.size()) : E;
+  if (!ex::cpu_layout_fits(layout, n13, Hp) || !ex::cpu_layout_fits(layout, Hp, P))
+    throw_bad_input(impl_->manifest_path, L.prefix, "padded sizes " + std::to_string(Hp) + " x " + std::to_string(P) + " do not fit the CPU " +
+                                                        std::string(ex::cpu_layout_name(layout)) + " layout (multiples of 32)");
   std::vector<FastCpuRank> ranks;
   for (const auto& rank : L.ranks) {
     const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
-    std::map<std::string, std::span<const uint8_t>> bytes;
+    // Every per-expert tensor mapped, and its slab checked against what the kernels will read.
+    struct Mapped {
+      std::span<const uint8_t> bytes;
+      DType dtype;
+    };
+    std::map<std::string, Mapped> tensors;
     for (const auto& [role, t] : rank.tensors) {
-      if (!t.per_expert) continue;
+      if (role.ends_with("_input_scale")) continue;
       const st::File& f = impl_->files.file(t.file);
       const st::TensorInfo* info = f.find(t.name);
       if (!info) throw_bad_input(impl_->manifest_path, t.name, "missing from the file the manifest names");
-      bytes[role] = f.data(*info);
+      const std::string proj = role.rfind("w13_", 0) == 0 ? "w13_" : "w2_";
+      const uint64_t n = proj == "w13_" ? n13 : Hp, k = proj == "w13_" ? Hp : P;
+      const bool bias = role.ends_with("_bias");
+      const DType dt = info->dtype;
+      const uint64_t expected = bias ? n * static_cast<uint64_t>(dtype_bits(dt) / 8) : fast_cpu_slab_bytes(layout, role.find("_weight_scale") != std::string::npos, n, k);
+      if (info->num_bytes() != expected * local)
+        throw_bad_input(impl_->manifest_path, t.name, std::to_string(info->num_bytes()) + " bytes, but " + std::to_string(local) + " experts of the CPU " +
+                                                          std::string(ex::cpu_layout_name(layout)) + " layout at " + std::to_string(n) + " x " + std::to_string(k) +
+                                                          " hold " + std::to_string(expected * local));
+      tensors[role.ends_with("_weight_scale_inv") ? role.substr(0, role.size() - 4) : role] = {f.data(*info), dt};
     }
     auto slab = [&](const std::string& role, uint64_t e) -> std::span<const uint8_t> {
-      auto it = bytes.find(role);
-      if (it == bytes.end()) return {};
-      const uint64_t per = it->second.size() / local;
-      return it->second.subspan(static_cast<size_t>(e * per), static_cast<size_t>(per));
+      auto it = tensors.find(role);
+      if (it == tensors.end()) return {};
+      const uint64_t per = it->second.bytes.size() / local;
+      return it->second.bytes.subspan(static_cast<size_t>(e * per), static_cast<size_t>(per));
     };
     FastCpuRank r;
     r.biases.resize(static_cast<size_t>(2 * local));
     r.experts.resize(static_cast<size_t>(local));
     r.by_id.assign(static_cast<size_t>(E), nullptr);
     for (uint64_t e = 0; e < local; ++e) {
-      ex::CpuMxfp4Expert& c = r.experts[e];
-      c.w13 = slab("w13_weight", e).data();
-      c.w13_scale = slab("w13_weight_scale", e).data();
-      c.w2 = slab("w2_weight", e).data();
-      c.w2_scale = slab("w2_weight_scale", e).data();
-      for (auto [role, dst, ptr] : {std::tuple{"w13_bias", &r.biases[2 * e], &c.w13_bias}, std::tuple{"w2_bias", &r.biases[2 * e + 1], &c.w2_bias}}) {
+      ex::CpuExpert& c = r.experts[e];
+      c.w13.weight = slab("w13_weight", e).data();
+      c.w13.scale = slab("w13_weight_scale", e).data();
+      c.w2.weight = slab("w2_weight", e).data();
+      c.w2.scale = slab("w2_weight_scale", e).data();
+      // Biases as floats (F32 in the MXFP4 artifact, the model dtype in the unquantized one),
+      // copied so they are aligned.
+      for (auto [role, dst, ptr] : {std::tuple{"w13_bias", &r.biases[2 * e], &c.w13.bias}, std::tuple{"w2_bias", &r.biases[2 * e + 1], &c.w2.bias}}) {
         auto b = slab(role, e);
         if (b.empty()) continue;
-        dst->resize(b.size() / 4);
-        std::memcpy(dst->data(), b.data(), b.size());
+        OwnedTensor t(tensors.at(role).dtype, {b.size() * 8 / dtype_bits(tensors.at(role).dtype)});
+        std::copy(b.begin(), b.end(), t.bytes.begin());
+        *dst = ex::float_values(t);
         *ptr = dst->data();
       }
       r.by_id[first + e] = &c;
@@ -523,13 +604,15 @@ const std::vector<FastCpuRank>& ArtifactRuntime::fast_cpu_layer(size_t i) {
 }
 
 std::vector<float> ArtifactRuntime::run_fast_cpu(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens,
-                                                 const ex::CpuMxfp4Options& options) {
+                                                 const ex::CpuExpertsOptions& options) {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
-  if (!has_fast_cpu(i)) throw Error(ErrorKind::usage, L.prefix + ": not in the CPU MXFP4 layout the fast CPU experts read (backend " + L.backend + ")");
+  const auto layout = fast_cpu_layout(i);
+  if (!layout) throw Error(ErrorKind::usage, L.prefix + ": not in a CPU layout the fast CPU experts read (backend " + L.backend + ")");
   const ex::MoeShape shape{L.padded_hidden_size, L.padded_intermediate_size, L.gated, *ex::parse_w13_rows(L.w13_rows)};
   std::vector<float> total(static_cast<size_t>(tokens * L.hidden_size), 0.0f);
   for (const FastCpuRank& rank : fast_cpu_layer(i)) {
-    const std::vector<float> out = ex::cpu_mxfp4_moe(x, tokens, L.hidden_size, routing, rank.by_id, shape, activation_of(L), options, &impl_->fast_cpu_workspace);
+    const std::vector<float> out =
+        ex::cpu_experts_moe(*layout, x, tokens, L.hidden_size, routing, rank.by_id, shape, activation_of(L), options, &impl_->fast_cpu_workspace);
     for (size_t k = 0; k < total.size(); ++k) total[k] += out[k];
   }
   return total;

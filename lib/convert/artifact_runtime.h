@@ -14,7 +14,7 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/cpu_experts.h"
 #include "lib/experts/routing.h"
 
 namespace moepack::convert {
@@ -52,12 +52,15 @@ class ArtifactRuntime {
   // expert id not below the number of experts).
   std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
 
-  // Whether layer `i` is in the CPU MXFP4 layout (cpu-amx artifacts) that the fast CPU experts
-  // read directly (lib/experts/cpu_mxfp4.h).
+  // The packed CPU layout of layer `i` when the fast CPU experts read it directly
+  // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block and INT8 W8A8 artifacts);
+  // nullopt for every other layer.
+  std::optional<experts::CpuLayout> fast_cpu_layout(size_t i) const;
   bool has_fast_cpu(size_t i) const;
   // The same output from the fast CPU experts, reading the packed bytes in place (mapped).
+  // Throws Error(bad_input) when a tensor's bytes do not match the layout at the layer's sizes.
   std::vector<float> run_fast_cpu(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens,
-                                  const experts::CpuMxfp4Options& options = {});
+                                  const experts::CpuExpertsOptions& options = {});
   // Packed bytes of the experts layer `i` routes to (what a forward pass reads), for benchmarks.
   uint64_t routed_weight_bytes(size_t i, const experts::Routing& routing) const;
 

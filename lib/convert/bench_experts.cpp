@@ -16,7 +16,7 @@
 
 #include "lib/convert/artifact_runtime.h"
 #include "lib/core/error.h"
-#include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/cpu_experts.h"
 #include "lib/experts/seeded.h"
 
 #ifdef MOEPACK_HAVE_ONEDNN
@@ -130,8 +130,9 @@ BenchReport bench_experts(const BenchOptions& o) {
   const size_t li = o.layer ? rt.layer_index(*o.layer) : 0;
   if (rt.manifest().layers.empty()) throw Error(ErrorKind::usage, "the artifact has no MoE layers");
   if (!rt.has_fast_cpu(li))
-    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the cpu-amx MXFP4 layout; this layer is " +
-                                      rt.manifest().layers[li].backend + " (convert with --target cpu-amx)");
+    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the cpu-amx MXFP4, BF16, FP8 block and INT8 " +
+                                      "W8A8 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
+                                      " (convert with --target cpu-amx)");
   const artifact::Layer& L = rt.manifest().layers[li];
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BenchReport rep;
@@ -168,7 +169,7 @@ BenchReport bench_experts(const BenchOptions& o) {
       if (T == 0) continue;
       const std::vector<float> x = experts::seeded_normal(o.seed * 2 + 1, T * L.hidden_size), logits = experts::seeded_normal(o.seed * 2 + 2, T * L.num_experts);
       const experts::Routing routing = rt.route(li, logits, T);
-      experts::CpuMxfp4Options co;  // runs inside this arena
+      experts::CpuExpertsOptions co;  // runs inside this arena
       BenchResult r;
       r.tokens = T;
       const double s = median_seconds([&] { rt.run_fast_cpu(li, x, routing, T, co); }, o.min_seconds);

@@ -10,7 +10,7 @@
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
-#include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/cpu_experts.h"
 #include "lib/experts/routing.h"
 #include "lib/experts/seeded.h"
 

@@ -1,6 +1,7 @@
-// The fast CPU experts against the exact emulation of the same cpu-amx artifact: awkward sizes
-// (hidden and intermediate any multiple of 32, not of 64 or 128), tensor-parallel ranks,
-// thread counts (same bytes), and the portable kernel against the AVX-512 one.
+// The fast CPU experts against the exact emulation of the same cpu-amx artifact, for every CPU
+// layout they read (MXFP4, BF16, FP8 block, INT8 W8A8): awkward sizes (hidden and intermediate
+// any multiple of 32, not of 64 or 128), 8 experts with top-2 routing, biases where the family
+// has them, tensor-parallel ranks, thread counts (same bytes), and every kernel of the ISA list.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +13,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/core/error.h"
-#include "lib/experts/cpu_mxfp4.h"
+#include "lib/experts/cpu_experts.h"
 #include "lib/experts/seeded.h"
 #include "lib/synth/synth.h"
 #include "support/test_support.h"
@@ -62,7 +63,7 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   std::vector<float> x = experts::seeded_normal(1, T * L.hidden_size), logits = experts::seeded_normal(2, T * L.num_experts);
   experts::Routing routing = rt.route(0, logits, T);
   const std::vector<float> exact = rt.run(0, x, routing, T);
-  experts::CpuMxfp4Options one, two;
+  experts::CpuExpertsOptions one, two;
   one.threads = 1;
   two.threads = 2;
   const std::vector<float> f1 = rt.run_fast_cpu(0, x, routing, T, one), f2 = rt.run_fast_cpu(0, x, routing, T, two);
@@ -74,7 +75,7 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   for (experts::CpuIsa isa : {experts::CpuIsa::avx512_bf16, experts::CpuIsa::avx2, experts::CpuIsa::scalar}) {
     if (!experts::cpu_supports(isa)) continue;
     SCOPED_TRACE(std::string(experts::cpu_isa_name(isa)));
-    experts::CpuMxfp4Options k1, k2;
+    experts::CpuExpertsOptions k1, k2;
     k1.isa = k2.isa = isa;
     k1.threads = 1;
     k2.threads = 2;
@@ -86,7 +87,15 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, FastCpu,
                          ::testing::Values(Case{"gpt-oss-mxfp4", 96, 160, 1}, Case{"gpt-oss-mxfp4", 192, 192, 2}, Case{"quark-w-mxfp4", 32, 224, 1},
-                                           Case{"quark-gpt-oss-w-mxfp4-a-fp8", 160, 96, 1}),
+                                           Case{"quark-gpt-oss-w-mxfp4-a-fp8", 160, 96, 1},
+                                           // BF16 (vLLM's AMX prepack): a rank's intermediate padded to 32 (224 / 2 = 112 ->
+                                           // 128), biases and swigluoai on gpt-oss.
+                                           Case{"mixtral-bf16", 96, 160, 1}, Case{"qwen3-moe-bf16", 160, 224, 2}, Case{"qwen3-moe-bf16", 192, 192, 2},
+                                           Case{"gpt-oss-bf16", 96, 224, 1},
+                                           // FP8 128 x 128 blocks: hidden not a multiple of 128 (a 32-column last block).
+                                           Case{"ct-fp8-block", 160, 256, 1}, Case{"ct-fp8-block", 416, 128, 1},
+                                           // INT8 W8A8, VNNI-4 with the s8s8 sums between blocks.
+                                           Case{"ct-w8a8-int8", 160, 96, 1}, Case{"ct-w8a8-int8", 96, 192, 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.family + "_" + std::to_string(i.param.hidden) + "x" + std::to_string(i.param.intermediate) + "_tp" +
                                            std::to_string(i.param.tp);

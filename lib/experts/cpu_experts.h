@@ -1,0 +1,102 @@
+// Fast CPU experts for the `cpu-amx` artifacts: they read the packed CPU weight layouts in
+// place, never unpacking them, and compute a MoE layer with the same routing and activation as
+// the reference (lib/experts/moe.h).
+//
+// Every layout they read is a VNNI operand of `vdpbf16ps` once its bytes are decoded to BF16:
+// for each block of 32 output rows and each step of 2 (or 4) input columns, the layout holds the
+// 32 rows' values side by side, so one decoded register times the broadcast activations adds
+// the step's products to 16 row accumulators. A layout is therefore only "how to load one step
+// of a 32-row block as BF16" plus "which scale multiplies which partial sums"
+// (lib/experts/cpu_tiles.cpp); the GEMM kernels (lib/experts/cpu_gemm.h) and the layer driver
+// (routing, activation, workspace, threads) are shared.
+//
+//   layout        packer (packers/)                       step  decode to BF16              scale
+//   mxfp4         CpuSglWeightPackedMxfp4Layout            2     E2M1 nibble table (vpermw)   E8M0 per row and 32 columns
+//   bf16_amx      CpuPrepackMoeWeightLayout(amx)           2     none (already BF16 pairs)   none
+//   fp8_block     CpuSglWeightPackedFp8Layout              2     E4M3 -> BF16, exact         fp32 per 128 x 128 block
+//   int8_vnni4    CpuSglVnni4Int8Layout (+ s8s8 sums)      4     int8 -> BF16, exact         fp32 per row
+//
+// Weights are exact in BF16 in every layout (E2M1, E4M3 with its subnormals, int8 and BF16 all
+// are), activations are rounded to BF16 before each GEMM (as vLLM's CPU kernels take them), and
+// products accumulate in FP32; a scale multiplies the partial sums of the columns it covers.
+// Against the double-precision reference the relative error is a few 1e-3 (moepack-verify(1)
+// documents the tolerance). vLLM's own kernels differ in two ways the tolerance covers: its FP8
+// kernel folds the block scale into the weights rounded to BF16, and its INT8 W8A8 kernel
+// quantizes activations per token to int8 (these kernels keep BF16 activations instead, the
+// same precision as every other layout, so one tolerance serves them all).
+//
+// Instruction sets: AVX-512 BF16 (`vdpbf16ps`), AVX2 + FMA (weights decoded to FP32), and
+// portable C++ elsewhere; best_cpu_isa() picks the first this machine runs. AMX tiles are not
+// used. Each output value is summed by one thread in one fixed order, so the bytes do not
+// depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/experts/moe.h"
+#include "lib/experts/routing.h"
+
+namespace moepack::experts {
+
+// The packed CPU weight layouts the fast experts read (table above).
+enum class CpuLayout { mxfp4, bf16_amx, fp8_block, int8_vnni4 };
+std::string_view cpu_layout_name(CpuLayout layout);
+
+// The FP8 block the fp8_block layout's scales cover (vLLM's CPU FP8 MoE runs 128 x 128 only).
+inline constexpr uint64_t kCpuFp8Block = 128;
+
+// One projection (w13 or w2) of one expert, as the artifact holds it (not copied).
+//   mxfp4       weight [n, k/2] bytes; scale [n/32][k/32][32] E8M0 bytes
+//   bf16_amx    weight [n/16][k/2][16][2] BF16; no scale
+//   fp8_block   weight [n/32][k/2][32][2] E4M3 bytes; scale float [ceil(n/128), ceil(k/128)]
+//   int8_vnni4  weight [n/32] blocks of [k/4][32][4] int8 then 32 int32 sums; scale float [n]
+struct CpuProjection {
+  const uint8_t* weight = nullptr;
+  const void* scale = nullptr;
+  const float* bias = nullptr;  // [n] or null
+};
+
+struct CpuExpert {
+  CpuProjection w13, w2;
+};
+
+// The instruction sets a kernel can use, best first; the list ends with the portable one.
+enum class CpuIsa { avx512_bf16, avx2, scalar };
+std::string_view cpu_isa_name(CpuIsa isa);
+bool cpu_supports(CpuIsa isa);
+// The best kernel this machine runs, from the ordered list avx512_bf16, avx2, scalar (CPU
+// features probed once). MOEPACK_CPU_ISA=avx2 or =scalar picks that one (tests compare them).
+CpuIsa best_cpu_isa();
+
+struct CpuExpertsOptions {
+  int threads = 0;  // 0: the calling arena's (oneTBB's default outside one)
+  CpuIsa isa = best_cpu_isa();
+};
+
+// Buffers a caller keeps across forward passes so they allocate nothing but their output.
+struct CpuExpertsWorkspace {
+  std::vector<std::vector<std::pair<uint32_t, float>>> tokens_of_expert;  // (token, routing weight)
+  std::vector<float> h, act, y;
+  std::vector<uint16_t> x_bf16, act_bf16;
+};
+
+// Whether the layout can hold a projection of n rows and k columns (both multiples of 32 for
+// every layout: 32-row blocks, and 16-word VNNI groups along k).
+bool cpu_layout_fits(CpuLayout layout, uint64_t n, uint64_t k);
+
+// The layer's output [T, H] for hidden states [T, H] (H <= Hp; zero-padded to Hp inside).
+// `experts[e]` is null when this rank does not hold expert e. Deterministic: the same bytes for
+// any thread count (each output value is summed in one fixed order).
+// Throws Error(bad_input) for sizes the layout cannot hold (cpu_layout_fits).
+std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x, uint64_t tokens, uint64_t hidden, const Routing& routing,
+                                   const std::vector<const CpuExpert*>& experts, const MoeShape& padded, const ActivationSpec& activation,
+                                   const CpuExpertsOptions& options = {}, CpuExpertsWorkspace* workspace = nullptr);
+
+// One packed GEMM, out [m, n] = x [m, k] · W^T (+ bias), x given as BF16 bits: what the layer
+// runs twice per expert, exposed for tests and benchmarks.
+void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out);
+
+}  // namespace moepack::experts

@@ -1,0 +1,294 @@
+// The GEMM kernels the fast CPU experts share (lib/experts/cpu_experts.h), written once over a
+// "tile" policy that says how one packed layout loads a step of a 32-row block. Internal to
+// lib/experts: included by cpu_tiles.cpp, which defines the policies and instantiates these.
+//
+// A policy T is built for one block of 32 output rows (T(const Gemm&, block)) and provides:
+//   kStepK        input columns per step (2: VNNI-2 pairs, 4: VNNI-4 quads)
+//   kScaled       whether scales multiply partial sums; then kGroupSteps steps share a scale
+//   kDirect       the layout is BF16 already (loading costs nothing to decode)
+//   AVX-512 BF16  kVecs registers per step: load(s, w[kVecs]) as BF16 VNNI operands, each
+//                 32-bit lane one row's kStepK/2 (1 or 2) column pairs of the step, multiplied
+//                 by the step's activations broadcast the same way (x_operand); rows(acc, r[2])
+//                 turns the kVecs accumulators into rows 0-15 and 16-31; scale(g, sc[2]) per row
+//   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
+//                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
+//   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
+//
+// Every output value is summed in one order fixed by the token count's path (one token, or
+// several) and never by the thread count: rows blocks are the unit of parallel work.
+#pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the masked-off source of unmasked
+// operations, which -Wmaybe-uninitialized reports once they are inlined: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+namespace moepack::experts::cpu {
+
+constexpr uint64_t kBlockRows = 32;  // rows per packed block (sgl-kernel BLOCK_N; two AMX groups of 16)
+
+// One packed projection: out[m][r] = sum_k W[r][k] · x[m][k] over n rows and k columns.
+struct Gemm {
+  const uint8_t* w;
+  const void* scale;
+  uint64_t n, k;
+};
+
+#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl")))
+#define MOEPACK_AVX512_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl"), always_inline)) inline
+#define MOEPACK_AVX2 __attribute__((target("avx2,fma")))
+#define MOEPACK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+// ---- AVX-512 BF16 ------------------------------------------------------------------------
+
+// The activations of step s broadcast to every lane: the column pair (VNNI-2) or the two pairs
+// of a quad (VNNI-4, 64 bits: even lanes hold columns 4s, 4s+1 and odd lanes 4s+2, 4s+3).
+template <uint64_t StepK>
+MOEPACK_AVX512_BF16_INLINE __m512bh x_operand(const uint16_t* x, uint64_t s) {
+  if constexpr (StepK == 2) {
+    uint32_t pair;
+    std::memcpy(&pair, x + 2 * s, 4);
+    return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+  } else {
+    uint64_t quad;
+    std::memcpy(&quad, x + 4 * s, 8);
+    return (__m512bh)_mm512_set1_epi64(static_cast<long long>(quad));
+  }
+}
+
+// `Tile` tokens (rows of x, `ldx` apart) against steps [s0, s1) of one block; the 32 results
+// per token go to out (`ldo` apart), added to what is there when `add` (a later chunk of k).
+template <class T, int Tile>
+MOEPACK_AVX512_BF16 void avx512_tile(const T& t, const uint16_t* x, uint64_t ldx, uint64_t s0, uint64_t s1, float* out, uint64_t ldo, bool add) {
+  __m512 total[Tile][2];
+  for (int i = 0; i < Tile; ++i) {
+    total[i][0] = add ? _mm512_loadu_ps(out + i * ldo) : _mm512_setzero_ps();
+    total[i][1] = add ? _mm512_loadu_ps(out + i * ldo + 16) : _mm512_setzero_ps();
+  }
+  if constexpr (T::kScaled) {
+    for (uint64_t g0 = s0; g0 < s1;) {
+      const uint64_t group = g0 / T::kGroupSteps, g1 = std::min(s1, (group + 1) * T::kGroupSteps);
+      __m512 acc[Tile][T::kVecs];
+      for (int i = 0; i < Tile; ++i)
+        for (int v = 0; v < T::kVecs; ++v) acc[i][v] = _mm512_setzero_ps();
+      for (uint64_t s = g0; s < g1; ++s) {
+        __m512bh w[T::kVecs];
+        t.load(s, w);
+        for (int i = 0; i < Tile; ++i) {
+          const __m512bh xb = x_operand<T::kStepK>(x + i * ldx, s);
+          for (int v = 0; v < T::kVecs; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], w[v], xb);
+        }
+      }
+      __m512 sc[2];
+      t.scale(group, sc);
+      for (int i = 0; i < Tile; ++i) {
+        __m512 r[2];
+        T::rows(acc[i], r);
+        total[i][0] = _mm512_fmadd_ps(r[0], sc[0], total[i][0]);
+        total[i][1] = _mm512_fmadd_ps(r[1], sc[1], total[i][1]);
+      }
+      g0 = g1;
+    }
+  } else {
+    static_assert(T::kVecs == 2, "an unscaled layout loads rows 0-15 and 16-31 as they are");
+    for (uint64_t s = s0; s < s1; ++s) {
+      __m512bh w[2];
+      t.load(s, w);
+      for (int i = 0; i < Tile; ++i) {
+        const __m512bh xb = x_operand<T::kStepK>(x + i * ldx, s);
+        total[i][0] = _mm512_dpbf16_ps(total[i][0], w[0], xb);
+        total[i][1] = _mm512_dpbf16_ps(total[i][1], w[1], xb);
+      }
+    }
+  }
+  for (int i = 0; i < Tile; ++i) {
+    _mm512_storeu_ps(out + i * ldo, total[i][0]);
+    _mm512_storeu_ps(out + i * ldo + 16, total[i][1]);
+  }
+}
+
+// All m tokens in tiles of `Tile`, the remainder in one smaller tile.
+template <class T, int Tile>
+MOEPACK_AVX512_BF16 void avx512_tail(const T& t, uint64_t rem, const uint16_t* x, uint64_t ldx, uint64_t s0, uint64_t s1, float* out, uint64_t ldo, bool add) {
+  if constexpr (Tile > 1) {
+    if (rem == Tile - 1) return avx512_tile<T, Tile - 1>(t, x, ldx, s0, s1, out, ldo, add);
+    avx512_tail<T, Tile - 1>(t, rem, x, ldx, s0, s1, out, ldo, add);
+  }
+}
+
+template <class T, int Tile>
+MOEPACK_AVX512_BF16 void avx512_tokens(const T& t, const uint16_t* x, uint64_t ldx, uint64_t m, uint64_t s0, uint64_t s1, float* out, uint64_t ldo, bool add) {
+  uint64_t i = 0;
+  for (; i + Tile <= m; i += Tile) avx512_tile<T, Tile>(t, x + i * ldx, ldx, s0, s1, out + i * ldo, ldo, add);
+  if (i < m) avx512_tail<T, Tile>(t, m - i, x + i * ldx, ldx, s0, s1, out + i * ldo, ldo, add);
+}
+
+// One token (decode): a single activation row leaves only kVecs accumulator chains, each
+// waiting for its previous vdpbf16ps. Four banks (step mod 4) keep four times as many in
+// flight; they are summed in a fixed order, so results stay deterministic. Every group (and k)
+// holds a multiple of 4 steps: k is a multiple of 32.
+template <class T>
+MOEPACK_AVX512_BF16 void avx512_one_token(const T& t, const uint16_t* x, uint64_t steps, float* out) {
+  __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  const uint64_t group_steps = T::kScaled ? T::kGroupSteps : steps;
+  for (uint64_t g0 = 0; g0 < steps; g0 += group_steps) {
+    const uint64_t g1 = std::min(steps, g0 + group_steps);
+    __m512 acc[4][T::kVecs];
+    for (auto& bank : acc)
+      for (auto& a : bank) a = _mm512_setzero_ps();
+    for (uint64_t s = g0; s < g1; s += 4)
+      for (int b = 0; b < 4; ++b) {
+        __m512bh w[T::kVecs];
+        t.load(s + b, w);
+        const __m512bh xb = x_operand<T::kStepK>(x, s + b);
+        for (int v = 0; v < T::kVecs; ++v) acc[b][v] = _mm512_dpbf16_ps(acc[b][v], w[v], xb);
+      }
+    __m512 sum[T::kVecs], r[2];
+    for (int v = 0; v < T::kVecs; ++v) sum[v] = _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
+    T::rows(sum, r);
+    if constexpr (T::kScaled) {
+      __m512 sc[2];
+      t.scale(g0 / T::kGroupSteps, sc);
+      total[0] = _mm512_fmadd_ps(r[0], sc[0], total[0]);
+      total[1] = _mm512_fmadd_ps(r[1], sc[1], total[1]);
+    } else {
+      total[0] = _mm512_add_ps(total[0], r[0]);
+      total[1] = _mm512_add_ps(total[1], r[1]);
+    }
+  }
+  _mm512_storeu_ps(out, total[0]);
+  _mm512_storeu_ps(out + 16, total[1]);
+}
+
+// A block's steps decoded once into BF16 registers' images, then read by the tile kernel for
+// every token: the layout's decode is paid once per chunk instead of once per token tile.
+template <class T>
+struct Decoded {
+  static constexpr bool kScaled = T::kScaled, kDirect = true;
+  static constexpr int kVecs = T::kVecs;
+  static constexpr uint64_t kStepK = T::kStepK, kGroupSteps = T::kGroupSteps;
+  const T& tiles;
+  const __m512bh* steps;  // [chunk steps][kVecs]
+  uint64_t first;
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t s, __m512bh* w) const {
+    for (int v = 0; v < kVecs; ++v) w[v] = steps[(s - first) * kVecs + v];
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { T::rows(acc, r); }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const { tiles.scale(g, sc); }
+};
+
+// Token counts from which a quantized block is decoded once per chunk rather than per tile.
+constexpr uint64_t kDecodeOnceTokens = 8;
+
+template <class T>
+MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64_t m, float* out) {
+  const T t(g, nb);
+  const uint64_t steps = g.k / T::kStepK;
+  float* o = out + nb * kBlockRows;
+  if (m == 1) return avx512_one_token(t, x, steps, o);
+  if constexpr (T::kDirect) {
+    avx512_tokens<T, 12>(t, x, g.k, m, 0, steps, o, g.n, false);
+  } else {
+    if (m < kDecodeOnceTokens) return avx512_tokens<T, 4>(t, x, g.k, m, 0, steps, o, g.n, false);
+    // 16 KiB of decoded steps: they stay in L1 while every token tile reads them.
+    constexpr uint64_t kChunk = T::kChunkSteps;
+    static_assert(kChunk % T::kGroupSteps == 0, "chunks hold whole scale groups");
+    alignas(64) __m512bh buffer[kChunk * T::kVecs];
+    for (uint64_t c0 = 0; c0 < steps; c0 += kChunk) {
+      const uint64_t c1 = std::min(steps, c0 + kChunk);
+      for (uint64_t s = c0; s < c1; ++s) t.load(s, buffer + (s - c0) * T::kVecs);
+      const Decoded<T> d{t, buffer, c0};
+      avx512_tokens<Decoded<T>, T::kVecs == 2 ? 6 : 4>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
+    }
+  }
+}
+
+// ---- AVX2 + FMA --------------------------------------------------------------------------
+
+// Eight row sums from the accumulators of one octet of rows (see load8).
+template <int Per>
+MOEPACK_AVX2_INLINE __m256 avx2_rows(const __m256* a) {
+  if constexpr (Per == 2) {
+    // a[j] lanes: (row 4j+i, column c) at 2i + c; hadd sums the pairs, interleaving 128-bit halves.
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a[0], a[1])), 0xD8));
+  } else {
+    // a[j] lanes: (row 2j + i, column c) at 4i + c.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    return _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+}
+
+// The activations of step s as floats, repeated across the lanes the way load8 lays columns.
+template <uint64_t StepK>
+MOEPACK_AVX2_INLINE __m256 x8(const float* x, uint64_t s) {
+  if constexpr (StepK == 2) {
+    double pair;
+    std::memcpy(&pair, x + 2 * s, 8);
+    return _mm256_castpd_ps(_mm256_set1_pd(pair));
+  } else {
+    return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + 4 * s));
+  }
+}
+
+// Tokens one at a time, rows an octet at a time; x as floats (the BF16 activations widened).
+template <class T>
+MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  constexpr int kPer = static_cast<int>(T::kStepK);  // vectors per step and octet
+  const T t(g, nb);
+  const uint64_t steps = g.k / T::kStepK, group_steps = T::kScaled ? T::kGroupSteps : steps;
+  for (uint64_t i = 0; i < m; ++i) {
+    const float* xm = x + i * g.k;
+    float* o = out + i * g.n + nb * kBlockRows;
+    for (int oct = 0; oct < 4; ++oct) {
+      __m256 total = _mm256_setzero_ps();
+      for (uint64_t g0 = 0; g0 < steps; g0 += group_steps) {
+        const uint64_t g1 = std::min(steps, g0 + group_steps);
+        __m256 acc[2][kPer];  // two banks (even and odd steps) for the FMA latency
+        for (auto& bank : acc)
+          for (auto& a : bank) a = _mm256_setzero_ps();
+        for (uint64_t s = g0; s < g1; s += 2)
+          for (int b = 0; b < 2; ++b) {
+            const __m256 xv = x8<T::kStepK>(xm, s + b);
+            for (int j = 0; j < kPer; ++j) acc[b][j] = _mm256_fmadd_ps(t.load8(s + b, oct, j), xv, acc[b][j]);
+          }
+        __m256 sum[kPer];
+        for (int j = 0; j < kPer; ++j) sum[j] = _mm256_add_ps(acc[0][j], acc[1][j]);
+        const __m256 r = avx2_rows<kPer>(sum);
+        if constexpr (T::kScaled) total = _mm256_fmadd_ps(r, t.scale8(g0 / T::kGroupSteps, oct), total);
+        else total = _mm256_add_ps(total, r);
+      }
+      _mm256_storeu_ps(o + 8 * oct, total);
+    }
+  }
+}
+
+// ---- portable ----------------------------------------------------------------------------
+
+template <class T>
+void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  const T t(g, nb);
+  const uint64_t group_k = T::kScaled ? T::kGroupSteps * T::kStepK : g.k;
+  for (uint64_t i = 0; i < m; ++i) {
+    const float* xm = x + i * g.k;
+    for (uint64_t r = 0; r < kBlockRows; ++r) {
+      float total = 0;
+      for (uint64_t k0 = 0; k0 < g.k; k0 += group_k) {
+        float acc = 0;
+        for (uint64_t k = k0; k < std::min(g.k, k0 + group_k); ++k) acc += t.value(r, k) * xm[k];
+        total += T::kScaled ? acc * t.scale_at(r, k0 / group_k) : acc;
+      }
+      out[i * g.n + nb * kBlockRows + r] = total;
+    }
+  }
+}
+
+}  // namespace moepack::experts::cpu

@@ -1,0 +1,244 @@
+// How each packed CPU layout loads one step of a 32-row block (the policies lib/experts/cpu_gemm.h
+// describes), and the row-block loop that runs them. The layouts themselves are drawn in the
+// packer files; the offsets below are their index maps read at one block and step:
+//   mxfp4       packers/cpu_sgl_mxfp4.h (convert_weight_packed, uint8 branch; convert_scale_packed)
+//   bf16_amx    packers/cpu_prepack_moe.h (MicroGemm<AMX>::pack_weight: [O/16][K/2][16][2])
+//   fp8_block   packers/cpu_sgl_mxfp4.h (convert_weight_packed, E4M3: pack_vnni [K/2][32][2])
+//   int8_vnni4  packers/cpu_sgl_mxfp4.h (convert_weight_packed, int8: pack_vnni<int8_t>
+//               [K/4][32][4] then 32 int32 compensation sums, which BF16 arithmetic does not need)
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
+#include "lib/experts/cpu_experts.h"
+#include "lib/experts/cpu_gemm.h"
+
+namespace moepack::experts::cpu {
+namespace {
+
+// ---- mxfp4: E2M1 nibbles, E8M0 scales per 32 columns ----------------------------------------
+// Byte j of step s (32 bytes per step): low nibble row j/2, high nibble row 16 + j/2, column
+// 2s + j%2. Widened to 16-bit lanes, the 32 low nibbles are rows 0-15 as (column, column+1)
+// pairs: a 16-entry table lookup (vpermw) makes them BF16, and the high nibbles rows 16-31.
+
+// E2M1 code -> BF16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6, then the negatives), twice: `vpermw`
+// indexes a full 32-entry register (indices here are below 16).
+alignas(64) constexpr uint16_t kE2M1Bf16[32] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+                                                0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+                                                0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+                                                0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+
+MOEPACK_AVX512_BF16_INLINE __m512 e8m0_to_ps(__m128i bytes) {
+  // 2^(s-127) is the float with exponent field s: s << 23. s = 0 is 2^-127 (a subnormal,
+  // 0x00400000) and s = 255 is NaN.
+  const __m512i s = _mm512_cvtepu8_epi32(bytes);
+  __m512i bits = _mm512_slli_epi32(s, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(bits);
+}
+
+MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(const uint8_t* s) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  __m256i bits = _mm256_slli_epi32(v, 23);
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(v, _mm256_setzero_si256()));
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(v, _mm256_set1_epi32(255)));
+  return _mm256_castsi256_ps(bits);
+}
+
+struct Mxfp4Tiles {
+  static constexpr uint64_t kStepK = 2, kGroupSteps = 16, kChunkSteps = 128;
+  static constexpr int kVecs = 2;
+  static constexpr bool kScaled = true, kDirect = false;
+  const uint8_t* w;  // the block's bytes: [k/2][32]
+  const uint8_t* s;  // the block's scales: [k/32][32]
+  Mxfp4Tiles(const Gemm& g, uint64_t nb)
+      : w(g.w + nb * kBlockRows * (g.k / 2)), s(static_cast<const uint8_t*>(g.scale) + nb * kBlockRows * (g.k / 32)) {}
+
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    const __m512i lut = _mm512_load_si512(kE2M1Bf16);
+    const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * kBlockRows)));
+    out[0] = (__m512bh)_mm512_permutexvar_epi16(_mm512_and_si512(wide, _mm512_set1_epi16(0x0F)), lut);
+    out[1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const {
+    sc[0] = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g * kBlockRows)));
+    sc[1] = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g * kBlockRows + 16)));
+  }
+
+  // Octet o: rows 8o..8o+7 are low nibbles (o < 2) or high nibbles (o >= 2) of bytes
+  // 16(o%2)..16(o%2)+15; vector j holds rows 8o+4j..8o+4j+3.
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + step * kBlockRows + 16 * (o % 2) + 8 * j)));
+    const __m256i codes = _mm256_and_si256(o >= 2 ? _mm256_srli_epi32(bytes, 4) : bytes, _mm256_set1_epi32(0x0F));
+    // Magnitude from an 8-entry table (vpermps reads the low three index bits), sign from bit 3.
+    const __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), codes);
+    return _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(8)), 28)));
+  }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int o) const { return e8m0_to_ps_avx2(s + g * kBlockRows + 8 * o); }
+
+  float value(uint64_t r, uint64_t k) const {
+    const uint8_t byte = w[(k / 2) * kBlockRows + 2 * (r % 16) + k % 2];
+    return e2m1_to_float(r < 16 ? byte & 0xF : byte >> 4);
+  }
+  float scale_at(uint64_t r, uint64_t g) const { return e8m0_to_float(s[g * kBlockRows + r]); }
+};
+
+// ---- bf16_amx: BF16 pairs in 16-row groups, no scale -----------------------------------------
+// Group g of 16 rows starts at element 16gK; step s of it is 16 words (64 bytes) at 32s: word o
+// holds row o's columns 2s, 2s+1 — a VNNI-2 operand as it lies. A block is groups 2nb, 2nb+1.
+struct Bf16AmxTiles {
+  static constexpr uint64_t kStepK = 2, kGroupSteps = 0;
+  static constexpr int kVecs = 2;
+  static constexpr bool kScaled = false, kDirect = true;
+  const uint16_t* lo;  // rows 0-15 of the block
+  const uint16_t* hi;  // rows 16-31
+  Bf16AmxTiles(const Gemm& g, uint64_t nb)
+      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k) {}
+
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    out[0] = (__m512bh)_mm512_loadu_si512(lo + step * kBlockRows);
+    out[1] = (__m512bh)_mm512_loadu_si512(hi + step * kBlockRows);
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512*) const {}
+
+  // Vector j of octet o: rows 8o+4j..+3, i.e. words 8(2(o%2)+j).. of group o/2.
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
+    const uint16_t* p = (o < 2 ? lo : hi) + step * kBlockRows + 8 * (2 * (o % 2) + j);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int) const { return _mm256_set1_ps(1.0f); }
+
+  float value(uint64_t r, uint64_t k) const { return bf16_to_float((r < 16 ? lo : hi)[(k / 2) * kBlockRows + 2 * (r % 16) + k % 2]); }
+  float scale_at(uint64_t, uint64_t) const { return 1.0f; }
+};
+
+// ---- fp8_block: E4M3 pairs in 32-row blocks, fp32 scales per 128 x 128 -----------------------
+// Step s of block nb is 64 bytes at 32nb·K + 64s: byte 2n + d is row n, column 2s + d. The first
+// 32 bytes are rows 0-15 as pairs, the next 32 rows 16-31. A block's 32 rows lie in one 128-row
+// scale block, so each 128-column group has one scale for all of them.
+
+// E4M3 subnormals m·2^-9 (m = 0..7) as BF16 bits; normal codes are a shift and an add.
+alignas(64) constexpr uint16_t kE4M3SubnormalBf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
+
+// 32 E4M3 bytes -> 32 BF16 (exact: E4M3's 3 mantissa bits and exponents 2^-9..2^8 all fit).
+// Normal (exponent field e > 0): BF16 exponent e + 120, mantissa m << 4, i.e. the 7 low bits
+// shifted left by 4 plus 120 << 7. e = 0: the subnormal table. 0x7F / 0xFF: NaN. Sign: bit 7.
+MOEPACK_AVX512_BF16_INLINE __m512bh e4m3_to_bf16(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7F));
+  __m512i bits = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00));
+  bits = _mm512_mask_permutexvar_epi16(bits, _mm512_testn_epi16_mask(b, _mm512_set1_epi16(0x78)), mag, _mm512_load_si512(kE4M3SubnormalBf16));
+  bits = _mm512_mask_mov_epi16(bits, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7FC0));
+  // bits | ((b << 8) & 0x8000)
+  return (__m512bh)_mm512_ternarylogic_epi32(bits, _mm512_slli_epi16(b, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+}
+
+// 8 E4M3 bytes -> 8 floats, exactly (the same rules, subnormals as m · 2^-9).
+MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7F));
+  const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
+  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(1.0f / 512.0f));
+  __m256 v = _mm256_blendv_ps(normal, subnormal, _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x78)), _mm256_setzero_si256())));
+  v = _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F))));
+  return _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24)));
+}
+
+struct Fp8BlockTiles {
+  static constexpr uint64_t kStepK = 2, kGroupSteps = kCpuFp8Block / 2, kChunkSteps = 128;
+  static constexpr int kVecs = 2;
+  static constexpr bool kScaled = true, kDirect = false;
+  const uint8_t* w;      // the block's bytes: [k/2][32][2]
+  const float* scales;   // the scale row of the block's 128 rows: [ceil(k/128)]
+  Fp8BlockTiles(const Gemm& g, uint64_t nb)
+      : w(g.w + nb * kBlockRows * g.k),
+        scales(static_cast<const float*>(g.scale) + (nb * kBlockRows / kCpuFp8Block) * ((g.k + kCpuFp8Block - 1) / kCpuFp8Block)) {}
+
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    out[0] = e4m3_to_bf16(w + step * 2 * kBlockRows);
+    out[1] = e4m3_to_bf16(w + step * 2 * kBlockRows + kBlockRows);
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const { sc[0] = sc[1] = _mm512_set1_ps(scales[g]); }
+
+  // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const { return e4m3_to_ps_avx2(w + step * 2 * kBlockRows + 8 * (2 * o + j)); }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int) const { return _mm256_set1_ps(scales[g]); }
+
+  float value(uint64_t r, uint64_t k) const { return e4m3_to_float(w[(k / 2) * 2 * kBlockRows + 2 * r + k % 2]); }
+  float scale_at(uint64_t, uint64_t g) const { return scales[g]; }
+};
+
+// ---- int8_vnni4: int8 quads in 32-row blocks, fp32 scale per row -----------------------------
+// Block nb starts at 32nb·(K+4); step s (four columns) is 128 bytes at 128s: bytes 4n..4n+3 are
+// row n's columns 4s..4s+3. Rows 0-15 are the first 64 bytes. Four int8 values of a row widened
+// to float and rounded to BF16 (exact) give, 16 at a time, eight rows' two column pairs: lane
+// 2i + c of the result holds row i's pair c, which the 64-bit activation broadcast matches
+// (x_operand<4>); rows() adds each row's two lanes. The per-row scale multiplies every group
+// (256 columns, so a chunk of decoded steps stays 16 KiB).
+struct Int8Vnni4Tiles {
+  static constexpr uint64_t kStepK = 4, kGroupSteps = 64, kChunkSteps = 64;
+  static constexpr int kVecs = 4;
+  static constexpr bool kScaled = true, kDirect = false;
+  const int8_t* w;     // the block's bytes: [k/4][32][4]
+  const float* s;      // the block's row scales: [32]
+  Int8Vnni4Tiles(const Gemm& g, uint64_t nb)
+      : w(reinterpret_cast<const int8_t*>(g.w) + nb * kBlockRows * (g.k + 4)), s(static_cast<const float*>(g.scale) + nb * kBlockRows) {}
+
+  MOEPACK_AVX512_BF16_INLINE static __m512 widen(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  // out[2h + e]: rows 16h + 8e .. 16h + 8e + 7.
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    const int8_t* p = w + step * 4 * kBlockRows;
+    for (int q = 0; q < 4; ++q) out[q] = _mm512_cvtne2ps_pbh(widen(p + 32 * q + 16), widen(p + 32 * q));
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < 2; ++h)
+      r[h] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * h], even, acc[2 * h + 1]), _mm512_permutex2var_ps(acc[2 * h], odd, acc[2 * h + 1]));
+  }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512* sc) const {
+    sc[0] = _mm512_loadu_ps(s);
+    sc[1] = _mm512_loadu_ps(s + 16);
+  }
+
+  // Vector j of octet o: rows 8o+2j, 8o+2j+1 (bytes 4(8o+2j)..+7 of the step).
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + step * 4 * kBlockRows + 4 * (8 * o + 2 * j)))));
+  }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int o) const { return _mm256_loadu_ps(s + 8 * o); }
+
+  float value(uint64_t r, uint64_t k) const { return static_cast<float>(w[(k / 4) * 4 * kBlockRows + 4 * r + k % 4]); }
+  float scale_at(uint64_t r, uint64_t) const { return s[r]; }
+};
+
+template <class T>
+void run_blocks(CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, g.n / kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
+    for (uint64_t nb = r.begin(); nb < r.end(); ++nb) {
+      if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
+      else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, m, out);
+      else scalar_block<T>(g, nb, xf, m, out);
+    }
+  });
+}
+
+}  // namespace
+
+void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+  switch (layout) {
+    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, xb, xf, m, out);
+    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, xb, xf, m, out);
+    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, xb, xf, m, out);
+    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, xb, xf, m, out);
+  }
+  throw_internal("packed_gemm: unknown layout");
+}
+
+}  // namespace moepack::experts::cpu

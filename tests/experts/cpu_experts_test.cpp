@@ -1,0 +1,227 @@
+// The fast CPU kernels (lib/experts/cpu_experts.h) on every packed CPU layout they read: weights
+// packed by the registered packers from random canonical values, each kernel of the ISA list
+// against a double-precision sum computed from the canonical values by the format's definition
+// (E2M1 and E8M0 per OCP MX, E4M3 with subnormals, int8, BF16), on sizes that are multiples of 32
+// but not of 64 or 128, with token counts that take every path (one token, the tile kernel with
+// a remainder, the decode-once chunks), and byte-identical results for 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <tbb/task_arena.h>
+
+#include "lib/core/codecs.h"
+#include "lib/core/error.h"
+#include "lib/experts/cpu_experts.h"
+#include "packers/cpu_prepack_moe.h"
+#include "packers/cpu_sgl_mxfp4.h"
+
+namespace moepack::experts {
+namespace {
+
+// One projection in a CPU layout: the packed bytes the kernels read, and the same weights as
+// doubles (value · scale) for the reference.
+struct Packed {
+  std::vector<uint8_t> weight, scale_bytes;
+  std::vector<float> scale_f32;
+  std::vector<float> bias;
+  std::vector<double> dense;  // [n, k]
+  CpuProjection projection() const {
+    CpuProjection p;
+    p.weight = weight.data();
+    p.scale = scale_f32.empty() ? static_cast<const void*>(scale_bytes.data()) : static_cast<const void*>(scale_f32.data());
+    if (scale_bytes.empty() && scale_f32.empty()) p.scale = nullptr;
+    p.bias = bias.empty() ? nullptr : bias.data();
+    return p;
+  }
+};
+
+std::vector<uint8_t> pack_with(const packers::Layout& layout, const OwnedTensor& canonical) {
+  std::vector<uint8_t> out(static_cast<size_t>(byte_size(layout.packed_dtype(canonical.dtype), layout.packed_shape(canonical.shape))));
+  layout.pack(canonical.view(), out);
+  return out;
+}
+
+Packed make(CpuLayout layout, uint64_t n, uint64_t k, uint64_t seed, bool with_bias) {
+  std::mt19937_64 rng(seed);
+  auto byte = [&] { return static_cast<uint8_t>(rng() & 0xFF); };
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Packed p;
+  p.dense.resize(static_cast<size_t>(n * k));
+  switch (layout) {
+    case CpuLayout::mxfp4: {
+      OwnedTensor codes(DType::U8, {n, k / 2}), scales(DType::U8, {n, k / 32});
+      for (auto& b : codes.bytes) b = byte();
+      for (auto& s : scales.bytes) s = static_cast<uint8_t>(120 + rng() % 14);  // 2^-7 .. 2^6
+      for (uint64_t r = 0; r < n; ++r)
+        for (uint64_t c = 0; c < k; ++c) {
+          const uint8_t b = codes.bytes[r * (k / 2) + c / 2];
+          p.dense[r * k + c] = static_cast<double>(e2m1_to_float(c % 2 ? b >> 4 : b & 0xF)) * e8m0_to_float(scales.bytes[r * (k / 32) + c / 32]);
+        }
+      p.weight = pack_with(packers::CpuSglWeightPackedMxfp4Layout(), codes);
+      p.scale_bytes = pack_with(packers::CpuSglScalePackedLayout(), scales);
+      break;
+    }
+    case CpuLayout::bf16_amx: {
+      OwnedTensor w(DType::BF16, {n, k});
+      for (uint64_t i = 0; i < n * k; ++i) {
+        const uint16_t b = float_to_bf16(normal(rng));
+        std::memcpy(w.bytes.data() + 2 * i, &b, 2);
+        p.dense[i] = bf16_to_float(b);
+      }
+      p.weight = pack_with(packers::CpuPrepackMoeWeightLayout(packers::CpuMoeIsa::amx), w);
+      break;
+    }
+    case CpuLayout::fp8_block: {
+      // Every E4M3 code but NaN: zeros of both signs, subnormals, the largest normals.
+      OwnedTensor w(DType::F8_E4M3, {n, k});
+      for (auto& b : w.bytes)
+        do b = byte();
+        while (e4m3_is_nan(b));
+      const uint64_t rb = (n + kCpuFp8Block - 1) / kCpuFp8Block, cb = (k + kCpuFp8Block - 1) / kCpuFp8Block;
+      p.scale_f32.resize(static_cast<size_t>(rb * cb));
+      for (auto& s : p.scale_f32) s = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 8) - 10);
+      for (uint64_t r = 0; r < n; ++r)
+        for (uint64_t c = 0; c < k; ++c)
+          p.dense[r * k + c] = static_cast<double>(e4m3_to_float(w.bytes[r * k + c])) * p.scale_f32[(r / kCpuFp8Block) * cb + c / kCpuFp8Block];
+      p.weight = pack_with(packers::CpuSglWeightPackedFp8Layout(), w);
+      break;
+    }
+    case CpuLayout::int8_vnni4: {
+      OwnedTensor w(DType::I8, {n, k});
+      for (auto& b : w.bytes) b = byte();
+      p.scale_f32.resize(static_cast<size_t>(n));
+      for (auto& s : p.scale_f32) s = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, -7);
+      for (uint64_t r = 0; r < n; ++r)
+        for (uint64_t c = 0; c < k; ++c) p.dense[r * k + c] = static_cast<double>(static_cast<int8_t>(w.bytes[r * k + c])) * p.scale_f32[r];
+      p.weight = pack_with(packers::CpuSglVnni4Int8Layout(), w);
+      break;
+    }
+  }
+  if (with_bias) {
+    p.bias.resize(static_cast<size_t>(n));
+    for (auto& b : p.bias) b = normal(rng);
+  }
+  return p;
+}
+
+std::vector<uint16_t> bf16_activations(uint64_t m, uint64_t k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = float_to_bf16(normal(rng));
+  return x;
+}
+
+std::vector<float> gemm(CpuLayout layout, CpuIsa isa, const Packed& p, uint64_t n, uint64_t k, const std::vector<uint16_t>& x, uint64_t m, int threads) {
+  std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
+  tbb::task_arena(threads).execute([&] { cpu_packed_gemm(layout, isa, p.projection(), n, k, x.data(), m, out.data()); });
+  return out;
+}
+
+struct GemmCase {
+  CpuLayout layout;
+  uint64_t n, k;
+};
+
+class CpuPackedGemm : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(CpuPackedGemm, EveryIsaMatchesTheDefinitionAndIsThreadCountStable) {
+  const GemmCase c = GetParam();
+  const Packed p = make(c.layout, c.n, c.k, 7 + c.n + c.k, true);
+  for (uint64_t m : {1u, 3u, 8u, 13u}) {
+    const std::vector<uint16_t> x = bf16_activations(m, c.k, m);
+    // The reference, and the sum of magnitudes each value's float rounding is relative to.
+    std::vector<double> ref(static_cast<size_t>(m * c.n)), mag(ref.size());
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t r = 0; r < c.n; ++r) {
+        double s = p.bias[r], a = std::fabs(p.bias[r]);
+        for (uint64_t col = 0; col < c.k; ++col) {
+          const double term = p.dense[r * c.k + col] * bf16_to_float(x[i * c.k + col]);
+          s += term;
+          a += std::fabs(term);
+        }
+        ref[i * c.n + r] = s;
+        mag[i * c.n + r] = a;
+      }
+    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
+      if (!cpu_supports(isa)) continue;
+      SCOPED_TRACE(std::string(cpu_isa_name(isa)) + ", " + std::to_string(m) + " tokens");
+      const std::vector<float> one = gemm(c.layout, isa, p, c.n, c.k, x, m, 1), two = gemm(c.layout, isa, p, c.n, c.k, x, m, 2);
+      EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4)) << "the same bytes for 1 and 2 threads";
+      size_t bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i)
+        if (!(std::fabs(one[i] - ref[i]) <= 1e-5 * mag[i] + 1e-30)) ++bad;
+      EXPECT_EQ(bad, 0u) << "of " << ref.size() << " values; first: got " << one[0] << ", expected " << ref[0];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CpuPackedGemm,
+                         ::testing::Values(GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32}, GemmCase{CpuLayout::bf16_amx, 96, 416},
+                                           GemmCase{CpuLayout::bf16_amx, 160, 32}, GemmCase{CpuLayout::fp8_block, 160, 416},
+                                           GemmCase{CpuLayout::fp8_block, 96, 96}, GemmCase{CpuLayout::int8_vnni4, 96, 416},
+                                           GemmCase{CpuLayout::int8_vnni4, 32, 32}),
+                         [](const ::testing::TestParamInfo<GemmCase>& i) {
+                           return std::string(cpu_layout_name(i.param.layout)) + "_" + std::to_string(i.param.n) + "x" + std::to_string(i.param.k);
+                         });
+
+// A NaN weight (E4M3 0x7F / 0xFF) makes its row's outputs NaN and leaves the other rows alone,
+// on every path.
+TEST(CpuPackedGemm, Fp8NanWeightsPoisonOnlyTheirRow) {
+  const uint64_t n = 64, k = 64;
+  OwnedTensor w(DType::F8_E4M3, {n, k});
+  for (auto& b : w.bytes) b = 0x38;  // 1.0
+  w.bytes[5 * k + 17] = 0x7F;
+  w.bytes[40 * k + 3] = 0xFF;
+  Packed p;
+  p.weight = pack_with(packers::CpuSglWeightPackedFp8Layout(), w);
+  p.scale_f32 = {1.0f};
+  for (uint64_t m : {1u, 3u, 9u}) {
+    const std::vector<uint16_t> x = bf16_activations(m, k, 3);
+    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
+      if (!cpu_supports(isa)) continue;
+      SCOPED_TRACE(std::string(cpu_isa_name(isa)) + ", " + std::to_string(m) + " tokens");
+      const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, m, 1);
+      for (uint64_t i = 0; i < m; ++i)
+        for (uint64_t r = 0; r < n; ++r) EXPECT_EQ(std::isnan(out[i * n + r]), r == 5 || r == 40) << "token " << i << " row " << r;
+    }
+  }
+}
+
+// Every E4M3 code decodes to its exact value: one row per code, an activation of 1 on one column.
+TEST(CpuPackedGemm, Fp8EveryCodeIsExact) {
+  const uint64_t n = 256, k = 32;
+  OwnedTensor w(DType::F8_E4M3, {n, k});
+  for (uint64_t r = 0; r < n; ++r) w.bytes[r * k + 7] = static_cast<uint8_t>(r);
+  Packed p;
+  p.weight = pack_with(packers::CpuSglWeightPackedFp8Layout(), w);
+  p.scale_f32 = {1.0f, 1.0f};
+  std::vector<uint16_t> x(k, 0);
+  x[7] = float_to_bf16(1.0f);
+  for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
+    if (!cpu_supports(isa)) continue;
+    SCOPED_TRACE(std::string(cpu_isa_name(isa)));
+    const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, 1, 1);
+    for (uint64_t r = 0; r < n; ++r) {
+      const float want = e4m3_to_float(static_cast<uint8_t>(r));
+      if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[r])) << r;
+      else EXPECT_EQ(out[r], want) << "code " << r;
+    }
+  }
+}
+
+TEST(CpuPackedGemm, RefusesSizesNoLayoutHolds) {
+  const Packed p = make(CpuLayout::bf16_amx, 32, 32, 1, false);
+  std::vector<uint16_t> x(48, 0);
+  std::vector<float> out(48);
+  EXPECT_THROW(cpu_packed_gemm(CpuLayout::bf16_amx, CpuIsa::scalar, p.projection(), 16, 48, x.data(), 1, out.data()), Error);
+  EXPECT_FALSE(cpu_layout_fits(CpuLayout::fp8_block, 48, 64));
+  EXPECT_FALSE(cpu_layout_fits(CpuLayout::int8_vnni4, 64, 48));
+  EXPECT_TRUE(cpu_layout_fits(CpuLayout::mxfp4, 96, 160));
+}
+
+}  // namespace
+}  // namespace moepack::experts
