@@ -70,7 +70,8 @@ bool cpu_supports(CpuIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case CpuIsa::avx512_bf16:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+             __builtin_cpu_supports("avx512vbmi");
     case CpuIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case CpuIsa::scalar: return true;
   }
@@ -149,9 +150,13 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
   ab.resize(static_cast<size_t>(max_tokens * P));
   std::vector<float> out(static_cast<size_t>(tokens * hidden), 0.0f);
 
-  // Element-wise work is spread over tokens; each value is computed by one thread, so the bytes
-  // do not depend on how tokens are split.
+  // Element-wise work is spread over tokens once there are enough of them to pay for waking
+  // threads; each value is computed by one thread, so the bytes do not depend on the split.
   auto per_token = [](uint64_t m, auto&& fn) {
+    if (m < 8) {
+      for (uint64_t i = 0; i < m; ++i) fn(i);
+      return;
+    }
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m, 4), [&](const tbb::blocked_range<uint64_t>& r) {
       for (uint64_t i = r.begin(); i < r.end(); ++i) fn(i);
     });

@@ -25,8 +25,9 @@
 // quantizes activations per token to int8 (these kernels keep BF16 activations instead, the
 // same precision as every other layout, so one tolerance serves them all).
 //
-// Instruction sets: AVX-512 BF16 (`vdpbf16ps`), AVX2 + FMA (weights decoded to FP32), and
-// portable C++ elsewhere; best_cpu_isa() picks the first this machine runs. AMX tiles are not
+// Instruction sets: AVX-512 BF16 (`vdpbf16ps`, with VBMI's byte permutes for the FP8 decode:
+// Sapphire Rapids and later, Zen 4 and later), AVX2 + FMA (weights decoded to FP32), and portable
+// C++ elsewhere; best_cpu_isa() picks the first this machine runs. AMX tiles are not
 // used. Each output value is summed by one thread in one fixed order, so the bytes do not
 // depend on the thread count.
 #pragma once

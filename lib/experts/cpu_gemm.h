@@ -43,8 +43,10 @@ struct Gemm {
   uint64_t n, k;
 };
 
-#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl")))
-#define MOEPACK_AVX512_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl"), always_inline)) inline
+// The AVX-512 level: F, BW, VL, BF16 (vdpbf16ps) and VBMI (vpermi2b, the FP8 decode's byte
+// tables). Every CPU with AVX-512 BF16 but Cooper Lake has VBMI; Cooper Lake runs the AVX2 kernels.
+#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi")))
+#define MOEPACK_AVX512_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi"), always_inline)) inline
 #define MOEPACK_AVX2 __attribute__((target("avx2,fma")))
 #define MOEPACK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 

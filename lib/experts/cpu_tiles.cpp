@@ -117,25 +117,38 @@ struct Bf16AmxTiles {
 };
 
 // ---- fp8_block: E4M3 pairs in 32-row blocks, fp32 scales per 128 x 128 -----------------------
-// Step s of block nb is 64 bytes at 32nb·K + 64s: byte 2n + d is row n, column 2s + d. The first
-// 32 bytes are rows 0-15 as pairs, the next 32 rows 16-31. A block's 32 rows lie in one 128-row
-// scale block, so each 128-column group has one scale for all of them.
+// Step s of block nb is 64 bytes at 32nb·K + 64s: byte 2n + d is row n, column 2s + d. A block's
+// 32 rows lie in one 128-row scale block, so each 128-column group has one scale for all of them.
 
-// E4M3 subnormals m·2^-9 (m = 0..7) as BF16 bits; normal codes are a shift and an add.
-alignas(64) constexpr uint16_t kE4M3SubnormalBf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
-
-// 32 E4M3 bytes -> 32 BF16 (exact: E4M3's 3 mantissa bits and exponents 2^-9..2^8 all fit).
-// Normal (exponent field e > 0): BF16 exponent e + 120, mantissa m << 4, i.e. the 7 low bits
-// shifted left by 4 plus 120 << 7. e = 0: the subnormal table. 0x7F / 0xFF: NaN. Sign: bit 7.
-MOEPACK_AVX512_BF16_INLINE __m512bh e4m3_to_bf16(const uint8_t* p) {
-  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7F));
-  __m512i bits = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00));
-  bits = _mm512_mask_permutexvar_epi16(bits, _mm512_testn_epi16_mask(b, _mm512_set1_epi16(0x78)), mag, _mm512_load_si512(kE4M3SubnormalBf16));
-  bits = _mm512_mask_mov_epi16(bits, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7FC0));
-  // bits | ((b << 8) & 0x8000)
-  return (__m512bh)_mm512_ternarylogic_epi32(bits, _mm512_slli_epi16(b, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+// BF16 bits of the E4M3 magnitude code c (0..127), exactly: every E4M3 value is a BF16 value.
+// Normal codes (exponent field e > 0) are 1.m · 2^(e-7): BF16 exponent e + 120, mantissa m << 4,
+// i.e. (c << 4) + (120 << 7). Subnormals (e = 0) are m · 2^-9. 0x7F is NaN.
+constexpr uint16_t e4m3_magnitude_bf16(unsigned c) {
+  if (c == 0x7F) return 0x7FC0;
+  if (c >= 8) return static_cast<uint16_t>((c << 4) + (120u << 7));
+  if (c == 0) return 0;
+  unsigned shift = 0;  // normalize m · 2^-9: m = 1.f · 2^p with p = 0, 1 or 2
+  while ((c << shift) < 4) ++shift;
+  const unsigned p = 2 - shift, frac = ((c << shift) & 3) << 5;  // the bits below the leading one
+  return static_cast<uint16_t>(((127 - 9 + p) << 7) | frac);
 }
+// The table as two byte tables (high and low bytes of the BF16 bits), 128 entries each: one
+// vpermi2b looks up 64 codes in each (its index reads 7 bits, so the sign bit is ignored).
+struct E4m3Tables {
+  alignas(64) uint8_t hi[128];
+  alignas(64) uint8_t lo[128];
+};
+constexpr E4m3Tables make_e4m3_tables() {
+  E4m3Tables t{};
+  for (unsigned c = 0; c < 128; ++c) {
+    t.hi[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) >> 8);
+    t.lo[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) & 0xFF);
+  }
+  return t;
+}
+constexpr E4m3Tables kE4m3Bf16 = make_e4m3_tables();
+static_assert(e4m3_magnitude_bf16(1) == 0x3B00 && e4m3_magnitude_bf16(7) == 0x3C60 && e4m3_magnitude_bf16(8) == 0x3C80 && e4m3_magnitude_bf16(0x7E) == 0x43E0,
+              "2^-9, 7 · 2^-9, 2^-6, 448");
 
 // 8 E4M3 bytes -> 8 floats, exactly (the same rules, subnormals as m · 2^-9).
 MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
@@ -148,6 +161,11 @@ MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
   return _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24)));
 }
 
+// The AVX-512 load looks the 64 bytes of a step up whole: high and low bytes of each value's
+// BF16 bits from the tables, the sign bit put back, then bytes interleaved into words within
+// each 128-bit lane. Lane L of the first register holds the values of bytes 16L..16L+7 (rows
+// 8L..8L+3), of the second bytes 16L+8..16L+15 (rows 8L+4..8L+7): the rows come permuted, and
+// rows() puts the sums back in order (the scale is one per block, so it needs no permuting).
 struct Fp8BlockTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = kCpuFp8Block / 2, kChunkSteps = 128;
   static constexpr int kVecs = 2;
@@ -159,10 +177,18 @@ struct Fp8BlockTiles {
         scales(static_cast<const float*>(g.scale) + (nb * kBlockRows / kCpuFp8Block) * ((g.k + kCpuFp8Block - 1) / kCpuFp8Block)) {}
 
   MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
-    out[0] = e4m3_to_bf16(w + step * 2 * kBlockRows);
-    out[1] = e4m3_to_bf16(w + step * 2 * kBlockRows + kBlockRows);
+    const __m512i b = _mm512_loadu_si512(w + step * 2 * kBlockRows);
+    __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(kE4m3Bf16.hi), b, _mm512_load_si512(kE4m3Bf16.hi + 64));
+    const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(kE4m3Bf16.lo), b, _mm512_load_si512(kE4m3Bf16.lo + 64));
+    hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // hi | (b & 0x80)
+    out[0] = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+    out[1] = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
   }
-  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) {
+    // rows 0-15: lanes 0 and 1 of each register, alternating; rows 16-31: lanes 2 and 3.
+    r[0] = _mm512_permutex2var_ps(acc[0], _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23), acc[1]);
+    r[1] = _mm512_permutex2var_ps(acc[0], _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), acc[1]);
+  }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const { sc[0] = sc[1] = _mm512_set1_ps(scales[g]); }
 
   // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
