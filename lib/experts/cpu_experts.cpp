@@ -16,13 +16,6 @@
 #include "lib/core/error.h"
 
 namespace moepack::experts {
-namespace cpu {
-// Defined in cpu_tiles.cpp: out [m, g.n] for activations given as BF16 bits (`xb`, read by the
-// AVX-512 kernels) and as the same values in floats (`xf`, read by the others; may be null on
-// AVX-512), row blocks spread over the calling arena's threads.
-void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out);
-}  // namespace cpu
-
 namespace {
 
 MOEPACK_AVX512_BF16 void to_bf16_avx512(const float* in, uint16_t* out, uint64_t n) {

@@ -1,6 +1,7 @@
 // The GEMM kernels the fast CPU experts share (lib/experts/cpu_experts.h), written once over a
 // "tile" policy that says how one packed layout loads a step of a 32-row block. Internal to
-// lib/experts: included by cpu_tiles.cpp, which defines the policies and instantiates these.
+// lib/experts: cpu_tiles.cpp defines the policies and instantiates these (packed_gemm below),
+// cpu_experts.cpp drives them.
 //
 // A policy T is built for one block of 32 output rows (T(const Gemm&, block)) and provides:
 //   kStepK        input columns per step (2: VNNI-2 pairs, 4: VNNI-4 quads)
@@ -15,7 +16,7 @@
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
 //
 // Every output value is summed in one order fixed by the token count's path (one token, or
-// several) and never by the thread count: rows blocks are the unit of parallel work.
+// several) and never by the thread count: row blocks are the unit of parallel work.
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -29,8 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
+#include "lib/experts/cpu_experts.h"
 
 namespace moepack::experts::cpu {
 
@@ -292,5 +292,10 @@ void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float*
     }
   }
 }
+
+// out [m, g.n] for activations given as BF16 bits (`xb`, read by the AVX-512 kernels) and as
+// the same values in floats (`xf`, read by the others; may be null on AVX-512), row blocks
+// spread over the calling arena's threads (cpu_tiles.cpp).
+void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out);
 
 }  // namespace moepack::experts::cpu
