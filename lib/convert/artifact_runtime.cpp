@@ -447,6 +447,8 @@ struct FastCpuLayout {
 constexpr FastCpuLayout kFastCpuLayouts[] = {
     {ex::CpuLayout::mxfp4, "cpu.sgl_convert_weight_packed(mxfp4)", "U8", "cpu.sgl_convert_scale_packed(e8m0)"},
     {ex::CpuLayout::bf16_amx, "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "BF16", nullptr},
+    // FP16 and F32 models in the vec layout run by the emulation only: their weights are not BF16.
+    {ex::CpuLayout::bf16_vec, "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)", "BF16", nullptr},
     {ex::CpuLayout::fp8_block, "cpu.sgl_convert_weight_packed(fp8)", "F8_E4M3", "vllm.unchanged"},
     {ex::CpuLayout::int8_vnni4, "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "I8", "vllm.unchanged"},
 };
@@ -464,7 +466,8 @@ uint64_t fast_cpu_slab_bytes(ex::CpuLayout layout, bool scale, uint64_t n, uint6
   const uint64_t blocks = (k + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block, row_blocks = (n + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block;
   switch (layout) {
     case ex::CpuLayout::mxfp4: return scale ? n * (k / 32) : n * k / 2;
-    case ex::CpuLayout::bf16_amx: return scale ? 0 : 2 * n * k;
+    case ex::CpuLayout::bf16_amx:
+    case ex::CpuLayout::bf16_vec: return scale ? 0 : 2 * n * k;
     case ex::CpuLayout::fp8_block: return scale ? 4 * row_blocks * blocks : n * k;
     case ex::CpuLayout::int8_vnni4: return scale ? 4 * n : n * (k + 4);
   }
@@ -486,7 +489,8 @@ std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
   // The format the layout's bytes mean: MXFP4, unquantized BF16, 128 x 128 FP8 blocks, W8A8 int8.
   switch (match->layout) {
     case ex::CpuLayout::mxfp4: if (format != ex::WeightFormat::mxfp4) return std::nullopt; break;
-    case ex::CpuLayout::bf16_amx: if (format != ex::WeightFormat::float16or32) return std::nullopt; break;
+    case ex::CpuLayout::bf16_amx:
+    case ex::CpuLayout::bf16_vec: if (format != ex::WeightFormat::float16or32) return std::nullopt; break;
     case ex::CpuLayout::fp8_block: if (format != ex::WeightFormat::fp8_e4m3 || fp8_block_of(L.weight_key.value_or("")) != ex::kCpuFp8Block) return std::nullopt; break;
     case ex::CpuLayout::int8_vnni4: if (format != ex::WeightFormat::int8) return std::nullopt; break;
   }

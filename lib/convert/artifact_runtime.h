@@ -53,7 +53,8 @@ class ArtifactRuntime {
   std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
 
   // The packed CPU layout of layer `i` when the fast CPU experts read it directly
-  // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block and INT8 W8A8 artifacts);
+  // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block and INT8 W8A8 artifacts,
+  // the BF16 vec prepack of cpu-avx512);
   // nullopt for every other layer.
   std::optional<experts::CpuLayout> fast_cpu_layout(size_t i) const;
   bool has_fast_cpu(size_t i) const;

@@ -130,8 +130,8 @@ BenchReport bench_experts(const BenchOptions& o) {
   const size_t li = o.layer ? rt.layer_index(*o.layer) : 0;
   if (rt.manifest().layers.empty()) throw Error(ErrorKind::usage, "the artifact has no MoE layers");
   if (!rt.has_fast_cpu(li))
-    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the cpu-amx MXFP4, BF16, FP8 block and INT8 " +
-                                      "W8A8 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
+    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the x86 CPU MXFP4, BF16, FP8 block and " +
+                                      "INT8 W8A8 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
                                       " (convert with --target cpu-amx)");
   const artifact::Layer& L = rt.manifest().layers[li];
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -44,6 +44,7 @@ std::string_view cpu_layout_name(CpuLayout layout) {
   switch (layout) {
     case CpuLayout::mxfp4: return "mxfp4";
     case CpuLayout::bf16_amx: return "bf16_amx";
+    case CpuLayout::bf16_vec: return "bf16_vec";
     case CpuLayout::fp8_block: return "fp8_block";
     case CpuLayout::int8_vnni4: return "int8_vnni4";
   }

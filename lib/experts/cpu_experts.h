@@ -1,6 +1,6 @@
-// Fast CPU experts for the `cpu-amx` artifacts: they read the packed CPU weight layouts in
-// place, never unpacking them, and compute a MoE layer with the same routing and activation as
-// the reference (lib/experts/moe.h).
+// Fast CPU experts for the x86 CPU artifacts (`cpu-amx`; `cpu-avx512` for BF16): they read the
+// packed CPU weight layouts in place, never unpacking them, and compute a MoE layer with the
+// same routing and activation as the reference (lib/experts/moe.h).
 //
 // Every layout they read is a VNNI operand of `vdpbf16ps` once its bytes are decoded to BF16:
 // for each block of 32 output rows and each step of 2 (or 4) input columns, the layout holds the
@@ -13,6 +13,7 @@
 //   layout        packer (packers/)                       step  decode to BF16              scale
 //   mxfp4         CpuSglWeightPackedMxfp4Layout            2     E2M1 nibble table (vpermw)   E8M0 per row and 32 columns
 //   bf16_amx      CpuPrepackMoeWeightLayout(amx)           2     none (already BF16 pairs)   none
+//   bf16_vec      CpuPrepackMoeWeightLayout(vec), BF16     2     pair two columns (vpermw)   none
 //   fp8_block     CpuSglWeightPackedFp8Layout              2     E4M3 -> BF16, exact         fp32 per 128 x 128 block
 //   int8_vnni4    CpuSglVnni4Int8Layout (+ s8s8 sums)      4     int8 -> BF16, exact         fp32 per row
 //
@@ -43,7 +44,7 @@
 namespace moepack::experts {
 
 // The packed CPU weight layouts the fast experts read (table above).
-enum class CpuLayout { mxfp4, bf16_amx, fp8_block, int8_vnni4 };
+enum class CpuLayout { mxfp4, bf16_amx, bf16_vec, fp8_block, int8_vnni4 };
 std::string_view cpu_layout_name(CpuLayout layout);
 
 // The FP8 block the fp8_block layout's scales cover (vLLM's CPU FP8 MoE runs 128 x 128 only).
@@ -52,6 +53,7 @@ inline constexpr uint64_t kCpuFp8Block = 128;
 // One projection (w13 or w2) of one expert, as the artifact holds it (not copied).
 //   mxfp4       weight [n, k/2] bytes; scale [n/32][k/32][32] E8M0 bytes
 //   bf16_amx    weight [n/16][k/2][16][2] BF16; no scale
+//   bf16_vec    weight [n/16][k][16] BF16; no scale
 //   fp8_block   weight [n/32][k/2][32][2] E4M3 bytes; scale float [ceil(n/128), ceil(k/128)]
 //   int8_vnni4  weight [n/32] blocks of [k/4][32][4] int8 then 32 int32 sums; scale float [n]
 struct CpuProjection {

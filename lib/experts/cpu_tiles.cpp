@@ -3,6 +3,7 @@
 // packer files; the offsets below are their index maps read at one block and step:
 //   mxfp4       packers/cpu_sgl_mxfp4.h (convert_weight_packed, uint8 branch; convert_scale_packed)
 //   bf16_amx    packers/cpu_prepack_moe.h (MicroGemm<AMX>::pack_weight: [O/16][K/2][16][2])
+//   bf16_vec    packers/cpu_prepack_moe.h (MicroGemm<VEC>::pack_weight: [O/16][K][16])
 //   fp8_block   packers/cpu_sgl_mxfp4.h (convert_weight_packed, E4M3: pack_vnni [K/2][32][2])
 //   int8_vnni4  packers/cpu_sgl_mxfp4.h (convert_weight_packed, int8: pack_vnni<int8_t>
 //               [K/4][32][4] then 32 int32 compensation sums, which BF16 arithmetic does not need)
@@ -113,6 +114,40 @@ struct Bf16AmxTiles {
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int) const { return _mm256_set1_ps(1.0f); }
 
   float value(uint64_t r, uint64_t k) const { return bf16_to_float((r < 16 ? lo : hi)[(k / 2) * kBlockRows + 2 * (r % 16) + k % 2]); }
+  float scale_at(uint64_t, uint64_t) const { return 1.0f; }
+};
+
+// ---- bf16_vec: BF16 columns in 16-row groups, no scale ---------------------------------------
+// vLLM's vec prepack (x86 without AMX): group g of 16 rows is [K][16] at element 16gK, so step s
+// (columns 2s, 2s+1) is 32 contiguous words: rows 0-15 at column 2s, then at column 2s+1. One
+// word permute per group interleaves them into (column 2s, 2s+1) pairs, the VNNI-2 operand.
+struct Bf16VecTiles {
+  static constexpr uint64_t kStepK = 2, kGroupSteps = 0;
+  static constexpr int kVecs = 2;
+  static constexpr bool kScaled = false, kDirect = true;
+  const uint16_t* lo;  // rows 0-15 of the block: [k][16]
+  const uint16_t* hi;  // rows 16-31
+  Bf16VecTiles(const Gemm& g, uint64_t nb)
+      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k) {}
+
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    const __m512i pairs = _mm512_setr_epi32(0x00100000, 0x00110001, 0x00120002, 0x00130003, 0x00140004, 0x00150005, 0x00160006, 0x00170007,
+                                            0x00180008, 0x00190009, 0x001A000A, 0x001B000B, 0x001C000C, 0x001D000D, 0x001E000E, 0x001F000F);
+    out[0] = (__m512bh)_mm512_permutexvar_epi16(pairs, _mm512_loadu_si512(lo + step * kBlockRows));
+    out[1] = (__m512bh)_mm512_permutexvar_epi16(pairs, _mm512_loadu_si512(hi + step * kBlockRows));
+  }
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512*) const {}
+
+  // Vector j of octet o: rows 8o+4j..+3, i.e. rows 8(o%2)+4j.. of group o/2, both columns.
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
+    const uint16_t* p = (o < 2 ? lo : hi) + step * kBlockRows + 8 * (o % 2) + 4 * j;
+    const __m128i pairs = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(pairs), 16));
+  }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int) const { return _mm256_set1_ps(1.0f); }
+
+  float value(uint64_t r, uint64_t k) const { return bf16_to_float((r < 16 ? lo : hi)[k * (kBlockRows / 2) + r % 16]); }
   float scale_at(uint64_t, uint64_t) const { return 1.0f; }
 };
 
@@ -261,6 +296,7 @@ void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb
   switch (layout) {
     case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, xb, xf, m, out);
     case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, xb, xf, m, out);
+    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, xb, xf, m, out);
     case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, xb, xf, m, out);
     case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, xb, xf, m, out);
   }

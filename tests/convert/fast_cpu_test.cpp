@@ -1,7 +1,8 @@
-// The fast CPU experts against the exact emulation of the same cpu-amx artifact, for every CPU
-// layout they read (MXFP4, BF16, FP8 block, INT8 W8A8): awkward sizes (hidden and intermediate
-// any multiple of 32, not of 64 or 128), 8 experts with top-2 routing, biases where the family
-// has them, tensor-parallel ranks, thread counts (same bytes), and every kernel of the ISA list.
+// The fast CPU experts against the exact emulation of the same cpu-amx (or cpu-avx512) artifact,
+// for every CPU layout they read (MXFP4, BF16 AMX and vec prepacks, FP8 block, INT8 W8A8):
+// awkward sizes (hidden and intermediate any multiple of 32, not of 64 or 128), 8 experts with
+// top-2 routing, biases where the family has them, tensor-parallel ranks, thread counts (same
+// bytes), and every kernel of the ISA list.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +36,7 @@ struct Case {
   std::string family;
   uint64_t hidden, intermediate;
   int tp;
+  std::string target = "cpu-amx";
 };
 
 class FastCpu : public ::testing::TestWithParam<Case> {};
@@ -49,10 +51,10 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   so.seed = 3;
   synth::write_sample(c.family, dir.file("src"), so);
   ckpt::Checkpoint ck = ckpt::open_checkpoint(dir.file("src"));
-  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("cpu-amx"));
+  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(c.target));
   dep.parallel.tp = c.tp;
   ConvertRequest req;
-  req.target_json = {{"device", "cpu-amx"}};
+  req.target_json = {{"device", c.target}};
   fs::create_directories(dir.file("a"));
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
 
@@ -92,13 +94,16 @@ INSTANTIATE_TEST_SUITE_P(Sizes, FastCpu,
                                            // 128), biases and swigluoai on gpt-oss.
                                            Case{"mixtral-bf16", 96, 160, 1}, Case{"qwen3-moe-bf16", 160, 224, 2}, Case{"qwen3-moe-bf16", 192, 192, 2},
                                            Case{"gpt-oss-bf16", 96, 224, 1},
+                                           // BF16 in the vec prepack (x86 without AMX).
+                                           Case{"mixtral-bf16", 160, 96, 1, "cpu-avx512"}, Case{"gpt-oss-bf16", 96, 224, 1, "cpu-avx512"},
+                                           Case{"qwen3-moe-bf16", 192, 224, 2, "cpu-avx512"},
                                            // FP8 128 x 128 blocks: hidden not a multiple of 128 (a 32-column last block).
                                            Case{"ct-fp8-block", 160, 256, 1}, Case{"ct-fp8-block", 416, 128, 1},
                                            // INT8 W8A8, VNNI-4 with the s8s8 sums between blocks.
                                            Case{"ct-w8a8-int8", 160, 96, 1}, Case{"ct-w8a8-int8", 96, 192, 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.family + "_" + std::to_string(i.param.hidden) + "x" + std::to_string(i.param.intermediate) + "_tp" +
-                                           std::to_string(i.param.tp);
+                                           std::to_string(i.param.tp) + (i.param.target == "cpu-amx" ? "" : "_" + i.param.target);
                            for (char& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

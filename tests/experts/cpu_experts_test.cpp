@@ -1,7 +1,7 @@
 // The fast CPU kernels (lib/experts/cpu_experts.h) on every packed CPU layout they read: weights
 // packed by the registered packers from random canonical values, each kernel of the ISA list
 // against a double-precision sum computed from the canonical values by the format's definition
-// (E2M1 and E8M0 per OCP MX, E4M3 with subnormals, int8, BF16), on sizes that are multiples of 32
+// (E2M1 and E8M0 per OCP MX, E4M3 with subnormals, int8, BF16 in both prepacks), on sizes that are multiples of 32
 // but not of 64 or 128, with token counts that take every path (one token, the tile kernel with
 // a remainder, the decode-once chunks), and byte-identical results for 1 and 2 threads.
 #include <gtest/gtest.h>
@@ -72,6 +72,16 @@ Packed make(CpuLayout layout, uint64_t n, uint64_t k, uint64_t seed, bool with_b
         p.dense[i] = bf16_to_float(b);
       }
       p.weight = pack_with(packers::CpuPrepackMoeWeightLayout(packers::CpuMoeIsa::amx), w);
+      break;
+    }
+    case CpuLayout::bf16_vec: {
+      OwnedTensor w(DType::BF16, {n, k});
+      for (uint64_t i = 0; i < n * k; ++i) {
+        const uint16_t b = float_to_bf16(normal(rng));
+        std::memcpy(w.bytes.data() + 2 * i, &b, 2);
+        p.dense[i] = bf16_to_float(b);
+      }
+      p.weight = pack_with(packers::CpuPrepackMoeWeightLayout(packers::CpuMoeIsa::vec), w);
       break;
     }
     case CpuLayout::fp8_block: {
@@ -161,7 +171,8 @@ TEST_P(CpuPackedGemm, EveryIsaMatchesTheDefinitionAndIsThreadCountStable) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CpuPackedGemm,
                          ::testing::Values(GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32}, GemmCase{CpuLayout::bf16_amx, 96, 416},
-                                           GemmCase{CpuLayout::bf16_amx, 160, 32}, GemmCase{CpuLayout::fp8_block, 160, 416},
+                                           GemmCase{CpuLayout::bf16_amx, 160, 32}, GemmCase{CpuLayout::bf16_vec, 96, 416},
+                                           GemmCase{CpuLayout::bf16_vec, 32, 64}, GemmCase{CpuLayout::fp8_block, 160, 416},
                                            GemmCase{CpuLayout::fp8_block, 96, 96}, GemmCase{CpuLayout::int8_vnni4, 96, 416},
                                            GemmCase{CpuLayout::int8_vnni4, 32, 32}),
                          [](const ::testing::TestParamInfo<GemmCase>& i) {
