@@ -303,6 +303,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"modelopt-mxfp8", "sm80", {"tp=2"}, "MARLIN"}, Case{"modelopt-mxfp8", "sm90", {"tp=2", "ep=1"}, "MARLIN"}),
     case_name);
 
+// Intel XPU: block FP8 and int4 weights transposed (int4 as Triton's N-first bytes), their scales
+// too; GPTQ's g_idx become empty [0]. Per-tensor FP8 with static inputs takes Triton there.
+// Act-order (the kernel reads no g_idx), AutoAWQ params and ModelOpt MXFP8 are refused.
+INSTANTIATE_TEST_SUITE_P(
+    Xpu, ConvertSamples,
+    ::testing::Values(Case{"ct-fp8-block", "xpu", {}, "XPU"}, Case{"deepseek-v3-fp8", "xpu", {"tp=2", "ep=1"}, "XPU"},
+                      Case{"ct-fp8-tensor", "xpu", {}, "TRITON"}, Case{"gptq-int4", "xpu", {}, "XPU"}, Case{"ct-w4a16", "xpu", {}, "XPU"},
+                      Case{"gptq-int4-desc-act", "xpu", {}, ""}, Case{"ct-w4a16-actorder", "xpu", {}, ""}, Case{"awq-int4", "xpu", {}, ""},
+                      Case{"modelopt-mxfp8", "xpu", {}, ""}),
+    case_name);
+
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the
 // seed) load into the same parameters, so a backend both reach must get the same bytes.
 TEST(ConvertSamplesAcrossLayouts, QuarkPerExpertGptOssPacksLikeTheFusedOne) {
