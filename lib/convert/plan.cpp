@@ -533,6 +533,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 }  // namespace
 
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype) {
+  g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "fp8") {

@@ -262,6 +262,22 @@ Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// AITER (oracle/fp8.py `convert_to_fp8_moe_kernel_format`, AITER branch @ e9d1398d9), after the
+// same method steps: `rocm_aiter_ops.shuffle_weights(w13, w2)`, AITER's shuffle_weight with layout
+// (16, 16), whose view for one-byte elements is the plain 16-row x 16-byte tiling of the MXFP4
+// AITER packer (packers/aiter_shuffle_weight.h); the scales stay. Only OCP E4M3FN devices
+// (gfx950, gfx1250) get here: MI300's FNUZ normalization is refused by fp8_checkpoint_roles.
+Roles fp8_aiter_roles(const SelectionContext& c, const Selection& s) {
+  Roles r = fp8_checkpoint_roles(c, s);
+  const std::string unchanged = kFp8Unchanged, shuffle = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
+  for (auto& [role, id] : r) {
+    if (role != "w13_weight" && role != "w2_weight") continue;
+    if (id == unchanged) id = shuffle;
+    else if (id.ends_with(" => " + unchanged)) id = id.substr(0, id.size() - unchanged.size()) + shuffle;
+  }
+  return r;
+}
+
 // Marlin (quantization/utils/marlin_utils_fp8.py `prepare_fp8_moe_layer_for_marlin` @ e9d1398d9;
 // lib/convert/fp8_marlin.h): weights through pack_fp8_to_int32 and the 8-bit repack; scales
 // rebuilt channel- or group-wise in the params dtype with Marlin's exponent bias. 8-bit Marlin
@@ -360,7 +376,10 @@ std::span<const LayoutRow> fp8_layouts() {
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_flashinfer_roles},
       {.backend = "AITER",
-       .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .condition_text = "OCP E4M3FN devices (MI300's E4M3FNUZ normalization: refused)",
+       .roles = {{"w13_weight", "aiter.shuffle_weight (16x16 tiles; per-tensor: after the w13 requantization)"}, {"w2_weight", "aiter.shuffle_weight (16x16 tiles)"},
+                 {"w13_weight_scale", "as the checkpoint-layout backends"}, {"w2_weight_scale", "as the checkpoint-layout backends"}},
+       .roles_of = fp8_aiter_roles},
       {.backend = "CPU",
        .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(fp8)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(fp8)"},
                  {"w13_weight_scale", "fp32"}, {"w2_weight_scale", "fp32"}},
