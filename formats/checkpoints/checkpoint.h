@@ -183,6 +183,8 @@ struct ModelFacts {
   std::string routing_method;          // RoutingMethodType member: "RenormalizeNaive", "DeepSeekV3", ...
   bool has_bias = false;
   std::optional<double> swiglu_limit;
+  // DeepSeek-V4: its first num_hash_layers layers route by token id through `<block>.gate.tid2eid`.
+  uint64_t num_hash_layers = 0;
 };
 
 class Checkpoint {
