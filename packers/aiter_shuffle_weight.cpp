@@ -19,20 +19,29 @@ std::string AiterShuffleWeightLayout::name() const {
 Accepts AiterShuffleWeightLayout::accepts() const {
   const bool gate_up = variant_ == AiterWeightShuffle::guinterleave_gate_up;
   Accepts a;
+  // The plain form takes the FP8 and 16-bit weights of the other AITER backends too.
+  if (variant_ == AiterWeightShuffle::plain) a.dtypes = Accepts::Dtypes::whole_byte;
   a.rows_multiple = gate_up ? 2 * kTileRows : kTileRows;
   a.rows_rule = "rows must be a multiple of " + std::to_string(a.rows_multiple) +
                 (gate_up ? " (gate and up halves of whole 16-row blocks)" : " (16-row tiles)");
   a.last_multiple = variant_ == AiterWeightShuffle::plain ? 2 * kTileBytes : 4 * kTileBytes;
-  a.last_rule = "bytes per row must be a multiple of " + std::to_string(a.last_multiple) + " (K a multiple of " +
-                std::to_string(2 * a.last_multiple) + ")";
+  a.last_rule = variant_ == AiterWeightShuffle::plain
+                    ? "elements per row must be a multiple of 32 (bytes of packed FP4, or K of FP8 and 16-bit weights)"
+                    : "bytes per row must be a multiple of " + std::to_string(a.last_multiple) + " (K a multiple of " + std::to_string(2 * a.last_multiple) + ")";
   return a;
+}
+
+Units AiterShuffleWeightLayout::units(DType canonical) const {
+  const unsigned bits = static_cast<unsigned>(dtype_bits(canonical));
+  return {.canonical_bits = bits, .packed_bits = bits};
 }
 
 // Stores the 16-row blocks in packed order, 16-byte run by run. Even packed blocks of the
 // gate_up form come from the gate half, odd ones from the up half, same block index in each.
 void AiterShuffleWeightLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
-  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
+  // In bytes every element width gives the same 16-row x 16-byte tiles.
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1] * static_cast<uint64_t>(dtype_bits(canonical.dtype)) / 8;
   auto block_row = [&](uint64_t block, uint64_t lane) {
     if (variant_ != AiterWeightShuffle::guinterleave_gate_up) return block * kTileRows + lane;
     return (block % 2) * (rows / 2) + (block / 2) * kTileRows + lane;

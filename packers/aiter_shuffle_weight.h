@@ -40,6 +40,13 @@
 //   packed bytes 0..15 = row 0 bytes 0..15, 16..31 = row 1 bytes 0..15, ..., 240..255 = row 15
 //   bytes 0..15, 256..271 = row 0 bytes 16..31, ..., 1024..1039 = row 32 bytes 0..15.
 //
+// Wider elements (the plain form only): shuffle_weight splits a row into runs of 16 bytes
+// (16 / element_size elements, K = 8 for BF16/FP16) inside 32-element blocks, so for any element
+// width the bytes are the same 16-row x 16-byte tiles and only the size rule is in elements
+// (K % 32). vLLM's FP8 (oracle/fp8.py) and unquantized (oracle/unquantized.py,
+// `convert_to_unquantized_kernel_format`) AITER backends call it through
+// `rocm_aiter_ops.shuffle_weights` on E4M3 bytes and on BF16/FP16 weights.
+//
 // Canonical input: one expert's MXFP4 weight, U8 [N, K/2] (two E2M1 codes per byte, low nibble =
 // even column; any one-byte dtype is accepted and kept), zero padding of I and H already applied
 // by the loader (ROCm: 256, or 128 for AITER_MXFP4_BF16 with SILU/SITU). Row order: gate_up=1
@@ -65,22 +72,26 @@ class AiterShuffleWeightLayout final : public IndexMap<AiterShuffleWeightLayout>
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
+  Units units(DType canonical) const override;
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: 16-byte runs
 
   // Index map: canonical byte (n, kb) of an [N, C] expert lands in tile (B, kb/16) of packed
   // 16-row block B, at row n%16 and byte kb%16:
   //   offset = ((B * (C/16) + kb/16) * 16 + n%16) * 16 + kb%16
   //   B = n/16, or with gate_up 2*((n % (N/2)) / 16) + n / (N/2) (gate and up blocks alternate)
+  // In elements of width w bytes the run is r = 16 / w elements (r = 16 for one-byte elements):
+  //   offset = ((B * (C/r) + k/r) * 16 + n%16) * r + k%r
   template <class Fn>
-  void visit(DType, std::span<const uint64_t> shape, Fn&& fn) const {
-    const uint64_t rows = shape[0], cols = shape[1], half = rows / 2;
+  void visit(DType dtype, std::span<const uint64_t> shape, Fn&& fn) const {
+    const uint64_t rows = shape[0], cols = shape[1], half = rows / 2, run = run_elements(dtype);
     for (uint64_t n = 0; n < rows; ++n) {
       const uint64_t block = variant_ == AiterWeightShuffle::guinterleave_gate_up ? 2 * ((n % half) / kTileRows) + n / half
                                                                                  : n / kTileRows;
-      const uint64_t row = block * cols * kTileRows + (n % kTileRows) * kTileBytes;
-      for (uint64_t kb = 0; kb < cols; ++kb) fn(n * cols + kb, row + (kb / kTileBytes) * kTileRows * kTileBytes + kb % kTileBytes);
+      const uint64_t row = block * cols * kTileRows + (n % kTileRows) * run;
+      for (uint64_t k = 0; k < cols; ++k) fn(n * cols + k, row + (k / run) * kTileRows * run + k % run);
     }
   }
+  static uint64_t run_elements(DType dtype) { return kTileBytes * 8 / static_cast<uint64_t>(dtype_bits(dtype)); }
 
  protected:
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[0], shape[1]}; }

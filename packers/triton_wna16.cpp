@@ -3,7 +3,10 @@
 
 namespace moepack::packers {
 
-std::string TritonWna16WeightLayout::name() const { return "vllm.wna16_triton_weight(transpose,int32_as_u8," + std::string(pins::kVllm) + ")"; }
+std::string TritonWna16WeightLayout::name() const {
+  return std::string(use_ == Wna16WeightUse::triton ? "vllm.wna16_triton_weight" : "vllm.xpu_wna16_weight") + "(transpose,int32_as_u8," +
+         std::string(pins::kVllm) + ")";
+}
 
 Accepts TritonWna16WeightLayout::accepts() const {
   Accepts a;

@@ -19,6 +19,11 @@
 //   drawn, [G = 2, N/pf = 1]: words z(0,0), z(1,0) -> rows 0..3 = [z(0,0).b, z(1,0).b] for b = 0..3
 //   (row 4p + b holds, per group, the byte with the two int4 zero points of columns 8p + 2b, +1).
 //
+// The XPU backend's weights are the same bytes: int_wna16.py `_process_weights_xpu` @ e9d1398d9
+// does w.transpose(1, 2).contiguous().view(torch.uint8) for GPTQ / compressed-tensors int4 (two
+// nibbles per byte, the lower K index in the low nibble, as the little-endian view gives them);
+// registered under its own name, vllm.xpu_wna16_weight.
+//
 // Canonical input: one expert's loaded I32 param (2-D).
 #pragma once
 
@@ -26,8 +31,11 @@
 
 namespace moepack::packers {
 
+enum class Wna16WeightUse { triton, xpu };
+
 class TritonWna16WeightLayout final : public IndexMap<TritonWna16WeightLayout> {
  public:
+  explicit TritonWna16WeightLayout(Wna16WeightUse use = Wna16WeightUse::triton) : use_(use) {}
   std::string name() const override;
   DType packed_dtype(DType) const override { return DType::U8; }
   Accepts accepts() const override;
@@ -43,6 +51,9 @@ class TritonWna16WeightLayout final : public IndexMap<TritonWna16WeightLayout> {
 
  protected:
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape[1], 4 * shape[0]}; }
+
+ private:
+  Wna16WeightUse use_;
 };
 
 class TritonWna16ZeroPointLayout final : public IndexMap<TritonWna16ZeroPointLayout> {

@@ -13,6 +13,10 @@
 //    XPU branch (vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py
 //    @ e9d1398d9): `w.transpose(-1, -2).contiguous()` for w13 and w2, so each expert's [N, K]
 //    is stored [K, N].
+//    The same transpose is what the XPU backend of the quantized families holds:
+//    experts/xpu_moe.py `prepare_fp8_moe_layer_for_xpu` (FP8 and MXFP8 weights, and their scales
+//    when the stacked scale is 3-D: per-channel [E, N, 1], 128x128 blocks, MXFP8 E8M0 groups) and
+//    int_wna16.py `_process_weights_xpu` (the WNA16 group scales [G, N] -> [N, G]).
 //      index map: element (n, k) of [N, K] -> element k*N + n of [K, N]
 //      drawn, [2, 3] = a b c / d e f  ->  [3, 2] = a d / b e / c f
 //

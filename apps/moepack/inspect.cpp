@@ -112,7 +112,8 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
     if (f.num_hidden_layers) out << ", " << f.num_hidden_layers << " layers";
     out << "\n";
     out << "  moe          activation " << f.activation << ", routing " << f.routing_method << " (" << f.scoring_func << (f.renormalize ? ", renormalize" : "")
-        << (f.has_e_score_correction_bias ? ", score correction bias" : "") << (f.n_group ? ", " + std::to_string(f.n_group) + " groups" : "") << ")";
+        << (f.has_e_score_correction_bias ? ", score correction bias" : "") << (f.n_group ? ", " + std::to_string(f.n_group) + " groups" : "")
+        << (f.num_hash_layers ? ", the first " + std::to_string(f.num_hash_layers) + " layers by token id (gate.tid2eid)" : "") << ")";
     if (f.has_bias) out << ", biases";
     if (f.swiglu_limit) out << ", swiglu limit " << *f.swiglu_limit;
     out << "\n";

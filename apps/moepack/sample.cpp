@@ -20,6 +20,7 @@ struct SampleArgs {
   uint64_t seed = 0;
   int experts = 0;
   int layers = 0;
+  int hash_layers = 0;
   std::string real_shape;
   bool sparse = false;
   bool force = false;
@@ -58,6 +59,7 @@ int run_sample(const SampleArgs& a) {
   o.seed = a.seed;
   o.experts = a.experts;
   o.layers = a.layers;
+  o.hash_layers = a.hash_layers;
   o.real_shape = a.real_shape;
   o.force = a.force;
   synth::WriteReport r = synth::write_sample(a.family, a.output, o);
@@ -80,6 +82,8 @@ CommandRegistration reg(90, [](CLI::App& app) {
   sub->add_option("--experts", args->experts, "Routed experts per MoE layer")->check(CLI::Range(2, 1 << 16));
   sub->add_option("--layers", args->layers, "MoE layers (small samples) or leading decoder layers (--real-shape)")
       ->check(CLI::Range(1, 1 << 12));
+  sub->add_option("--hash-layers", args->hash_layers, "DeepSeek-V4: leading layers routed by token id (num_hash_layers, gate.tid2eid)")
+      ->check(CLI::Range(0, 1 << 12));
   sub->add_option("--real-shape", args->real_shape, "Copy the tensor shapes of a released model (see --list)");
   sub->add_flag("--sparse", args->sparse, "With --real-shape: all-zero data region made sparse with ftruncate");
   sub->add_flag("--force", args->force, "Replace an existing output directory");

@@ -130,6 +130,7 @@ ojson to_json(const Manifest& m) {
                                {"n_group", rf.n_group}, {"topk_group", rf.topk_group},
                                {"routed_scaling_factor", rf.routed_scaling_factor ? ojson(*rf.routed_scaling_factor) : ojson(nullptr)},
                                {"correction_bias", optional_string(rf.correction_bias)}};
+      if (rf.hash_table) layer["routing"]["hash_table"] = *rf.hash_table;
       auto opt = [](const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); };
       layer["swiglu_limit"] = opt(l.swiglu_limit);
       layer["swiglu_alpha"] = opt(l.swiglu_alpha);
@@ -212,6 +213,7 @@ void read_run_facts(const Reader& r, const json& lj, const std::string& w, Layer
   rf.topk_group = r.unsigned_number(rj, "topk_group", rw);
   rf.routed_scaling_factor = r.optional_number(rj, "routed_scaling_factor", rw);
   rf.correction_bias = r.optional_string(rj, "correction_bias", rw);
+  if (rj.contains("hash_table")) rf.hash_table = r.optional_string(rj, "hash_table", rw);
   l.routing = rf;
   l.swiglu_limit = r.optional_number(lj, "swiglu_limit", w);
   l.swiglu_alpha = r.optional_number(lj, "swiglu_alpha", w);

@@ -54,6 +54,9 @@ struct RoutingFacts {
   uint64_t topk_group = 0;
   std::optional<double> routed_scaling_factor;
   std::optional<std::string> correction_bias;  // name of the e_score_correction_bias tensor in the artifact
+  // DeepSeek-V4 hash layers: name of the gate's tid2eid table [vocab, top_k] in the artifact; the
+  // experts then come from each token's id (written only for such layers).
+  std::optional<std::string> hash_table;
 };
 
 struct Layer {

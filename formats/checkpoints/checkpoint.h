@@ -127,6 +127,10 @@ struct SourceTensorRule {
 struct ExpertRecipe {
   std::vector<SourceTensorRule> tensors;  // per-expert families; empty for gpt_oss_fused
   W13Order w13_order = W13Order::gate_then_up;
+  // gpt-oss' own loaders (gpt_oss.py _load_weights_mxfp4 / _quark / _other @ e9d1398d9) keep
+  // w2_bias on tensor-parallel rank 0 only and zero it elsewhere, so the all-reduce adds it once;
+  // FusedMoE's generic weight_loader copies it to every rank.
+  bool w2_bias_first_rank_only = false;
 };
 
 // The per-expert shape of one canonical param (for display: what one expert weighs).
@@ -179,6 +183,8 @@ struct ModelFacts {
   std::string routing_method;          // RoutingMethodType member: "RenormalizeNaive", "DeepSeekV3", ...
   bool has_bias = false;
   std::optional<double> swiglu_limit;
+  // DeepSeek-V4: its first num_hash_layers layers route by token id through `<block>.gate.tid2eid`.
+  uint64_t num_hash_layers = 0;
 };
 
 class Checkpoint {

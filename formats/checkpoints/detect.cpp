@@ -91,6 +91,7 @@ ModelFacts read_model_facts(const nlohmann::json& config, const st::ShardSet& sh
   f.topk_group = first_uint(cfg, {"topk_group"}, file);
   f.routed_scaling_factor = json_number(cfg, "routed_scaling_factor", file);
   f.swiglu_limit = json_number(cfg, "swiglu_limit", file);
+  if (f.model_type == "deepseek_v4") f.num_hash_layers = first_uint(cfg, {"num_hash_layers"}, file);
   // The correction bias is a router tensor (DeepSeek-V4 names it `ffn.gate.bias`).
   for (const auto& sf : shards.files()) {
     for (const auto& t : sf->header().tensors) {

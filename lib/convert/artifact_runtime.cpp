@@ -332,7 +332,15 @@ std::optional<std::string> ArtifactRuntime::cannot_run(size_t i) const {
   return std::nullopt;
 }
 
-ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, uint64_t tokens) {
+uint64_t ArtifactRuntime::hash_vocab(size_t i) const {
+  const artifact::Layer& L = impl_->manifest.layers.at(i);
+  if (!L.routing || !L.routing->hash_table) return 0;
+  auto table = impl_->files.find_tensor(impl_->manifest, *L.routing->hash_table);
+  if (!table || table->shape.size() != 2) throw_bad_input(impl_->manifest_path, *L.routing->hash_table, "the router's tid2eid table is not in the artifact as [vocab, top_k]");
+  return table->shape[0];
+}
+
+ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, uint64_t tokens, const std::vector<int64_t>* token_ids) {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
   if (auto why = cannot_run(i)) throw Error(ErrorKind::bad_input, L.prefix + ": " + *why);
   ex::RoutingSpec rs;
@@ -347,7 +355,23 @@ ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, u
     if (!bias) throw_bad_input(impl_->manifest_path, *L.routing->correction_bias, "the router's correction bias is not in the artifact");
     rs.correction_bias = ex::float_values(*bias);
   }
-  return ex::route(logits, tokens, L.num_experts, rs);
+  if (L.routing->hash_table) {
+    auto table = impl_->files.find_tensor(impl_->manifest, *L.routing->hash_table);
+    if (!table || (table->dtype != DType::I32 && table->dtype != DType::I64) || table->shape.size() != 2 || table->shape[1] != L.top_k)
+      throw_bad_input(impl_->manifest_path, *L.routing->hash_table, "the router's tid2eid table is not in the artifact as I32/I64 [vocab, " + std::to_string(L.top_k) + "]");
+    const uint64_t n = table->shape[0] * table->shape[1], width = table->dtype == DType::I32 ? 4 : 8;
+    rs.hash_table.resize(static_cast<size_t>(n));
+    for (uint64_t j = 0; j < n; ++j) {
+      if (width == 4) {
+        int32_t v;
+        std::memcpy(&v, table->bytes.data() + j * 4, 4);
+        rs.hash_table[j] = v;
+      } else {
+        std::memcpy(&rs.hash_table[j], table->bytes.data() + j * 8, 8);
+      }
+    }
+  }
+  return ex::route(logits, tokens, L.num_experts, rs, token_ids);
 }
 
 ex::Routing ArtifactRuntime::routing_from(size_t i, const std::vector<int64_t>& ids, const std::vector<float>& weights, uint64_t tokens, uint64_t k,

@@ -38,8 +38,11 @@ class ArtifactRuntime {
   std::optional<std::string> cannot_run(size_t i) const;
 
   // Routes router logits [tokens, experts] as layer `i` does (its correction bias is read from
-  // the artifact).
-  experts::Routing route(size_t i, const std::vector<float>& logits, uint64_t tokens);
+  // the artifact). A DeepSeek-V4 hash layer routes by `token_ids` ([tokens]) through its tid2eid
+  // table and throws Error(bad_input) without them.
+  experts::Routing route(size_t i, const std::vector<float>& logits, uint64_t tokens, const std::vector<int64_t>* token_ids = nullptr);
+  // The rows of layer `i`'s tid2eid table (the token ids it takes); 0 when it routes by logits.
+  uint64_t hash_vocab(size_t i) const;
   // A routing given by the caller instead of the router (`moepack run` with topk_ids and
   // topk_weights): `ids` and `weights` are [tokens, k]. Throws Error(bad_input), naming `where`
   // and `ids_name`/`weights_name`, when the sizes disagree, k is 0 or above the layer's experts,

@@ -168,7 +168,9 @@ BenchReport bench_experts(const BenchOptions& o) {
     for (uint64_t T : o.tokens) {
       if (T == 0) continue;
       const std::vector<float> x = experts::seeded_normal(o.seed * 2 + 1, T * L.hidden_size), logits = experts::seeded_normal(o.seed * 2 + 2, T * L.num_experts);
-      const experts::Routing routing = rt.route(li, logits, T);
+      const uint64_t vocab = rt.hash_vocab(li);  // DeepSeek-V4 hash layers route by token id
+      const std::vector<int64_t> ids = vocab ? experts::seeded_indices(o.seed * 2 + 3, T, vocab) : std::vector<int64_t>{};
+      const experts::Routing routing = rt.route(li, logits, T, vocab ? &ids : nullptr);
       experts::CpuExpertsOptions co;  // runs inside this arena
       BenchResult r;
       r.tokens = T;

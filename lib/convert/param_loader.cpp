@@ -95,7 +95,7 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
     }
     if (n != H) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected H");
     OwnedTensor out(in.dtype, {Hp});
-    if (!g.gpt_oss_interleaved || g.tp_rank == 0) std::memcpy(out.bytes.data(), in.bytes.data(), static_cast<size_t>(H * eb));
+    if (!g.w2_bias_first_rank_only || g.tp_rank == 0) std::memcpy(out.bytes.data(), in.bytes.data(), static_cast<size_t>(H * eb));
     return out;
   }
 

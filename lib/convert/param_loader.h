@@ -32,6 +32,7 @@ struct RankGeometry {
   uint64_t tp_size = 1;
   uint64_t tp_rank = 0;
   bool gpt_oss_interleaved = false;       // the gpt-oss loader (interleaved w13 rows)
+  bool w2_bias_first_rank_only = false;   // gpt-oss' loaders: w2_bias zero on TP ranks > 0
   bool gated = true;                      // false: w13 holds only the up projection (I rows, padded to P)
   bool int_transposed = false;            // WNA16 (GPTQ/AWQ/compressed-tensors) params: lib/convert/wna16_marlin.h
   // WNA16 act-order (GPTQ desc_act, compressed-tensors actorder "group"): vLLM loads the w2 group

@@ -199,6 +199,22 @@ std::optional<std::string> correction_bias_name(const ckpt::Checkpoint& c, const
   return std::nullopt;
 }
 
+// DeepSeek-V4's hash layers (decoder index below num_hash_layers) route through the gate's
+// tid2eid table, a pass-through tensor beside the experts; vLLM allocates it for those layers
+// only, so a hash layer without it cannot run as the checkpoint intends: bad input.
+std::optional<std::string> hash_table_name(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer) {
+  if (c.facts.model_type != "deepseek_v4" || layer.layer_index < 0 || static_cast<uint64_t>(layer.layer_index) >= c.facts.num_hash_layers) return std::nullopt;
+  const std::string name = layer.prefix.substr(0, layer.prefix.rfind('.')) + ".gate.tid2eid";
+  const std::optional<st::TensorRef> ref = c.shards->find(name);
+  if (!ref)
+    throw Error(ErrorKind::bad_input, c.path + ": " + name + ": missing: layer " + std::to_string(layer.layer_index) + " is below num_hash_layers (" +
+                                          std::to_string(c.facts.num_hash_layers) + ") and routes by token id through this table");
+  const st::TensorInfo* t = ref->info;
+  if ((t->dtype != DType::I32 && t->dtype != DType::I64) || t->shape.size() != 2 || t->shape[1] != c.facts.top_k || t->shape[0] == 0)
+    throw Error(ErrorKind::bad_input, c.path + ": " + name + ": must be I32 or I64 [vocab, " + std::to_string(c.facts.top_k) + "] (expert ids per token)");
+  return name;
+}
+
 }  // namespace
 
 void record_run_facts(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, const orc::MoeLayerQuery& query, artifact::Layer& m) {
@@ -211,6 +227,9 @@ void record_run_facts(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, co
   r.topk_group = f.topk_group;
   r.routed_scaling_factor = f.routed_scaling_factor;
   r.correction_bias = correction_bias_name(c, layer);
+  r.hash_table = hash_table_name(c, layer);
+  // vLLM's hash layers have no score correction (the gate gets no e_score_correction_bias).
+  if (r.hash_table) r.correction_bias.reset();
   m.routing = r;
   m.swiglu_limit = query.swiglu_limit;
   m.swiglu_alpha = query.swiglu_alpha;
@@ -533,6 +552,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 }  // namespace
 
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype) {
+  g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "fp8") {

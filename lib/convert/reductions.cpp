@@ -51,6 +51,19 @@ class MaxOverExpertsF32 final : public LayerReduction {
   bool all_experts_;  // every expert of the layer (EPLB's all-reduce), else the rank's
 };
 
+// vLLM's `torch.empty((0,), dtype=torch.int32)`: a placeholder of the layer, not per expert
+// (the XPU WNA16 branch hands it back for GPTQ's g_idx and sort indices). No bytes.
+class EmptyInt32 final : public LayerReduction {
+ public:
+  std::string name() const override { return "vllm.empty_int32(0,e9d1398d9)"; }
+  DType dtype() const override { return DType::I32; }
+  std::vector<uint64_t> shape(uint64_t) const override { return {0}; }
+  void reduce(const ReductionInput&, std::span<uint8_t> out) const override {
+    if (!out.empty()) throw_internal("empty_int32 writes no bytes");
+  }
+  bool reads_other_roles() const override { return true; }
+};
+
 }  // namespace
 
 std::vector<OwnedTensor> ReductionInput::gather(const std::string& of_role, bool whole_layer) const {
@@ -63,6 +76,8 @@ const LayerReduction* find_reduction(std::string_view layout_id) {
   static const MaxOverExpertsF32 max_over_rank(false), max_over_layer(true);
   if (layout_id == max_over_rank.name()) return &max_over_rank;
   if (layout_id == max_over_layer.name()) return &max_over_layer;
+  static const EmptyInt32 empty_int32;
+  if (layout_id == empty_int32.name()) return &empty_int32;
   if (const LayerReduction* r = find_fp8_reduction(layout_id)) return r;
   return find_nvfp4_reduction(layout_id);
 }

@@ -11,6 +11,8 @@
 //   vllm.max_over_experts(f32,all_experts)   the same over every expert of the layer, not only
 //     the rank's: quant_utils.py `amax_for_moe_activation_quant` all-reduces the max over the EP
 //     group when EPLB is on (FP8 static input scales).
+//   vllm.empty_int32(0,e9d1398d9)   an I32 tensor of shape [0] for the layer (XPU WNA16's GPTQ
+//     g_idx and sort indices, int_wna16.py `convert_to_wna16_moe_kernel_format` XPU branch).
 // The FP8 and NVFP4 families add their own (fp8_prepare.h, nvfp4_prepare.h).
 #pragma once
 

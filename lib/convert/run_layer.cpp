@@ -106,7 +106,20 @@ RunReport run_layer(const RunOptions& o) {
     throw_bad_input(in.path(), "router_logits", "given together with " + std::string(ids ? "topk_ids" : "topk_weights") + ": give router_logits or topk_ids + topk_weights, not both");
   if (logits) {
     check_matrix(in, *logits, T, E, "the layer's number of experts");
-    routing = runtime.route(li, finite_floats(in, *logits, false), T);
+    // DeepSeek-V4's hash layers pick their experts by token id (the gate's tid2eid table).
+    std::vector<int64_t> token_ids;
+    if (const uint64_t vocab = runtime.hash_vocab(li)) {
+      const st::TensorInfo* input_ids = in.find("input_ids");
+      if (!input_ids)
+        throw_bad_input(in.path(), "input_ids", "missing: layer " + L.prefix + " routes by token id (DeepSeek-V4 hash MoE, tid2eid): give input_ids [tokens] (I32 or I64) beside router_logits");
+      if (input_ids->shape.size() != 1 || input_ids->shape[0] != T)
+        throw_bad_input(in.path(), input_ids->name, "shape " + shape_string(input_ids->shape) + ", expected [" + std::to_string(T) + "] (one id per token)");
+      token_ids = integer_ids(in, *input_ids);
+      for (size_t t = 0; t < token_ids.size(); ++t)
+        if (token_ids[t] < 0 || static_cast<uint64_t>(token_ids[t]) >= vocab)
+          throw_bad_input(in.path(), input_ids->name, "token " + std::to_string(t) + " has id " + std::to_string(token_ids[t]) + ", outside the tid2eid table's " + std::to_string(vocab) + " rows");
+    }
+    routing = runtime.route(li, finite_floats(in, *logits, false), T, token_ids.empty() ? nullptr : &token_ids);
     report.routing = "router_logits";
     report.routing_method = L.routing->method;
   } else if (ids || weights) {

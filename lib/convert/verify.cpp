@@ -21,12 +21,16 @@ namespace {
 // ---- seeded inputs -------------------------------------------------------------------------
 
 // Inputs of layer `index`: hidden states [T, H] and router logits [T, E].
+// A hash-routed layer (DeepSeek-V4) also gets token ids below its table's rows.
 struct LayerInputs {
   std::vector<float> x, logits;
+  std::vector<int64_t> token_ids;
 };
-LayerInputs layer_inputs(uint64_t seed, size_t index, uint64_t tokens, uint64_t hidden, uint64_t experts) {
+LayerInputs layer_inputs(uint64_t seed, size_t index, uint64_t tokens, uint64_t hidden, uint64_t experts, uint64_t hash_vocab) {
   const uint64_t base = seed * 0x100000001B3ull + static_cast<uint64_t>(index) * 2 + 1;
-  return {ex::seeded_normal(base, tokens * hidden), ex::seeded_normal(base + 0x5851F42D4C957F2Dull, tokens * experts)};
+  LayerInputs in{ex::seeded_normal(base, tokens * hidden), ex::seeded_normal(base + 0x5851F42D4C957F2Dull, tokens * experts), {}};
+  if (hash_vocab) in.token_ids = ex::seeded_indices(base + 0x2545F4914F6CDD1Dull, tokens, hash_vocab);
+  return in;
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -143,8 +147,8 @@ LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, s
     return v;
   }
   const uint64_t T = pinned.tokens, H = L.hidden_size, E = L.num_experts;
-  LayerInputs in = layer_inputs(pinned.seed, li, T, H, E);
-  const ex::Routing routing = runtime.route(li, in.logits, T);
+  LayerInputs in = layer_inputs(pinned.seed, li, T, H, E, runtime.hash_vocab(li));
+  const ex::Routing routing = runtime.route(li, in.logits, T, in.token_ids.empty() ? nullptr : &in.token_ids);
   const std::vector<float> runtime_out = runtime.run(li, in.x, routing, T);
   pinned.outputs.push_back({L.prefix + ".output", DType::F32, {T, H}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(runtime_out.data()),
                                                                                          reinterpret_cast<const uint8_t*>(runtime_out.data() + runtime_out.size()))});

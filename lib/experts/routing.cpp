@@ -62,7 +62,48 @@ const std::vector<std::string>& routing_methods() {
   return m;
 }
 
-Routing route(const std::vector<float>& logits, uint64_t tokens, uint64_t experts, const RoutingSpec& s) {
+namespace {
+
+// DeepSeek-V4's hash layers: the experts come from the table row of each token's id, weighted
+// by their sqrt(softplus) scores (the correction bias plays no part), renormalized over the k
+// and scaled.
+Routing hash_route(const std::vector<float>& logits, uint64_t tokens, uint64_t experts, const RoutingSpec& s, const std::vector<int64_t>* token_ids) {
+  if (s.method != "DeepseekV4") throw Error(ErrorKind::bad_input, "routing: a tid2eid hash table routes DeepSeek-V4 (sqrtsoftplus) layers only, not " + s.method);
+  const uint64_t k = s.top_k;
+  if (k == 0 || s.hash_table.size() % k != 0) throw Error(ErrorKind::bad_input, "routing: the tid2eid table does not hold rows of top_k = " + std::to_string(k) + " ids");
+  const uint64_t vocab = s.hash_table.size() / k;
+  if (!token_ids) throw Error(ErrorKind::bad_input, "routing: this layer routes by token id (DeepSeek-V4 hash MoE, vLLM: \"hash MoE routing requires input_ids\"): give input_ids");
+  if (token_ids->size() != tokens) throw Error(ErrorKind::bad_input, "routing: " + std::to_string(token_ids->size()) + " token ids for " + std::to_string(tokens) + " tokens");
+  Routing r;
+  r.tokens = tokens;
+  r.top_k = k;
+  r.ids.resize(static_cast<size_t>(tokens * k));
+  r.weights.resize(static_cast<size_t>(tokens * k));
+  for (uint64_t t = 0; t < tokens; ++t) {
+    const int64_t id = (*token_ids)[t];
+    if (id < 0 || static_cast<uint64_t>(id) >= vocab)
+      throw Error(ErrorKind::bad_input, "routing: token id " + std::to_string(id) + " (token " + std::to_string(t) + ") is outside the tid2eid table's " + std::to_string(vocab) + " rows");
+    std::vector<double> w(static_cast<size_t>(k));
+    for (uint64_t j = 0; j < k; ++j) {
+      const int64_t e = s.hash_table[static_cast<size_t>(static_cast<uint64_t>(id) * k + j)];
+      if (e < 0 || static_cast<uint64_t>(e) >= experts)
+        throw Error(ErrorKind::bad_input, "routing: tid2eid row " + std::to_string(id) + " names expert " + std::to_string(e) + " of " + std::to_string(experts));
+      r.ids[t * k + j] = static_cast<uint32_t>(e);
+      w[j] = std::sqrt(softplus(logits[t * experts + static_cast<uint64_t>(e)]));
+    }
+    renormalize(w);
+    for (uint64_t j = 0; j < k; ++j) r.weights[t * k + j] = static_cast<float>(w[j] * s.routed_scaling_factor);
+  }
+  return r;
+}
+
+}  // namespace
+
+Routing route(const std::vector<float>& logits, uint64_t tokens, uint64_t experts, const RoutingSpec& s, const std::vector<int64_t>* token_ids) {
+  if (!s.hash_table.empty()) {
+    if (logits.size() != tokens * experts) throw_internal("route: logits size");
+    return hash_route(logits, tokens, experts, s, token_ids);
+  }
   const auto& known = routing_methods();
   if (std::find(known.begin(), known.end(), s.method) == known.end())
     throw Error(ErrorKind::bad_input, "routing method `" + s.method + "` is not implemented by the runtime experts (known: Default, Renormalize, RenormalizeNaive, Sigmoid, "

@@ -14,6 +14,11 @@
 //   MiniMax2          sigmoid(logits)           top-k of scores + bias               scores, renormalized
 //   Llama4            logits                    top-1 logit                          sigmoid(logit)
 //   DeepseekV4        sqrt(softplus(logits))    top-k of scores + bias               scores / sum x routed_scaling
+//   DeepseekV4, hash  sqrt(softplus(logits))    tid2eid[token id] (the table's row   scores / sum x routed_scaling
+//   layers                                      for the token, no bias)
+// (the hash layers: DeepSeek-V4's first num_hash_layers MoE layers; vLLM's
+// topk_hash_softplus_sqrt op, whose torch reference is tests/kernels/moe/
+// test_topk_softplus_sqrt.py `_torch_topk_softplus_sqrt` @ e9d1398d9.)
 // Ties go to the lower expert id (torch.topk on CPU keeps the first).
 #pragma once
 
@@ -32,6 +37,9 @@ struct RoutingSpec {
   bool renormalize = true;                   // DeepSeekV3 / Sigmoid* only (the others fix it)
   double routed_scaling_factor = 1.0;
   std::vector<float> correction_bias;        // [experts] e_score_correction_bias, empty when none
+  // DeepSeek-V4 hash layers: the gate's tid2eid table [vocab, top_k] of expert ids, row-major;
+  // empty for logit-routed layers. Routing then needs every token's id.
+  std::vector<int64_t> hash_table;
 };
 
 struct Routing {
@@ -42,7 +50,10 @@ struct Routing {
 
 // Throws Error(bad_input) for a method these experts do not implement, or parameters that
 // cannot route (top_k above the number of experts, groups that do not divide the experts).
-Routing route(const std::vector<float>& logits, uint64_t tokens, uint64_t experts, const RoutingSpec& spec);
+// `token_ids` ([tokens]) are read only by hash layers, which throw Error(bad_input) without them
+// or for an id outside the table, or a table entry that names no expert.
+Routing route(const std::vector<float>& logits, uint64_t tokens, uint64_t experts, const RoutingSpec& spec,
+              const std::vector<int64_t>* token_ids = nullptr);
 
 // The methods route() implements, for messages and docs.
 const std::vector<std::string>& routing_methods();

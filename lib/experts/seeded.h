@@ -9,5 +9,7 @@
 namespace moepack::experts {
 
 std::vector<float> seeded_normal(uint64_t seed, uint64_t count);
+// Integers in [0, bound) (token ids for hash-routed layers); bound > 0.
+std::vector<int64_t> seeded_indices(uint64_t seed, uint64_t count, uint64_t bound);
 
 }  // namespace moepack::experts

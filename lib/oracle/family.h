@@ -184,6 +184,9 @@ struct MethodRow {
   void (*check_deployment)(const MoeLayerQuery&, const Deployment&) = nullptr;
   void (*check_selection)(const Selection&) = nullptr;
   void (*check_sizes)(int hidden, int intermediate, int padded_hidden, int padded_intermediate) = nullptr;
+  // The ValueErrors of the method's create_weights on the per-partition sizes, which vLLM raises
+  // after the backend is chosen and before any weight is loaded (so `plan` reports them too).
+  void (*check_weights)(const SelectionContext&, const Selection&) = nullptr;
 };
 
 // vLLM's config picks another method on some deployments (CompressedTensorsMoEMethod.get_moe_method).

@@ -241,6 +241,43 @@ Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
   return r;
 }
 
+// XPU (experts/xpu_moe.py `prepare_fp8_moe_layer_for_xpu` @ e9d1398d9), after the same method
+// steps: every expert's weight is stored transposed, and so is a scale whose stacked param is
+// 3-D (per-channel [E, N, 1], 128x128 blocks); per-tensor scales ([E]) and input scales stay.
+constexpr const char* kXpuTranspose = "vllm.xpu_transpose(e9d1398d9)";
+std::string then_xpu_transpose(const std::string& id) {
+  const std::string unchanged = kFp8Unchanged;
+  if (id == unchanged) return kXpuTranspose;
+  if (id.ends_with(" => " + unchanged)) return id.substr(0, id.size() - unchanged.size()) + kXpuTranspose;
+  return id;
+}
+Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
+  Roles r = fp8_checkpoint_roles(c, s);
+  const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
+  for (auto& [role, id] : r) {
+    const bool weight = role == "w13_weight" || role == "w2_weight";
+    const bool scale = role.ends_with("_weight_scale") || role.ends_with("_weight_scale_inv");
+    if (weight || (scale && !per_tensor)) id = then_xpu_transpose(id);
+  }
+  return r;
+}
+
+// AITER (oracle/fp8.py `convert_to_fp8_moe_kernel_format`, AITER branch @ e9d1398d9), after the
+// same method steps: `rocm_aiter_ops.shuffle_weights(w13, w2)`, AITER's shuffle_weight with layout
+// (16, 16), whose view for one-byte elements is the plain 16-row x 16-byte tiling of the MXFP4
+// AITER packer (packers/aiter_shuffle_weight.h); the scales stay. Only OCP E4M3FN devices
+// (gfx950, gfx1250) get here: MI300's FNUZ normalization is refused by fp8_checkpoint_roles.
+Roles fp8_aiter_roles(const SelectionContext& c, const Selection& s) {
+  Roles r = fp8_checkpoint_roles(c, s);
+  const std::string unchanged = kFp8Unchanged, shuffle = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
+  for (auto& [role, id] : r) {
+    if (role != "w13_weight" && role != "w2_weight") continue;
+    if (id == unchanged) id = shuffle;
+    else if (id.ends_with(" => " + unchanged)) id = id.substr(0, id.size() - unchanged.size()) + shuffle;
+  }
+  return r;
+}
+
 // Marlin (quantization/utils/marlin_utils_fp8.py `prepare_fp8_moe_layer_for_marlin` @ e9d1398d9;
 // lib/convert/fp8_marlin.h): weights through pack_fp8_to_int32 and the 8-bit repack; scales
 // rebuilt channel- or group-wise in the params dtype with Marlin's exponent bias. 8-bit Marlin
@@ -339,13 +376,19 @@ std::span<const LayoutRow> fp8_layouts() {
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_flashinfer_roles},
       {.backend = "AITER",
-       .roles = {{"w13_weight", "aiter.shuffle_weights"}, {"w2_weight", "aiter.shuffle_weights"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .condition_text = "OCP E4M3FN devices (MI300's E4M3FNUZ normalization: refused)",
+       .roles = {{"w13_weight", "aiter.shuffle_weight (16x16 tiles; per-tensor: after the w13 requantization)"}, {"w2_weight", "aiter.shuffle_weight (16x16 tiles)"},
+                 {"w13_weight_scale", "as the checkpoint-layout backends"}, {"w2_weight_scale", "as the checkpoint-layout backends"}},
+       .roles_of = fp8_aiter_roles},
       {.backend = "CPU",
        .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(fp8)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(fp8)"},
                  {"w13_weight_scale", "fp32"}, {"w2_weight_scale", "fp32"}},
        .roles_of = fp8_cpu_roles},
       {.backend = "XPU",
-       .roles = {{"w13_weight", "xpu.prepared"}, {"w2_weight", "xpu.prepared"}, {"w13_weight_scale", "xpu.prepared"}, {"w2_weight_scale", "xpu.prepared"}}},
+       .roles = {{"w13_weight", "transposed [K, N] (per-tensor: after the w13 requantization)"}, {"w2_weight", "transposed [K, N]"},
+                 {"w13_weight_scale", "per-channel and block scales transposed; per-tensor as the checkpoint-layout backends"},
+                 {"w2_weight_scale", "the same"}},
+       .roles_of = fp8_xpu_roles},
       {.backend = "HUMMING",
        .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
       {.backend = "*",
@@ -442,13 +485,31 @@ std::span<const LayoutRow> mxfp8_layouts() {
        .roles = {{"w13_weight", "FP8 bytes as GPTQ int32, then gptq_marlin_repack(num_bits=8)"}, {"w2_weight", "the same"},
                  {"w13_weight_scale", "E8M0 transposed, marlin_permute_scales(group 32), [0,2,1,3] reorder"}, {"w2_weight_scale", "the same"}},
        .roles_of = mxfp8_marlin_roles},
+      {.backend = "XPU",
+       .roles = {{"w13_weight", kXpuTranspose}, {"w2_weight", kXpuTranspose}, {"w13_weight_scale", kXpuTranspose}, {"w2_weight_scale", kXpuTranspose}}},
       {.backend = "AITER_MXFP8",
        .roles = {{"w13_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w13_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}}},
       {.backend = "*",
-       .condition_text = "XPU, HUMMING, TRITON_MXFP8, EMULATION: checkpoint bytes",
+       .condition_text = "HUMMING, TRITON_MXFP8, EMULATION: checkpoint bytes",
        .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
   };
   return rows;
+}
+
+// Fp8MoEMethod / CompressedTensorsW8A8Fp8MoEMethod.create_weights (quantization/fp8.py,
+// compressed_tensors_moe_w8a8_fp8.py @ e9d1398d9): block scales must tile the per-partition
+// intermediate size, as the gate/up output (block_n) and, when tensor-parallel, as down's input
+// (block_k). The TP size is the engine's (get_tensor_model_parallel_world_size), also under EP.
+void fp8_block_create_weights(const SelectionContext& c, const Selection& s) {
+  if (!s.weight_key || *s.weight_key != kFp8Static128BlockSym) return;
+  constexpr int block_n = 128, block_k = 128;
+  const int inter = c.moe.intermediate_size_per_partition;
+  if (inter % block_n != 0)
+    raise_value_error("The output_size of gate's and up's weight = " + std::to_string(inter) + " is not divisible by weight quantization block_n = " +
+                      std::to_string(block_n) + ".");
+  if (c.deployment.parallel.tp > 1 && inter % block_k != 0)
+    raise_value_error("The input_size of down's weight = " + std::to_string(inter) + " is not divisible by weight quantization block_k = " +
+                      std::to_string(block_k) + ".");
 }
 
 }  // namespace
@@ -459,10 +520,10 @@ const FamilyDescriptor& fp8_family() {
       .name = "fp8",
       .methods =
           {
-              {.method_class = "Fp8MoEMethod", .reached_by = {{"fp8"}, {"deepseek_v4_fp8"}}, .select = select_fp8},
+              {.method_class = "Fp8MoEMethod", .reached_by = {{"fp8"}, {"deepseek_v4_fp8"}}, .select = select_fp8, .check_weights = fp8_block_create_weights},
               // ModelOptMixedPrecisionConfig hands FP8 experts to its ModelOptFp8Config.
               {.method_class = "ModelOptFp8MoEMethod", .reached_by = {{"modelopt"}, {"modelopt_mixed"}}, .select = select_fp8},
-              {.method_class = "CompressedTensorsW8A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_fp8},
+              {.method_class = "CompressedTensorsW8A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_fp8, .check_weights = fp8_block_create_weights},
               {.method_class = "QuarkW8A8Fp8MoEMethod", .reached_by = {{"quark"}}, .select = select_fp8},
               // The online methods quantize 16-bit checkpoints themselves and pick their own keys
               // (_Fp8OnlineMoEBase, quantization/online/fp8.py).

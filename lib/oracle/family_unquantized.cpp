@@ -122,8 +122,8 @@ bool amx_cpu(const SelectionContext&, const Selection& s) { return s.experts_cla
 bool vec_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "CPUUnquantizedExperts"; }
 bool arm_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUUnquantizedExperts"; }
 
-// Layout ids are packers/registry.cpp rows; an id that is not registered (AITER's bf16 shuffle,
-// the Arm and Power CPU packs) makes convert refuse the deployment by name. Biases are never
+// Layout ids are packers/registry.cpp rows; an id that is not registered (the Arm and Power CPU
+// packs) makes convert refuse the deployment by name. Biases are never
 // transformed by this family: every backend reads layer.w13_bias / w2_bias as loaded (the CPU
 // loader pads w13_bias like w13); FLASHINFER_TRTLLM lists none, so a biased layer there is refused.
 std::span<const LayoutRow> layouts() {
@@ -139,7 +139,11 @@ std::span<const LayoutRow> layouts() {
                  {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
       {.backend = "FLASHINFER_CUTLASS", .condition_text = "not gated",
        .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
-      {.backend = "AITER", .roles = {{"w13_weight", "aiter.shuffle_weight(layout=16x16,bf16)"}, {"w2_weight", "aiter.shuffle_weight(layout=16x16,bf16)"}}},
+      // rocm_aiter_ops.shuffle_weights: AITER's shuffle_weight (16, 16) on the 16-bit weights,
+      // 8-element runs in 16-row tiles (packers/aiter_shuffle_weight.h).
+      {.backend = "AITER",
+       .roles = {{"w13_weight", "aiter.shuffle_weight(layout=16x16,v0.1.19)"}, {"w2_weight", "aiter.shuffle_weight(layout=16x16,v0.1.19)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
       {.backend = "CPU", .condition_text = "X86CPUUnquantizedExperts (AMX)", .condition = amx_cpu,
        .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"},
                  {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},

@@ -314,6 +314,41 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
   return r;
 }
 
+// XPU (int_wna16.py `_process_weights_xpu` and the methods' replacements @ e9d1398d9): int4 weights
+// transposed and viewed as bytes (the Triton bytes, packers/triton_wna16.h), group scales
+// transposed. GPTQ's g_idx and sort indices become empty [0] tensors and its qzeros stay as
+// loaded; compressed-tensors keeps its g_idx / sort-index params as create_weights allocated
+// them (torch.empty, never loaded without act-order: no defined bytes, so not written) and its
+// weight_shape. The XPU kernel reads no g_idx: an act-order checkpoint would run unpermuted.
+constexpr const char* kEmptyInt32Flat = "vllm.empty_int32(0,e9d1398d9)";
+Roles xpu_roles(const SelectionContext& c, const Selection&) {
+  const MoeLayerQuery& q = c.query;
+  const Layout layout = layout_of(q.quant_method);
+  const bool ct = layout == Layout::compressed_tensors;
+  if (layout != Layout::gptq && !ct) return {{"w13_qweight", "vllm.xpu_wna16(" + q.quant_method + " params,not_reproduced)"}};
+  if (ct ? q.actorder == "group" : q.desc_act)
+    return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm.xpu_wna16(act-order g_idx unread by xpu_fused_moe,refused)"}};
+  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
+                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const std::string w = "vllm.xpu_wna16_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.xpu_transpose(e9d1398d9)";
+  const std::string index = ct ? "dropped" : kEmptyInt32Flat;
+  Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
+             {"w13_" + g_idx, index}, {"w2_" + g_idx, index}, {"w13_g_idx_sort_indices", index}, {"w2_g_idx_sort_indices", index}};
+  if (!ct || !q.symmetric) {
+    r.push_back({"w13_" + zeros, "vllm.unchanged"});
+    r.push_back({"w2_" + zeros, "vllm.unchanged"});
+  }
+  if (ct) {
+    r.push_back({"w13_weight_shape", "vllm.unchanged"});
+    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+  }
+  if (q.has_bias) {
+    r.push_back({"w13_bias", "vllm.unchanged"});
+    r.push_back({"w2_bias", "vllm.unchanged"});
+  }
+  return r;
+}
+
 std::span<const LayoutRow> layouts() {
   static const LayoutRow rows[] = {
       {.backend = "*MARLIN",
@@ -336,13 +371,45 @@ std::span<const LayoutRow> layouts() {
        .roles = {{"w13_weight", "cpu.int4_packed_scale_zp"}, {"w2_weight", "cpu.int4_packed_scale_zp"}, {"w13_weight_scale", "cpu.int4_packed_scale_zp"}, {"w2_weight_scale", "cpu.int4_packed_scale_zp"},
                  {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
       {.backend = "XPU",
-       .roles = {{"w13_weight", "transpose_1_2(int32_as_u8)"}, {"w2_weight", "transpose_1_2(int32_as_u8)"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},
+       .condition_text = "GPTQ / compressed-tensors int4 without act-order",
+       .roles = {{"w13_qweight | w13_weight_packed", "vllm.xpu_wna16_weight (N-first bytes, as Triton's)"}, {"w13_scales | w13_weight_scale", "vllm.xpu_transpose"},
+                 {"w13_g_idx, sort indices", "GPTQ: empty [0]; compressed-tensors: unloaded torch.empty, not written"}},
+       .roles_of = xpu_roles},
       {.backend = "*",
        .condition_text = "HUMMING, EMULATION, FLYDSL (CompressedTensorsW4A16FlydslMoEMethod)",
        .roles = {{"w13_weight", "backend_prepared"}, {"w2_weight", "backend_prepared"}, {"w13_weight_scale", "backend_prepared"}, {"w2_weight_scale", "backend_prepared"}},
        .roles_of = prepared_elsewhere_roles},
   };
   return rows;
+}
+
+// CompressedTensorsWNA16MoEMethod.create_weights (compressed_tensors_moe_wna16.py @ e9d1398d9):
+// group scales must tile the hidden size and, unless act-order loads w2's scales whole
+// (_w2_scale_sharding: actorder "group"), the per-partition intermediate size; asymmetric zero
+// points are sliced in whole int32 words of 32/bits values.
+void ct_wna16_create_weights(const SelectionContext& c, const Selection&) {
+  const MoeLayerQuery& q = c.query;
+  const int hidden = c.moe.hidden_dim, inter = c.moe.intermediate_size_per_partition, group = q.group_size;
+  if (group != -1) {
+    if (hidden % group != 0)
+      raise_value_error("CompressedTensors WNA16 MoE requires hidden_size (" + std::to_string(hidden) + ") to be divisible by group_size (" +
+                        std::to_string(group) + ").");
+    const bool load_full_w2 = q.actorder == "group";
+    if (!load_full_w2 && inter % group != 0)
+      raise_value_error("CompressedTensors WNA16 MoE with static group scales requires the MoE intermediate size per tensor-parallel partition (" +
+                        std::to_string(inter) + ") to be divisible by group_size (" + std::to_string(group) +
+                        "). Scale groups would otherwise cross TP shard boundaries; use a compatible TP size or enable expert parallelism.");
+  }
+  if (!q.symmetric) {
+    const int packed_factor = 32 / q.weight_bits;
+    if ((2 * inter) % packed_factor != 0)
+      raise_value_error("CompressedTensors WNA16 MoE: gate+up output channels per TP rank (2 * intermediate_size_per_partition = " +
+                        std::to_string(2 * inter) + ") must be divisible by packed_factor (" + std::to_string(packed_factor) +
+                        "). Use a TP size where 2 * intermediate_size is divisible by " + std::to_string(packed_factor) + ".");
+    if (hidden % packed_factor != 0)
+      raise_value_error("CompressedTensors WNA16 MoE: hidden_size (" + std::to_string(hidden) + ") must be divisible by packed_factor (" +
+                        std::to_string(packed_factor) + ") for correct ZP unpacking.");
+  }
 }
 
 }  // namespace
@@ -355,7 +422,7 @@ const FamilyDescriptor& wna16_family() {
           {
               {.method_class = "AutoGPTQMoEMethod", .reached_by = {{"auto_gptq"}, {"gptq"}, {"gptq_marlin"}}, .select = select_wna16},
               {.method_class = "AutoAWQMoEMethod", .reached_by = {{"auto_awq"}, {"awq"}, {"awq_marlin"}}, .select = select_wna16},
-              {.method_class = "CompressedTensorsWNA16MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_wna16},
+              {.method_class = "CompressedTensorsWNA16MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_wna16, .check_weights = ct_wna16_create_weights},
               {.method_class = "MoeWNA16Method", .reached_by = {{"moe_wna16"}}, .select = select_wna16},
               {.method_class = "CompressedTensorsW4A16FlydslMoEMethod", .select = select_flydsl},
               {.method_class = "", .select = select_wna16},

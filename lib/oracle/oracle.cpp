@@ -385,6 +385,7 @@ void decide_method(Decision& d, const MoeLayerQuery& q, const Deployment& dep, c
   const Selection s = method.select(ctx);
   record_selection(d, s);
   if (method.check_selection) method.check_selection(s);
+  if (method.check_weights) method.check_weights(ctx, s);
 
   // Allocation round-up, then the padding the weight conversion adds (sizes_layouts.h).
   std::tie(d.padded_hidden_size, d.padded_intermediate_size) = padded_sizes(family, method, s, ctx);

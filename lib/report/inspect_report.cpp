@@ -32,6 +32,7 @@ nlohmann::json facts_json(const ckpt::ModelFacts& f) {
           {"scoring_func", key_or_null(f.scoring_func)},
           {"renormalize", f.renormalize},
           {"has_e_score_correction_bias", f.has_e_score_correction_bias},
+          {"num_hash_layers", f.num_hash_layers},
           {"n_group", f.n_group},
           {"topk_group", f.topk_group},
           {"routed_scaling_factor", opt(f.routed_scaling_factor)},

@@ -2,6 +2,7 @@
 // layouts: which tensors a decoder of each architecture has, in state-dict order, and its
 // config.json (checkpoint-formats.md 3.0-3.2, 3.8, 3.9).
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <tuple>
 
@@ -172,6 +173,25 @@ void add_f32(Ctx& c, const std::string& name, std::vector<uint64_t> shape, float
 
 void add_norm(Ctx& c, const std::string& name, uint64_t n) { add_bf16(c, name, {n}, 1.0f, 0.05f); }
 
+// DeepSeek-V4's hash-layer table: for every token id, top_k distinct expert ids (I32, seeded).
+void add_tid2eid(Ctx& c, const std::string& name) {
+  const uint64_t vocab = c.d.vocab, k = c.d.top_k;
+  std::vector<uint8_t> bytes;
+  if (c.sink.with_data()) {
+    Rng rng(derive_seed(c.seed, name));
+    bytes.resize(static_cast<size_t>(vocab * k * 4));
+    for (uint64_t t = 0; t < vocab; ++t) {
+      std::vector<int32_t> row;
+      while (row.size() < k) {
+        const auto e = static_cast<int32_t>(static_cast<uint64_t>(rng.uniform() * static_cast<double>(c.d.experts)) % c.d.experts);
+        if (std::find(row.begin(), row.end(), e) == row.end()) row.push_back(e);
+      }
+      std::memcpy(bytes.data() + t * k * 4, row.data(), static_cast<size_t>(k * 4));
+    }
+  }
+  c.sink.add(name, DType::I32, {vocab, k}, std::move(bytes));
+}
+
 std::string layer_prefix(uint64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 // One MLP (expert, shared expert or dense) as three linears.
@@ -262,7 +282,8 @@ void emit_deepseek_v4(Ctx& c) {
     add_norm(c, p + "attn_norm.weight", d.hidden);
     add_norm(c, p + "ffn_norm.weight", d.hidden);
     add_bf16(c, p + "ffn.gate.weight", {d.experts, d.hidden}, 0.0f, 0.02f);
-    add_f32(c, p + "ffn.gate.bias", {d.experts}, 0.0f, 0.01f);
+    if (l < d.hash_layers) add_tid2eid(c, p + "ffn.gate.tid2eid");  // hash layers: no correction bias
+    else add_f32(c, p + "ffn.gate.bias", {d.experts}, 0.0f, 0.01f);
     for (uint64_t e = 0; e < d.experts; ++e) {
       const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
       emit_mlp_named(c, x + "w1", x + "w3", x + "w2", "layers." + std::to_string(l) + ".experts." + std::to_string(e),
@@ -633,7 +654,7 @@ json deepseek_v4_config(const SampleDims& d) {
   return {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", "fp4"},
           {"hidden_size", d.hidden}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", d.intermediate},
           {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
-          {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hash_layers", 0},
+          {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hash_layers", d.hash_layers},
           {"num_hidden_layers", d.layers}, {"num_nextn_predict_layers", 0}, {"rms_norm_eps", 1e-06},
           {"routed_scaling_factor", 1.5}, {"scoring_func", "sqrtsoftplus"}, {"swiglu_limit", 10.0},
           {"tie_word_embeddings", false}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"}, {"vocab_size", d.vocab}};
@@ -749,6 +770,9 @@ SampleDims sample_dims(const std::string& family_name, const SampleOptions& o) {
     d.top_k = d.experts >= 4 ? 2 : 1;
   }
   if (d.arch == "llama4") d.top_k = 1;  // Llama-4 routes every token to one expert (plus the shared one)
+  if (o.hash_layers < 0 || (o.hash_layers > 0 && d.arch != "deepseek_v4"))
+    throw Error(ErrorKind::usage, "sample: hash-routed layers are DeepSeek-V4's (num_hash_layers)");
+  d.hash_layers = std::min<uint64_t>(static_cast<uint64_t>(o.hash_layers), d.layers);
   if (d.experts < 2) throw Error(ErrorKind::usage, "sample: a Mixture-of-Experts layer needs at least 2 experts");
   for (uint64_t v : {d.hidden, d.intermediate})
     if (v == 0 || v % f.k_multiple)

@@ -45,6 +45,7 @@ struct SampleOptions {
   int shards = 0;         // small samples only: 0 = the family's default (gpt-oss 3, DeepSeek-V3 2, else 1)
   std::string real_shape; // empty: small sample; else a name from real_shape_models()
   bool force = false;     // replace an existing output directory
+  int hash_layers = 0;    // DeepSeek-V4: leading layers routed by token id (num_hash_layers, gate.tid2eid)
 };
 
 // The dimensions a sample gets (after defaults), so tests can recompute the source weights.
@@ -56,6 +57,7 @@ struct SampleDims {
   uint64_t layers = 0;       // decoder layers written (num_hidden_layers)
   uint64_t first_dense = 0;  // leading dense layers (DeepSeek first_k_dense_replace)
   uint64_t vocab = 0;
+  uint64_t hash_layers = 0;  // DeepSeek-V4 num_hash_layers
   bool attention = false;    // real-shape checkpoints carry attention tensors; small samples do not
   uint64_t heads = 0, kv_heads = 0, head_dim = 0;
   uint64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;  // MLA

@@ -159,6 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ct-mxfp4", "sm100", {}, "MARLIN"},
         // llm-compressor's gpt-oss: the same path, per-expert with a bias per projection
         Case{"ct-gpt-oss-mxfp4", "sm90", {}, "MARLIN"},
+        // gpt-oss' loaders keep w2_bias on TP rank 0 only (per-expert llm-compressor biases too):
+        // summed over the ranks the bias counts once, which verify checks.
+        Case{"ct-gpt-oss-mxfp4", "sm90", {"tp=2"}, "MARLIN"}, Case{"ct-gpt-oss-mxfp4", "gfx950", {"tp=2"}, "MARLIN"},
         // TP 2 leaves K/32 = 2 scale groups per row of w2: the CUTLASS W4A4 swizzle cannot take it.
         Case{"ct-mxfp4", "sm100", {"tp=2"}, ""},
         // TP 8 leaves 16 intermediate elements per rank: half an MX scale block.
@@ -216,7 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen3-moe-bf16", "sm100", {"moe-backend=triton"}, "TRITON"},
         Case{"qwen3-moe-bf16", "xpu", {"tp=2"}, "XPU"},
         Case{"qwen3-moe-bf16", "cpu-arm", {}, ""},           // ArmCPUUnquantizedExperts (neon pack) not implemented
-        Case{"qwen3-moe-bf16", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, ""},  // AITER's bf16 shuffle not implemented
+        Case{"qwen3-moe-bf16", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},  // shuffle_weight, 8-element runs
+        Case{"mixtral-bf16", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2"}, "AITER"},
         Case{"gpt-oss-bf16", "cpu-amx", {}, "CPU"},
         Case{"gpt-oss-bf16", "cpu-avx512", {}, "CPU"},
         Case{"gpt-oss-bf16", "sm90", {}, "TRITON"},
@@ -301,6 +305,29 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"modelopt-mxfp8", "sm100", {}, "FLASHINFER_TRTLLM"}, Case{"modelopt-mxfp8", "sm100", {"tp=2", "ep=1"}, "FLASHINFER_TRTLLM"},
                       Case{"modelopt-mxfp8", "sm100", {"tp=2"}, ""}, Case{"modelopt-mxfp8", "sm90", {}, "MARLIN"},
                       Case{"modelopt-mxfp8", "sm80", {"tp=2"}, "MARLIN"}, Case{"modelopt-mxfp8", "sm90", {"tp=2", "ep=1"}, "MARLIN"}),
+    case_name);
+
+// Intel XPU: block FP8 and int4 weights transposed (int4 as Triton's N-first bytes), their scales
+// too; GPTQ's g_idx become empty [0]. Per-tensor FP8 with static inputs takes Triton there.
+// Act-order (the kernel reads no g_idx), AutoAWQ params and ModelOpt MXFP8 are refused.
+INSTANTIATE_TEST_SUITE_P(
+    Xpu, ConvertSamples,
+    ::testing::Values(Case{"ct-fp8-block", "xpu", {}, "XPU"}, Case{"deepseek-v3-fp8", "xpu", {"tp=2", "ep=1"}, "XPU"},
+                      Case{"ct-fp8-tensor", "xpu", {}, "TRITON"}, Case{"gptq-int4", "xpu", {}, "XPU"}, Case{"ct-w4a16", "xpu", {}, "XPU"},
+                      Case{"gptq-int4-desc-act", "xpu", {}, ""}, Case{"ct-w4a16-actorder", "xpu", {}, ""}, Case{"awq-int4", "xpu", {}, ""},
+                      Case{"modelopt-mxfp8", "xpu", {}, ""}),
+    case_name);
+
+// AITER FP8 on OCP E4M3FN devices: the checkpoint-layout steps, then AITER's 16x16 weight tiles
+// (shuffle_weight); MI300 (gfx942) first normalizes to E4M3FNUZ: refused.
+INSTANTIATE_TEST_SUITE_P(
+    Fp8Aiter, ConvertSamples,
+    ::testing::Values(Case{"ct-fp8-block", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
+                      Case{"ct-fp8-tensor", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2"}, "AITER"},
+                      Case{"ct-fp8-channel", "gfx1250", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
+                      Case{"deepseek-v3-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2", "ep=1"}, "AITER"},
+                      Case{"llama4-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
+                      Case{"modelopt-fp8", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, ""}),
     case_name);
 
 // The amd-quark export and openai's fused checkpoint of the same weights (the samples share the

@@ -79,7 +79,7 @@ TEST(ParamLoader, GptOssRankRangeRoundsBlocksUp) {
 TEST(ParamLoader, GptOssW13TakesOneInterleavedRowBlockAndPadsAtTheEnd) {
   // I = 96, H = 64: w13 U8 [192, 32]; rank 1 of 2 takes rows [128, 192).
   RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 128, .padded_intermediate = 64,
-                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true};
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .w2_bias_first_rank_only = true};
   OwnedTensor w13 = numbered(192, 32);
   OwnedTensor out = load_expert_param("w13_weight", w13, g);
   ASSERT_EQ(out.shape, (std::vector<uint64_t>{128, 64}));
@@ -96,7 +96,7 @@ TEST(ParamLoader, GptOssW13TakesOneInterleavedRowBlockAndPadsAtTheEnd) {
 
 TEST(ParamLoader, GptOssW2TakesTheMatchingColumnsAndBiasOnRankZero) {
   RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 64,
-                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true};
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .w2_bias_first_rank_only = true};
   OwnedTensor w2 = numbered(64, 48);  // [H, I/2]
   OwnedTensor out = load_expert_param("w2_weight", w2, g);
   ASSERT_EQ(out.shape, (std::vector<uint64_t>{64, 32}));

@@ -16,6 +16,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/run_layer.h"
+#include "lib/convert/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
@@ -187,6 +188,64 @@ TEST(Run, GivenTopkBypassesTheRouter) {
     EXPECT_EQ(std::vector<int64_t>(got_ids.begin(), got_ids.end()), ids);
     EXPECT_EQ(read_values<float>(out, "topk_weights"), w);
   }
+}
+
+// DeepSeek-V4's hash layers (num_hash_layers) route by token id through the gate's tid2eid
+// table: the manifest names the table, `run` takes input_ids beside router_logits (and refuses
+// without them), verify gives them seeded ids, and the routing is the table's rows.
+TEST(Run, DeepSeekV4HashLayerRoutesByTokenIds) {
+  test::TempDir dir;
+  synth::SampleOptions so;
+  so.layers = 2;
+  so.hash_layers = 1;
+  so.seed = 5;
+  synth::write_sample("deepseek-v4-mxfp4", dir.file("src"), so);
+  const std::string art = dir.file("a");
+  convert_checkpoint(dir.file("src"), "sm90", art);
+  ArtifactRuntime rt(art);
+  ASSERT_EQ(rt.manifest().layers.size(), 2u);
+  const artifact::Layer& hashed = rt.manifest().layers[0];
+  ASSERT_TRUE(hashed.routing && hashed.routing->hash_table);
+  EXPECT_EQ(*hashed.routing->hash_table, "layers.0.ffn.gate.tid2eid");
+  EXPECT_FALSE(hashed.routing->correction_bias);
+  EXPECT_FALSE(rt.manifest().layers[1].routing->hash_table);
+  EXPECT_EQ(rt.hash_vocab(1), 0u);
+  const uint64_t vocab = rt.hash_vocab(0), T = 3, H = hashed.hidden_size, E = hashed.num_experts, k = hashed.top_k;
+  ASSERT_GT(vocab, 3u);
+  const std::vector<int32_t> table = read_values<int32_t>(dir.file("src") + "/model.safetensors", "layers.0.ffn.gate.tid2eid");
+  ASSERT_EQ(table.size(), vocab * k);
+
+  const std::vector<int64_t> token_ids = {3, 0, static_cast<int64_t>(vocab - 1)};
+  const std::string in = dir.file("x.safetensors"), out = dir.file("y.safetensors");
+  write_input(in, {f32("hidden_states", {T, H}, seeded(T * H, 3)), f32("router_logits", {T, E}, seeded(T * E, 4)),
+                   ints("input_ids", DType::I64, {T}, token_ids)});
+  RunOptions ro{art, in, out, std::string("layers.0.ffn.experts")};
+  RunReport r = run_layer(ro);
+  EXPECT_EQ(r.routing, "router_logits");
+  const std::vector<int32_t> got = read_values<int32_t>(out, "topk_ids");
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t j = 0; j < k; ++j) EXPECT_EQ(got[t * k + j], table[static_cast<size_t>(token_ids[t]) * k + j]) << "token " << t;
+
+  // No input_ids, or one outside the table: bad input naming the tensor; nothing written.
+  fs::remove(out);
+  write_input(in, {f32("hidden_states", {T, H}, seeded(T * H, 3)), f32("router_logits", {T, E}, seeded(T * E, 4))});
+  try {
+    run_layer(ro);
+    ADD_FAILURE() << "expected bad input";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 4);
+    EXPECT_NE(std::string(e.what()).find("input_ids"), std::string::npos) << e.what();
+  }
+  write_input(in, {f32("hidden_states", {T, H}, seeded(T * H, 3)), f32("router_logits", {T, E}, seeded(T * E, 4)),
+                   ints("input_ids", DType::I32, {T}, std::vector<int32_t>{0, 1, static_cast<int32_t>(vocab)})});
+  EXPECT_THROW(run_layer(ro), Error);
+  EXPECT_FALSE(fs::exists(out));
+
+  // verify runs both layers against the source (the hash layer on seeded token ids).
+  VerifyOptions vo;
+  vo.artifact = art;
+  vo.source = dir.file("src");
+  EXPECT_TRUE(verify_artifact(vo).ok());
 }
 
 TEST(Run, InputsThatBreakTheContractAreBadInputAndWriteNothing) {

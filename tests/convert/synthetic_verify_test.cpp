@@ -136,5 +136,15 @@ INSTANTIATE_TEST_SUITE_P(Fp8FlashInfer, SyntheticVerify,
                                            Case{"modelopt-fp8", 2, false, "sm90", "FLASHINFER_CUTLASS", 480}),
                          case_name);
 
+// XPU (Intel Xe2/Xe3): FP8 blocks and int4 weights stored transposed, their scales too; GPTQ's
+// g_idx become empty [0] tensors. An act-order checkpoint is refused: the XPU kernel reads no g_idx.
+INSTANTIATE_TEST_SUITE_P(Xpu, SyntheticVerify,
+                         ::testing::Values(Case{"ct-fp8-block", 2, false, "xpu", "XPU"}, Case{"deepseek-v3-fp8", 4, true, "xpu", "XPU"},
+                                           Case{"gptq-int4", 2, false, "xpu", "XPU"}, Case{"ct-w4a16", 4, false, "xpu", "XPU"},
+                                           Case{"gptq-int4", 4, true, "xpu", "XPU"},
+                                           Case{"gptq-int4-desc-act", 2, false, "xpu", "", 512, "act-order g_idx unread by xpu_fused_moe"},
+                                           Case{"ct-fp8-block", 8, false, "xpu", "", 512, "is not divisible by weight quantization block_n = 128"}),
+                         case_name);
+
 }  // namespace
 }  // namespace moepack::convert

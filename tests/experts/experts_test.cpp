@@ -127,6 +127,39 @@ TEST(Routing, DeepSeekV3GroupsAndCorrectionBias) {
   EXPECT_NEAR(b.weights[0], 2.5 * sig(4) / (sig(4) + sig(1)), 1e-6) << "weights come from the unbiased scores";
 }
 
+// DeepSeek-V4's hash layers: the experts are the tid2eid row of each token id, weighted by their
+// sqrt(softplus) scores (no correction bias), renormalized and scaled (_torch_topk_softplus_sqrt
+// with a hash_indices_table).
+TEST(Routing, DeepseekV4HashLayersRouteByTokenId) {
+  const std::vector<float> logits = {0, 1, -1, 2,    // token 0
+                                     3, 0, 0, -2};  // token 1
+  RoutingSpec s;
+  s.method = "DeepseekV4";
+  s.top_k = 2;
+  s.routed_scaling_factor = 1.5;
+  s.correction_bias = {100, 100, 100, 100};  // ignored by hash layers (vLLM allocates none there)
+  s.hash_table = {2, 0,   // token id 0
+                  3, 1,   // token id 1
+                  1, 2};  // token id 2
+  const std::vector<int64_t> ids = {2, 0};
+  auto sp = [](double x) { return std::sqrt(std::log1p(std::exp(x))); };
+  Routing r = route(logits, 2, 4, s, &ids);
+  EXPECT_EQ(r.ids, (std::vector<uint32_t>{1, 2, 2, 0}));
+  EXPECT_NEAR(r.weights[0], 1.5 * sp(1) / (sp(1) + sp(-1)), 1e-6);
+  EXPECT_NEAR(r.weights[1], 1.5 * sp(-1) / (sp(1) + sp(-1)), 1e-6);
+  EXPECT_NEAR(r.weights[2], 1.5 * sp(0) / (sp(0) + sp(3)), 1e-6);
+  EXPECT_NEAR(r.weights[3], 1.5 * sp(3) / (sp(0) + sp(3)), 1e-6);
+  // Without token ids, with an id outside the table, or a table naming no expert: bad input.
+  EXPECT_THROW(route(logits, 2, 4, s), Error);
+  const std::vector<int64_t> outside = {3, 0};
+  EXPECT_THROW(route(logits, 2, 4, s, &outside), Error);
+  s.hash_table[0] = 4;
+  EXPECT_THROW(route(logits, 2, 4, s, &ids), Error);
+  s.hash_table[0] = 2;
+  s.method = "DeepSeekV3";  // tables route sqrtsoftplus layers only
+  EXPECT_THROW(route(logits, 2, 4, s, &ids), Error);
+}
+
 TEST(Routing, ParametersThatCannotRouteAreBadInput) {
   RoutingSpec s;
   s.top_k = 5;

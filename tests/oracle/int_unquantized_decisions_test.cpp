@@ -67,6 +67,20 @@ std::vector<Case> wna16_cases() {
       {"wna16_moe_wna16_override_no_marlin_triton", gptq(128, false), target("sm90", [](Deployment& d) { d.quantization = "moe_wna16"; }), "TRITON",
        "TritonWNA16Experts", "", ""},
       {"wna16_xpu_list", ct_int4(128), target("xpu"), "XPU", "XPUExpertsWNA16", "", ""},
+      // CompressedTensorsWNA16MoEMethod.create_weights: 768 / 8 = 96 rows per rank split a group
+      // of 128, unless act-order loads w2's scales whole; asymmetric zero points need whole words.
+      {"wna16_ct_create_weights_group_split_per_rank", ct_int4(128), target("sm90", tp(8)), "", "", "ValueError",
+       "CompressedTensors WNA16 MoE with static group scales requires the MoE intermediate size per tensor-parallel partition (96) to be "
+       "divisible by group_size (128). Scale groups would otherwise cross TP shard boundaries; use a compatible TP size or enable expert parallelism."},
+      {"wna16_ct_create_weights_group_split_ep_whole_experts", ct_int4(128), target("sm90", all({tp(8), [](Deployment& d) { d.parallel.enable_expert_parallel = true; }})),
+       "MARLIN", "MarlinExperts", "", ""},
+      {"wna16_ct_create_weights_asym_hidden_not_whole_words", [] {
+         MoeLayerQuery q = ct_int4(-1);
+         q.symmetric = false;
+         q.has_zero_points = true;
+         q.hidden_size = 2044;
+         return q;
+       }(), target("sm90"), "", "", "ValueError", "CompressedTensors WNA16 MoE: hidden_size (2044) must be divisible by packed_factor (8) for correct ZP unpacking."},
       {"wna16_rocm_marlin_refused_triton", ct_int4(128), target("gfx942"), "TRITON", "TritonWNA16Experts", "", ""},
       {"wna16_gptq_sm70_no_marlin_bias_no_triton_emulation", gptq(128, false), target("sm70"), "EMULATION", "Int4EmulationTritonExperts", "", ""},
       // AWQ passes may_have_bias=True, and the bias test comes before the layout test.

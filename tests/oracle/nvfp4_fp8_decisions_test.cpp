@@ -117,6 +117,15 @@ std::vector<Case> fp8_cases() {
       {"fp8_aiter_exported_false_removed", qwen_block, target("gfx942", env("VLLM_ROCM_USE_AITER", "0")), "TRITON", "TritonExperts", "", ""},
       {"fp8_block_cpu_amx_cpu_first", qwen_block, target("cpu-amx"), "CPU", "CPUExpertsFp8", "", ""},
       {"fp8_block_xpu_block_class", qwen_block, target("xpu"), "XPU", "XPUExpertsBlockFp8", "", ""},
+      // create_weights: 768 / 8 = 96 rows per rank do not tile 128-row blocks (Fp8MoEMethod and
+      // compressed-tensors alike); DeepSeek-V3's 2048 / 8 = 256 does.
+      {"fp8_block_create_weights_block_n_per_rank", qwen_block, target("sm90", tp(8)), "", "", "ValueError",
+       "The output_size of gate's and up's weight = 96 is not divisible by weight quantization block_n = 128."},
+      {"fp8_block_create_weights_ct_block_n_per_rank", fp8_block(qwen3(Family::fp8, "compressed-tensors")), target("sm90", tp(8)), "", "", "ValueError",
+       "The output_size of gate's and up's weight = 96 is not divisible by weight quantization block_n = 128."},
+      {"fp8_block_create_weights_ep_keeps_whole_experts", qwen_block, target("sm90", all({tp(8), [](Deployment& d) { d.parallel.enable_expert_parallel = true; }})),
+       "FLASHINFER_CUTLASS", "FlashInferExperts", "", ""},
+      {"fp8_tensor_create_weights_no_block_rule", fp8_tensor(qwen3(Family::fp8, "fp8"), false), target("sm90", tp(8)), "TRITON", "TritonExperts", "", ""},
       {"fp8_explicit_unknown_for_family", qwen_block, target("sm90", backend("flashinfer_cutedsl")), "", "", "ValueError",
        "moe_backend='flashinfer_cutedsl' is not supported for FP8 MoE. Expected one of ['triton', 'deep_gemm', 'cutlass', 'flashinfer_trtllm', "
        "'flashinfer_cutlass', 'marlin', 'humming', 'aiter', 'hpc']."},

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <utility>
 
 #include "tests/packers/triton_reference_ops.h"
@@ -130,6 +131,46 @@ TEST(AiterShuffleWeight, PerExpertSlabsEqualTorchOpsOnTheWholeParameter) {
         EXPECT_EQ(slabs, expected);
       }
     }
+  }
+}
+
+// The plain form on the FP8 and 16-bit weights of the FP8 and unquantized AITER backends:
+// shuffle_weight views [E, N/16, 16, C/32, 32/K, K] with K = 16 / element_size and permutes
+// (0, 1, 3, 4, 2, 5); emulated here on whole elements of a 3-expert parameter.
+TEST(AiterShuffleWeight, PlainOnWiderElementsEqualsTorchOpsOnElements) {
+  const AiterShuffleWeightLayout layout(AiterWeightShuffle::plain);
+  uint64_t seed = 70;
+  for (DType dtype : {DType::F8_E4M3, DType::BF16, DType::F16, DType::F32}) {
+    const uint64_t width = static_cast<uint64_t>(dtype_bits(dtype)) / 8, k = 16 / width;
+    for (const std::vector<uint64_t>& shape : std::vector<std::vector<uint64_t>>{{16, 32}, {48, 96}, {208, 160}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_string(shape));
+      const uint64_t experts = 3, n = shape[0], c = shape[1];
+      const OwnedTensor all = random_tensor(dtype, {experts, n, c}, seed++);
+      // Element e -> its byte run: permute element indices, then gather whole elements.
+      std::vector<uint8_t> index_bytes(experts * n * c * 4);
+      for (uint64_t i = 0; i < experts * n * c; ++i) std::memcpy(&index_bytes[i * 4], &i, 4);
+      std::vector<uint64_t> sizes = {experts, n / 16, 16, c / 32, 32 / k, k * 4};
+      const std::vector<uint8_t> permuted = testing::permute_contiguous(index_bytes, sizes, {0, 1, 3, 4, 2, 5});
+      std::vector<uint8_t> expected;
+      for (uint64_t i = 0; i < experts * n * c; ++i) {
+        uint32_t from = 0;
+        std::memcpy(&from, &permuted[i * 4], 4);
+        expected.insert(expected.end(), all.bytes.begin() + static_cast<std::ptrdiff_t>(from * width),
+                        all.bytes.begin() + static_cast<std::ptrdiff_t>((from + 1) * width));
+      }
+      std::vector<uint8_t> slabs;
+      for (uint64_t e = 0; e < experts; ++e) {
+        OwnedTensor one(dtype, {n, c});
+        std::copy(all.bytes.begin() + static_cast<std::ptrdiff_t>(e * n * c * width),
+                  all.bytes.begin() + static_cast<std::ptrdiff_t>((e + 1) * n * c * width), one.bytes.begin());
+        const std::vector<uint8_t> slab = pack_all(layout, one);
+        slabs.insert(slabs.end(), slab.begin(), slab.end());
+      }
+      EXPECT_EQ(slabs, expected);
+    }
+    // K % 32 elements, whatever the width.
+    testing::expect_refused(layout, dtype, {16, 16});
+    testing::expect_refused(layout, dtype, {16, 48});
   }
 }
 
