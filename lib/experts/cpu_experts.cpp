@@ -34,10 +34,6 @@ void to_bf16(CpuIsa isa, const float* in, uint16_t* out, float* widened, uint64_
     for (uint64_t i = 0; i < n; ++i) widened[i] = bf16_to_float(out[i]);
 }
 
-void run_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& p, uint64_t n, uint64_t k, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
-  cpu::packed_gemm(layout, isa, cpu::Gemm{p.weight, p.scale, n, k}, xb, xf, m, out);
-}
-
 }  // namespace
 
 std::string_view cpu_layout_name(CpuLayout layout) {
@@ -95,7 +91,10 @@ void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint6
     xf.resize(static_cast<size_t>(m * k));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(x_bf16[i]);
   }
-  run_gemm(layout, isa, w, n, k, x_bf16, xf.empty() ? nullptr : xf.data(), m, out);
+  const cpu::Gemm g{w.weight, w.scale, n, k};
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n / cpu::kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
+    cpu::packed_gemm_blocks(layout, isa, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), m, out);
+  });
   if (w.bias)
     for (uint64_t i = 0; i < m; ++i)
       for (uint64_t r = 0; r < n; ++r) out[i * n + r] += w.bias[r];
@@ -124,78 +123,124 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
     for (uint64_t j = 0; j < routing.top_k; ++j) {
       const uint32_t e = routing.ids[t * routing.top_k + j];
       if (e >= experts.size()) throw_internal("cpu_experts_moe: expert id out of range");
-      per_expert[e].push_back({static_cast<uint32_t>(t), routing.weights[t * routing.top_k + j]});
+      if (experts[e]) per_expert[e].push_back({static_cast<uint32_t>(t), routing.weights[t * routing.top_k + j]});
     }
-  uint64_t max_tokens = 0;
-  for (const auto& v : per_expert) max_tokens = std::max<uint64_t>(max_tokens, v.size());
+  // The experts this rank runs, their token rows stacked in expert order: expert held[i] owns
+  // rows [first[i], first[i + 1]) of every buffer below.
+  auto& held = ws.held;
+  auto& first = ws.first_row;
+  auto& row_token = ws.row_token;
+  auto& row_weight = ws.row_weight;
+  held.clear();
+  first.assign(1, 0);
+  row_token.clear();
+  row_weight.clear();
+  for (uint64_t e = 0; e < experts.size(); ++e) {
+    if (per_expert[e].empty()) continue;
+    held.push_back(static_cast<uint32_t>(e));
+    for (const auto& [t, w] : per_expert[e]) {
+      row_token.push_back(t);
+      row_weight.push_back(w);
+    }
+    first.push_back(row_token.size());
+  }
+  const uint64_t R = row_token.size();
+  // Each token's rows in expert order (a counting sort), so the output adds its experts in one
+  // fixed order whichever thread sums it.
+  auto& token_first = ws.token_first;
+  auto& token_rows = ws.token_rows;
+  token_first.assign(static_cast<size_t>(tokens + 1), 0);
+  for (uint32_t t : row_token) ++token_first[t + 1];
+  for (uint64_t t = 0; t < tokens; ++t) token_first[t + 1] += token_first[t];
+  token_rows.resize(static_cast<size_t>(R));
+  {
+    auto& fill = ws.token_fill;
+    fill.assign(token_first.begin(), token_first.end() - 1);
+    for (uint64_t r = 0; r < R; ++r) token_rows[fill[row_token[r]]++] = static_cast<uint32_t>(r);
+  }
 
-  // Sized for the busiest expert; a workspace kept by the caller only grows, so repeated
-  // forward passes allocate nothing but their output. y holds x as floats (AVX2 and portable
-  // kernels) until w2 overwrites it.
+  // Sized for this batch's rows; a workspace kept by the caller only grows, so repeated forward
+  // passes allocate nothing but their output. y holds x as floats (AVX2 and portable kernels)
+  // until w2 overwrites it.
   auto& h = ws.h;
   auto& a = ws.act;
   auto& y = ws.y;
   auto& xb = ws.x_bf16;
   auto& ab = ws.act_bf16;
-  h.resize(static_cast<size_t>(max_tokens * n13));
-  a.resize(static_cast<size_t>(max_tokens * P));
-  y.resize(static_cast<size_t>(max_tokens * Hp));
-  xb.resize(static_cast<size_t>(max_tokens * Hp));
-  ab.resize(static_cast<size_t>(max_tokens * P));
+  h.resize(static_cast<size_t>(R * n13));
+  a.resize(static_cast<size_t>(R * P));
+  y.resize(static_cast<size_t>(R * Hp));
+  xb.resize(static_cast<size_t>(R * Hp));
+  ab.resize(static_cast<size_t>(R * P));
   std::vector<float> out(static_cast<size_t>(tokens * hidden), 0.0f);
 
-  // Element-wise work is spread over tokens once there are enough of them to pay for waking
+  // Element-wise work is spread over rows once there are enough of them to pay for waking
   // threads; each value is computed by one thread, so the bytes do not depend on the split.
-  auto per_token = [](uint64_t m, auto&& fn) {
-    if (m < 8) {
-      for (uint64_t i = 0; i < m; ++i) fn(i);
+  auto per_row = [](uint64_t n, auto&& fn) {
+    if (n < 8) {
+      for (uint64_t i = 0; i < n; ++i) fn(i);
       return;
     }
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m, 4), [&](const tbb::blocked_range<uint64_t>& r) {
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 4), [&](const tbb::blocked_range<uint64_t>& r) {
       for (uint64_t i = r.begin(); i < r.end(); ++i) fn(i);
     });
   };
+  // One GEMM stage for every held expert at once: the (expert, row block) pairs are the units of
+  // parallel work, so a decode step wakes the threads twice, not twice per expert.
+  auto stage = [&](uint64_t n, uint64_t k, bool w13, const uint16_t* in_b, const float* in_f, float* out_rows) {
+    const uint64_t blocks = n / cpu::kBlockRows;
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, held.size() * blocks), [&](const tbb::blocked_range<uint64_t>& r) {
+      for (uint64_t task = r.begin(); task < r.end();) {
+        const uint64_t i = task / blocks, nb0 = task % blocks, nb1 = std::min(blocks, nb0 + (r.end() - task));
+        const CpuProjection& p = w13 ? experts[held[i]]->w13 : experts[held[i]]->w2;
+        const uint64_t row = first[i], m = first[i + 1] - row;
+        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr, m, out_rows + row * n);
+        task += nb1 - nb0;
+      }
+    });
+  };
+  // The expert of each row, for its biases.
+  auto expert_of_row = [&](uint64_t r) { return experts[held[static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1)]]; };
+
   auto body = [&] {
-    for (uint64_t e = 0; e < experts.size(); ++e) {
-      const auto& list = per_expert[e];
-      if (list.empty() || !experts[e]) continue;
-      const CpuExpert& ex = *experts[e];
-      const uint64_t m = list.size();
-      // x rows of this expert's tokens, zero-padded to Hp, in BF16 (and widened back).
-      per_token(m, [&](uint64_t i) {
-        float* row = y.data() + i * Hp;  // y is free until w2 runs
-        std::copy_n(x.data() + list[i].first * hidden, hidden, row);
-        std::fill(row + hidden, row + Hp, 0.0f);
-        to_bf16(isa, row, xb.data() + i * Hp, floats ? row : nullptr, Hp);
-      });
-      run_gemm(layout, isa, ex.w13, n13, Hp, xb.data(), floats ? y.data() : nullptr, m, h.data());
-      per_token(m, [&](uint64_t i) {
-        const float* hi = h.data() + i * n13;
-        const float* b = ex.w13.bias;
-        float* ai = a.data() + i * P;
-        for (uint64_t j = 0; j < P; ++j) {
-          auto [g, u] = s.gated ? gate_and_up(hi, j, P, s.rows) : std::pair<float, float>{hi[j], 0.0f};
-          if (b) {
-            const auto [bg, bu] = s.gated ? gate_and_up(b, j, P, s.rows) : std::pair<float, float>{b[j], 0.0f};
-            g += bg;
-            u += bu;
-          }
-          ai[j] = activation_value(act, g, u);
+    // x rows of every (token, expert) pair, zero-padded to Hp, in BF16 (and widened back).
+    per_row(R, [&](uint64_t r) {
+      float* row = y.data() + r * Hp;
+      std::copy_n(x.data() + row_token[r] * hidden, hidden, row);
+      std::fill(row + hidden, row + Hp, 0.0f);
+      to_bf16(isa, row, xb.data() + r * Hp, floats ? row : nullptr, Hp);
+    });
+    stage(n13, Hp, true, xb.data(), floats ? y.data() : nullptr, h.data());
+    per_row(R, [&](uint64_t r) {
+      const float* hr = h.data() + r * n13;
+      const float* b = expert_of_row(r)->w13.bias;
+      float* ar = a.data() + r * P;
+      for (uint64_t j = 0; j < P; ++j) {
+        auto [g, u] = s.gated ? gate_and_up(hr, j, P, s.rows) : std::pair<float, float>{hr[j], 0.0f};
+        if (b) {
+          const auto [bg, bu] = s.gated ? gate_and_up(b, j, P, s.rows) : std::pair<float, float>{b[j], 0.0f};
+          g += bg;
+          u += bu;
         }
-        to_bf16(isa, ai, ab.data() + i * P, floats ? ai : nullptr, P);
-      });
-      run_gemm(layout, isa, ex.w2, Hp, P, ab.data(), floats ? a.data() : nullptr, m, y.data());
-      const float* b2 = ex.w2.bias;
-      per_token(m, [&](uint64_t i) {
-        float* o = out.data() + list[i].first * hidden;
-        const float w = list[i].second;
-        const float* yi = y.data() + i * Hp;
+        ar[j] = activation_value(act, g, u);
+      }
+      to_bf16(isa, ar, ab.data() + r * P, floats ? ar : nullptr, P);
+    });
+    stage(Hp, P, false, ab.data(), floats ? a.data() : nullptr, y.data());
+    // Each token adds its experts' outputs, weighted, in expert order.
+    per_row(tokens, [&](uint64_t t) {
+      float* o = out.data() + t * hidden;
+      for (uint32_t k = token_first[t]; k < token_first[t + 1]; ++k) {
+        const uint64_t r = token_rows[k];
+        const float* yr = y.data() + r * Hp;
+        const float* b2 = expert_of_row(r)->w2.bias;
+        const float w = row_weight[r];
         if (b2)
-          for (uint64_t c = 0; c < hidden; ++c) o[c] += w * (yi[c] + b2[c]);
+          for (uint64_t c = 0; c < hidden; ++c) o[c] += w * (yr[c] + b2[c]);
         else
-          for (uint64_t c = 0; c < hidden; ++c) o[c] += w * yi[c];
-      });
-    }
+          for (uint64_t c = 0; c < hidden; ++c) o[c] += w * yr[c];
+      }
+    });
   };
   if (options.threads > 0) tbb::task_arena(options.threads).execute(body);
   else body();

@@ -82,6 +82,12 @@ struct CpuExpertsOptions {
 // Buffers a caller keeps across forward passes so they allocate nothing but their output.
 struct CpuExpertsWorkspace {
   std::vector<std::vector<std::pair<uint32_t, float>>> tokens_of_expert;  // (token, routing weight)
+  // The (token, expert) rows of a batch, stacked in expert order.
+  std::vector<uint32_t> held;                      // experts with rows, ascending
+  std::vector<uint64_t> first_row;                 // held[i]'s rows: [first_row[i], first_row[i + 1])
+  std::vector<uint32_t> row_token;
+  std::vector<float> row_weight;
+  std::vector<uint32_t> token_first, token_rows, token_fill;  // each token's rows, in expert order
   std::vector<float> h, act, y;
   std::vector<uint16_t> x_bf16, act_bf16;
 };

@@ -1,7 +1,7 @@
 // The GEMM kernels the fast CPU experts share (lib/experts/cpu_experts.h), written once over a
 // "tile" policy that says how one packed layout loads a step of a 32-row block. Internal to
-// lib/experts: cpu_tiles.cpp defines the policies and instantiates these (packed_gemm below),
-// cpu_experts.cpp drives them.
+// lib/experts: cpu_tiles.cpp defines the policies and instantiates these (packed_gemm_blocks
+// below), cpu_experts.cpp drives them.
 //
 // A policy T is built for one block of 32 output rows (T(const Gemm&, block)) and provides:
 //   kStepK        input columns per step (2: VNNI-2 pairs, 4: VNNI-4 quads)
@@ -293,9 +293,9 @@ void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float*
   }
 }
 
-// out [m, g.n] for activations given as BF16 bits (`xb`, read by the AVX-512 kernels) and as
-// the same values in floats (`xf`, read by the others; may be null on AVX-512), row blocks
-// spread over the calling arena's threads (cpu_tiles.cpp).
-void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out);
+// Row blocks [nb0, nb1) of out [m, g.n], in the calling thread, for activations given as BF16
+// bits (`xb`, read by the AVX-512 kernels) and as the same values in floats (`xf`, read by the
+// others; may be null on AVX-512). Defined in cpu_tiles.cpp.
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out);
 
 }  // namespace moepack::experts::cpu

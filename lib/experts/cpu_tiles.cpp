@@ -7,9 +7,6 @@
 //   fp8_block   packers/cpu_sgl_mxfp4.h (convert_weight_packed, E4M3: pack_vnni [K/2][32][2])
 //   int8_vnni4  packers/cpu_sgl_mxfp4.h (convert_weight_packed, int8: pack_vnni<int8_t>
 //               [K/4][32][4] then 32 int32 compensation sums, which BF16 arithmetic does not need)
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
@@ -280,27 +277,25 @@ struct Int8Vnni4Tiles {
 };
 
 template <class T>
-void run_blocks(CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
-  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, g.n / kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
-    for (uint64_t nb = r.begin(); nb < r.end(); ++nb) {
-      if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
-      else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, m, out);
-      else scalar_block<T>(g, nb, xf, m, out);
-    }
-  });
+void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+  for (uint64_t nb = nb0; nb < nb1; ++nb) {
+    if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
+    else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, m, out);
+    else scalar_block<T>(g, nb, xf, m, out);
+  }
 }
 
 }  // namespace
 
-void packed_gemm(CpuLayout layout, CpuIsa isa, const Gemm& g, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
   switch (layout) {
-    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, xb, xf, m, out);
-    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, xb, xf, m, out);
-    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, xb, xf, m, out);
-    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, xb, xf, m, out);
-    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, xb, xf, m, out);
+    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, nb0, nb1, xb, xf, m, out);
   }
-  throw_internal("packed_gemm: unknown layout");
+  throw_internal("packed_gemm_blocks: unknown layout");
 }
 
 }  // namespace moepack::experts::cpu

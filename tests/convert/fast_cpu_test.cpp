@@ -72,6 +72,15 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   EXPECT_EQ(f1, f2) << "the same bytes for any thread count";
   EXPECT_LT(rel_error(f1, exact), 2e-2);
   EXPECT_GT(rel_error(f1, exact), 0.0) << "BF16 activations round: an exact match would mean the fast path did not run";
+  // The runtime's workspace, reused by a smaller batch in between, leaves nothing behind.
+  {
+    const uint64_t T1 = 1;
+    const std::vector<float> x1(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(T1 * L.hidden_size));
+    const experts::Routing r1 = rt.route(0, std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(T1 * L.num_experts)), T1);
+    const std::vector<float> small = rt.run_fast_cpu(0, x1, r1, T1, two);
+    EXPECT_LT(rel_error(small, rt.run(0, x1, r1, T1)), 2e-2);
+    EXPECT_EQ(rt.run_fast_cpu(0, x, routing, T, two), f1);
+  }
   // Every kernel of the ordered list this machine runs computes the same sums (up to float
   // summation order) and is itself thread-count stable.
   for (experts::CpuIsa isa : {experts::CpuIsa::avx512_bf16, experts::CpuIsa::avx2, experts::CpuIsa::scalar}) {
