@@ -9,6 +9,7 @@
 #include "packers/aiter_shuffle_weight.h"
 #include "packers/cpu_bias_f32.h"
 #include "packers/identity.h"
+#include "packers/cpu_sgl_int4.h"
 #include "packers/cpu_sgl_mxfp4.h"
 #include "packers/cutlass_sf_128x4.h"
 #include "packers/deepgemm_mxfp4_scales.h"
@@ -238,6 +239,27 @@ constexpr RowSpec kRows[] = {
   {&make<Fp8AsGptqInt32Layout>, "FP8 Marlin weight input: [N, K] bytes as GPTQ-packed int32 [K/4, N] (pack_fp8_to_int32(size_k_first=False).T)"},
   {&make<CpuSglVnni4Int8Layout>, "CPU INT8 W8A8 (CPUExpertsInt8): sgl convert_weight_packed VNNI-4 [K/4, 32, 4] per 32-row block, s8s8 sums after each block (written by the derivation)"},
   {&make<CpuSglWeightPackedFp8Layout>, "CPU FP8 W8A16 block (CPUExpertsFp8): sgl convert_weight_packed, VNNI-2 pairs in 32-row blocks [K/2, 32, 2]"},
+  // ---- CPU INT4 W4A16 (CPUExpertsInt4: sgl convert_weight_packed_scale_zp; cpu_sgl_int4.h) ----
+  // block_k = min(group size, 128); the compensation sums are written by lib/convert/cpu_int4.h.
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{16}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 16: U8 [N/32, K/16, 384]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{32}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 32: U8 [N/32, K/32, 640]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{64}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 64: U8 [N/32, K/64, 1152]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{128}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 128: U8 [N/32, K/128, 2176]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{16}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 16: U8 [N/32, K/16, 384]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{32}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 32: U8 [N/32, K/32, 640]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{64}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 64: U8 [N/32, K/64, 1152]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{128}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 128: U8 [N/32, K/128, 2176]"},
+  {&make<CpuSglInt4GroupRowsLayout, CpuInt4GroupRows::scales_f32>, "CPU INT4 group scales [G, N] -> fp32 [N/32, G, 32]"},
+  {&make<CpuSglInt4GroupRowsLayout, CpuInt4GroupRows::zero_points_i8>,
+   "CPU INT4 unpacked zero points I8 [G, N] -> [N/32, G, 32] (values from lib/convert/cpu_int4.h)"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::identity>,

@@ -175,7 +175,9 @@ float nvfp4_source_multiplier(const std::map<std::string, OwnedTensor>& t, const
 // One projection ("w13_" / "w2_") of a WNA16 expert as floats [n, k], from its loaded params
 // under either method's names: GPTQ / AWQ (qweight, scales, qzeros, g_idx) or compressed-tensors
 // (weight_packed, weight_scale, weight_zero_point, weight_g_idx). AWQ is told from GPTQ by the
-// packing the shape implies; GPTQ's qzeros are not read (vLLM runs GPTQ symmetric only).
+// packing the shape implies; GPTQ's qzeros are not read (vLLM runs GPTQ symmetric only), except
+// where the artifact holds the zero points unpacked (I8 [G, N], the CPU INT4 layout of
+// lib/convert/cpu_int4.h): those are what that kernel subtracts, whatever the method.
 std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, const std::string& where) {
   auto get = [&](std::initializer_list<const char*> names) -> const OwnedTensor* {
     for (const char* name : names)
@@ -189,7 +191,9 @@ std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t
   if (!w.codes || !w.scales) throw_bad_input(where, proj + "qweight", "integer experts need their codes and scales");
   const bool awq = gptq_like && gptq_like->shape.size() == 2 && gptq_like->shape[0] == k;
   w.packing = awq ? ex::IntPacking::awq : ex::IntPacking::k_packed;
-  w.zeros = awq ? get({"qzeros"}) : gptq_like ? nullptr : get({"weight_zero_point"});
+  const OwnedTensor* zeros = get({"qzeros", "weight_zero_point"});
+  if (zeros && zeros->dtype == DType::I8) w.zero_values = zeros;
+  else w.zeros = awq ? get({"qzeros"}) : gptq_like ? nullptr : get({"weight_zero_point"});
   w.g_idx = get({"g_idx", "weight_g_idx"});
   return ex::dequantize_int(w, n, k, where + " " + proj);
 }
@@ -436,6 +440,10 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       std::map<std::string, OwnedTensor> canonical;
       for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert, where));
       if (format == ex::WeightFormat::int_wna16) restore_act_order(canonical, where);
+      // vLLM's CPU INT4 kernel never reads g_idx (_process_weights_cpu keeps it only as a
+      // parameter): its groups are always K / G consecutive inputs.
+      if (format == ex::WeightFormat::int_wna16 && L.backend == "CPU")
+        std::erase_if(canonical, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));

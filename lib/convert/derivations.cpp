@@ -1,5 +1,6 @@
 #include "lib/convert/derivations.h"
 
+#include "lib/convert/cpu_int4.h"
 #include "lib/convert/cpu_int8.h"
 #include "lib/convert/fp8_deepgemm.h"
 #include "lib/convert/fp8_marlin.h"
@@ -13,6 +14,7 @@ std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
   if (auto fp8 = make_fp8_marlin_scales(role, layout_id)) return fp8;
   if (auto int8 = make_cpu_int8_packed(role, layout_id)) return int8;
+  if (auto int4 = make_cpu_int4_derivation(role, layout_id, available, layer)) return int4;
   if (auto dg = make_deepgemm_sm100_scales(role, layout_id)) return dg;
   return make_wna16_derivation(role, layout_id, available, layer);
 }
@@ -24,6 +26,8 @@ DerivedLayout derived_layout(const std::string& layout_id) {
       const size_t sep = layout_id.find(packers::kPipelineSeparator);
       if (sep != std::string::npos) return {DerivedKind::through_inner, layout_id.substr(sep + packers::kPipelineSeparator.size())};
     }
+  if (is_cpu_int4_derivation(layout_id))
+    return {DerivedKind::through_inner, layout_id.substr(layout_id.find(packers::kPipelineSeparator) + packers::kPipelineSeparator.size())};
   return wna16_derived_layout(layout_id);
 }
 

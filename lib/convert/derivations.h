@@ -1,9 +1,10 @@
 // Per-expert outputs that are not an index map of one param: computed from several of an
 // expert's loaded params (WNA16 act-order rows and sorted g_idx, FP8 Marlin scales, DeepGEMM
-// SM100 scales, CPU INT8 compensation sums), usually ending in a registered packer. The planner
-// schedules them like packed tensors, the integrity check recomputes them, and the runtime reads
-// them back through their last packer (derived_layout). The families' derivations live in
-// wna16_marlin, fp8_marlin, fp8_deepgemm and cpu_int8; this is their common interface.
+// SM100 scales, CPU INT8 compensation sums, CPU INT4 zero points and compensation sums),
+// usually ending in a registered packer. The planner schedules them like packed tensors, the
+// integrity check recomputes them, and the runtime reads them back through their last packer
+// (derived_layout). The families' derivations live in wna16_marlin, fp8_marlin, fp8_deepgemm,
+// cpu_int8 and cpu_int4; this is their common interface.
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,9 @@
 #include <mutex>
 #include <set>
 
-#include "lib/convert/param_loader.h"
+#include "lib/convert/cpu_int4.h"
 #include "lib/convert/derivations.h"
+#include "lib/convert/param_loader.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
@@ -319,6 +320,8 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
     refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": no experts class runs this layer on the target (vLLM raises ValueError: Unsupported " +
                              family + " MoE backend: " + d.backend.value_or("NONE") + ")");
   }
+  if (d.family == orc::Family::wna16 && d.backend == "CPU")
+    if (auto why = cpu_int4_refusal(layer, d)) refuse(layer.prefix, "backend CPU / " + d.experts_class.value_or("?") + ": " + *why);
   if (d.family == orc::Family::nvfp4 && d.backend == "FLASHINFER_TRTLLM") {
     // align_fp4_moe_weights_for_fi pads w13 = [w3; w1] at the end of all its rows, then the
     // gated-activation interleave splits the padded rows in two equal halves: rows of w3 and

@@ -243,8 +243,26 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gptq-int4", "sm90", {"tp=2"}, ""},          // HUMMING: the external humming package prepares it
                       Case{"ct-w4a16-asym", "sm90", {"moe-backend=triton"}, "TRITON"},  // N-first bytes, transposed scales and zero points
                       Case{"ct-w4a16-asym", "sm90", {"tp=2"}, ""},  // 64 rows per rank split a group of 128: vLLM's ValueError
-                      Case{"ct-w4a16", "sm90", {"moe-backend=triton"}, "TRITON"}, Case{"ct-w8a16", "sm90", {"moe-backend=triton"}, "TRITON"},
+                      Case{"ct-w4a16", "sm90", {"moe-backend=triton"}, "TRITON"},
+                      Case{"ct-w8a16", "sm90", {"moe-backend=triton"}, ""},  // channel-wise off Marlin: CompressedTensorsWNA16MoEMethod's assert
                       Case{"gptq-int4", "sm89", {"env=VLLM_MARLIN_INPUT_DTYPE:fp8"}, ""}),
+    case_name);
+
+// The WNA16 family on the x86 CPU with AMX (CPUExpertsInt4): sgl-kernel's
+// convert_weight_packed_scale_zp (GPTQ / compressed-tensors unpacking with zero points + 1, AutoAWQ
+// unpacking, compressed-tensors symmetric with vLLM's synthetic 0x77777777 zero points); g_idx kept.
+// Refused as vLLM refuses: asymmetric compressed-tensors and int8 weights (CPUExpertsInt4 takes
+// kInt4Static only), GPTQ desc_act (_process_weights_cpu's NotImplementedError), compressed-tensors
+// actorder group (the method's assert off Marlin), no AMX; and the 64 rows per rank of TP 2 that
+// split a group of 128.
+INSTANTIATE_TEST_SUITE_P(
+    Wna16Cpu, ConvertSamples,
+    ::testing::Values(Case{"gptq-int4", "cpu-amx", {}, "CPU"}, Case{"gptq-int4", "cpu-amx", {"dtype=fp16"}, "CPU"},
+                      Case{"awq-int4", "cpu-amx", {}, "CPU"}, Case{"ct-w4a16", "cpu-amx", {}, "CPU"},
+                      Case{"ct-w4a16-asym", "cpu-amx", {}, ""}, Case{"gptq-int4-desc-act", "cpu-amx", {}, ""},
+                      Case{"ct-w4a16-actorder", "cpu-amx", {}, ""}, Case{"gptq-int8", "cpu-amx", {}, ""},
+                      Case{"ct-w8a16", "cpu-amx", {}, ""}, Case{"gptq-int4", "cpu-avx512", {}, ""},
+                      Case{"awq-int4", "cpu-amx", {"tp=2"}, ""}),
     case_name);
 
 // The FP8 family on the backends that take the checkpoint bytes after the FP8 methods' own steps

@@ -98,6 +98,16 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                                            Case{"ct-w8a8-int8", 4, false, "cpu-amx", "CPU"}),
                          case_name);
 
+// WNA16 int4 on the x86 CPU (CPUExpertsInt4): several scale groups per expert (w13: 2, w2: 4 at
+// TP 1 and 2 at TP 2), several 32-output blocks, compensation sums over the zero points.
+INSTANTIATE_TEST_SUITE_P(Wna16Cpu, SyntheticVerify,
+                         ::testing::Values(Case{"gptq-int4", 1, false, "cpu-amx", "CPU"}, Case{"gptq-int4", 2, false, "cpu-amx", "CPU"},
+                                           Case{"awq-int4", 1, false, "cpu-amx", "CPU"}, Case{"awq-int4", 2, false, "cpu-amx", "CPU"},
+                                           Case{"ct-w4a16", 1, false, "cpu-amx", "CPU"}, Case{"ct-w4a16", 2, false, "cpu-amx", "CPU"},
+                                           Case{"ct-w4a16", 8, false, "cpu-amx", "", 512, "ValueError: CompressedTensors WNA16 MoE with static group scales"},  // 64 per rank split a group
+                                           Case{"gptq-int4-desc-act", 1, false, "cpu-amx", "", 512, "desc_act=True"}),
+                         case_name);
+
 // FP8 on Marlin (Ampere): channel-wise and per-tensor layers padded to a Marlin tile (480 / 2 = 240
 // -> 256 per rank), 128x128 blocks as group-wise scales at TP 2 and 4.
 INSTANTIATE_TEST_SUITE_P(Fp8Marlin, SyntheticVerify,

@@ -73,6 +73,21 @@ TEST(IntDequant, SequentialZeroPointsAndActOrderGroups) {
   EXPECT_EQ(u[2 * 8 + 4], 1.0f);
 }
 
+TEST(IntDequant, UnpackedZeroValuesOverrideThePackedOnes) {
+  // The CPU INT4 layout's zero points come one int8 per (group, output), up to 16 (GPTQ's 15 + 1):
+  // K = 8, N = 2, one group, codes 0..7 (column 0) and 15..8 (column 1), zeros 16 and 1.
+  const OwnedTensor codes = i32({1, 2}, {0x76543210u, 0x89ABCDEFu});
+  const OwnedTensor scales = bf16({1, 2}, {1.0f, 1.0f});
+  const OwnedTensor packed = i32({1, 1}, {0x88888888u});  // ignored when zero_values are given
+  OwnedTensor values(DType::I8, {1, 2});
+  values.bytes = {16, 1};
+  IntWeight w{IntPacking::k_packed, &codes, &scales, &packed, nullptr, &values};
+  EXPECT_EQ(dequantize_int(w, 2, 8, "t"), (std::vector<float>{-16, -15, -14, -13, -12, -11, -10, -9, 14, 13, 12, 11, 10, 9, 8, 7}));
+  OwnedTensor wrong(DType::I8, {1, 3});
+  w.zero_values = &wrong;
+  EXPECT_THROW(dequantize_int(w, 2, 8, "t"), Error);
+}
+
 TEST(IntDequant, BadShapesAndGIdxAreBadInputNamingTheWeight) {
   const OwnedTensor codes = i32({1, 2}, {0, 0});
   const OwnedTensor scales = bf16({2, 2}, {1, 1, 1, 1});

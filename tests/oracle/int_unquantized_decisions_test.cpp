@@ -61,7 +61,8 @@ std::vector<Case> wna16_cases() {
       {"wna16_gptq_bias_excludes_trtllm_marlin", gptq(128, false), target("sm100", env("VLLM_USE_FLASHINFER_MOE_INT4", "1")), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_gptq_desc_act_strict_marlin_shape_humming", gptq(128, true), target("sm90", tp(4)), "HUMMING", "HummingIndexedExperts", "", ""},
       {"wna16_ct_g32_tp8_tile_padding_keeps_marlin", ct_int4(32), target("sm90", tp(8)), "MARLIN", "MarlinExperts", "", ""},
-      {"wna16_ct_g32_tp8_group_actorder_humming", ct_int4(32, "group"), target("sm90", tp(8)), "HUMMING", "HummingIndexedExperts", "", ""},
+      // HUMMING is selected, then CompressedTensorsWNA16MoEMethod asserts (off Marlin) actorder != "group".
+      {"wna16_ct_g32_tp8_group_actorder_humming_method_asserts", ct_int4(32, "group"), target("sm90", tp(8)), "", "", "AssertionError", ""},
       {"wna16_ct_g32_tp8_dynamic_actorder_triton", ct_int4(32, "dynamic"), target("sm90", tp(8)), "TRITON", "TritonWNA16Experts", "", ""},
       {"wna16_awq_sm90_marlin", awq(), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_moe_wna16_override_no_marlin_triton", gptq(128, false), target("sm90", [](Deployment& d) { d.quantization = "moe_wna16"; }), "TRITON",
@@ -75,12 +76,30 @@ std::vector<Case> wna16_cases() {
       {"wna16_ct_create_weights_group_split_ep_whole_experts", ct_int4(128), target("sm90", all({tp(8), [](Deployment& d) { d.parallel.enable_expert_parallel = true; }})),
        "MARLIN", "MarlinExperts", "", ""},
       {"wna16_ct_create_weights_asym_hidden_not_whole_words", [] {
-         MoeLayerQuery q = ct_int4(-1);
+         MoeLayerQuery q = ct_int4(4);  // grouped (the method asserts grouped scales off Marlin), dividing 2044
          q.symmetric = false;
          q.has_zero_points = true;
          q.hidden_size = 2044;
          return q;
        }(), target("sm90"), "", "", "ValueError", "CompressedTensors WNA16 MoE: hidden_size (2044) must be divisible by packed_factor (8) for correct ZP unpacking."},
+      // CPU: CPUExpertsInt4 takes kInt4Static only (GPTQ int4 whatever its group, AutoAWQ, compressed-tensors
+      // symmetric int4 not of group 32), needs AMX; _process_weights_cpu refuses GPTQ desc_act.
+      {"wna16_gptq_cpu_amx", gptq(32, false), target("cpu-amx"), "CPU", "CPUExpertsInt4", "", ""},
+      {"wna16_awq_cpu_amx", awq(), target("cpu-amx"), "CPU", "CPUExpertsInt4", "", ""},
+      {"wna16_gptq_cpu_without_amx_nothing_fits", gptq(128, false), target("cpu-avx512"), "", "", "NotImplementedError",
+       "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_gptq_desc_act_cpu_process_weights_raises", gptq(128, true), target("cpu-amx"), "", "", "NotImplementedError",
+       "CPU WNA16 MoE backend does not support GPTQ with desc_act=True. The fused MoE kernel has no g_idx reordering support."},
+      {"wna16_ct_int4_g32_cpu_key_static32_refused", ct_int4(32), target("cpu-amx"), "", "", "NotImplementedError",
+       "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_ct_int4_asym_cpu_key_asym_refused", [] { MoeLayerQuery q = ct_int4(128); q.symmetric = false; q.has_zero_points = true; return q; }(),
+       target("cpu-amx"), "", "", "NotImplementedError", "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_moe_wna16_cpu_process_weights_type_error", gptq(128, false), target("cpu-amx", [](Deployment& d) { d.quantization = "moe_wna16"; }), "", "",
+       "TypeError", "CPU WNA16 MoE backend requires AutoAWQConfig, AutoGPTQConfig or QuantizationArgs, got MoeWNA16Config."},
+      {"wna16_ct_int4_actorder_group_cpu_method_asserts", ct_int4(128, "group"), target("cpu-amx"), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_cpu_method_asserts", ct_int4(-1), target("cpu-amx"), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_triton_method_asserts", ct_int4(-1), target("sm90", backend("triton")), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_marlin_no_assert", ct_int4(-1), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_rocm_marlin_refused_triton", ct_int4(128), target("gfx942"), "TRITON", "TritonWNA16Experts", "", ""},
       {"wna16_gptq_sm70_no_marlin_bias_no_triton_emulation", gptq(128, false), target("sm70"), "EMULATION", "Int4EmulationTritonExperts", "", ""},
       // AWQ passes may_have_bias=True, and the bias test comes before the layout test.
