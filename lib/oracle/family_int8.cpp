@@ -126,8 +126,8 @@ bool not_sm90(const MoeLayerQuery&, const Deployment& dep) { return !dep.device.
 // forward_native, whose `scale.reciprocal()` Triton lowers to PTX div.full.f32, an approximate
 // division (measured on an H100, torch 2.11 / Triton 3.6: 17569 of the 32639 scales a bf16 row
 // maximum gives get a reciprocal other than the correctly rounded one, and 4103 of 532,701,119
-// (maximum, value) pairs another FP8 code): those bytes follow the GPU's approximation, not
-// vLLM's code, and are refused.
+// (maximum, value) pairs another FP8 code; tests/golden/check_w4a8_quant_fp8.py): those bytes
+// follow the GPU's approximation, not vLLM's code, and are refused.
 std::vector<std::pair<std::string, std::string>> w4a8_cutlass_roles(const SelectionContext& ctx, const Selection&) {
   const std::string weight = "vllm.cutlass_encode_and_reorder_int4b_grouped(from=uint4b8,cutlass v4.4.2,e9d1398d9)";
   std::vector<std::pair<std::string, std::string>> r = {{"w13_weight_packed", weight}, {"w2_weight_packed", weight}};
