@@ -12,6 +12,7 @@
 #include "packers/cpu_sgl_int4.h"
 #include "packers/cpu_sgl_mxfp4.h"
 #include "packers/cutlass_sf_128x4.h"
+#include "packers/cutlass_w4a8.h"
 #include "packers/deepgemm_mxfp4_scales.h"
 #include "packers/flashinfer_cutlass_mxfp4.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
@@ -264,6 +265,11 @@ constexpr RowSpec kRows[] = {
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::identity>,
    "TRT-LLM-gen DeepSeek FP8 block w2 and non-gated w13: 16-row shuffle, BlockMajorK [K/128, N, 128]"},
+  // ---- CUTLASS W4A8 (int4 weights, FP8 activations, SM90; vLLM oracle/w4a8.py) ----
+  {&make<CutlassW4a8WeightLayout>,
+   "CUTLASS W4A8 int4 weights: uint4b8 -> unified signed int4 codes, reordered in 16x32 GMMA fragment tiles, I32 [N, K/8]"},
+  {&make<CutlassW4a8ScaleLayout>,
+   "CUTLASS W4A8 FP8 group scales: [N, G] -> [G, N], each an 8-byte e4m3 lookup table s*-8..s*-1 (pack_scale_fp8), 1-D"},
 };
 // clang-format on
 

@@ -39,9 +39,13 @@ class ExpertDerivation {
     std::vector<uint64_t> shape;
   };
   virtual std::optional<Unpacked> unpacked(std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
+  // The whole [E, ...] parameter's storage shape when it is not [E, slab...] (vLLM's 1-D packed
+  // W4A8 scales); the bytes are still the slabs in expert order.
+  virtual std::optional<std::vector<uint64_t>> parameter_shape(uint64_t, std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
   // A value stage the reference applies to the source param before computing (the manifest's
-  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none.
-  virtual std::string reference_stage() const { return ""; }
+  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none. `g`
+  // is the rank's geometry (a stage may depend on how tensor parallelism slices the param).
+  virtual std::string reference_stage(const RankGeometry&) const { return ""; }
 };
 
 // nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.

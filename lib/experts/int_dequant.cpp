@@ -94,4 +94,23 @@ std::vector<float> dequantize_int(const IntWeight& w, uint64_t n, uint64_t k, co
   return out;
 }
 
+std::vector<float> dequantize_int4_table(const OwnedTensor& codes, const OwnedTensor& table, uint64_t n, uint64_t k, const std::string& where) {
+  if (codes.dtype != DType::I32 || k % 8) throw Error(ErrorKind::bad_input, where + ": W4A8 int4 codes must be I32 [N, K/8]");
+  expect_shape(codes, {n, k / 8}, "the int4 codes", where);
+  if (table.dtype != DType::F32 || table.shape.size() != 2 || table.shape[0] != n || table.shape[1] == 0 || table.shape[1] % 16)
+    throw Error(ErrorKind::bad_input, where + ": the W4A8 value table must be F32 [" + std::to_string(n) + ", 16 x groups], got " + shape_string(table.shape));
+  const uint64_t groups = table.shape[1] / 16;
+  if (k % groups) throw Error(ErrorKind::bad_input, where + ": " + std::to_string(groups) + " groups do not divide " + std::to_string(k) + " inputs");
+  const uint64_t group_size = k / groups;
+  std::vector<float> values(static_cast<size_t>(n * 16 * groups));
+  std::memcpy(values.data(), table.bytes.data(), values.size() * 4);
+  std::vector<float> out(static_cast<size_t>(n * k));
+  for (uint64_t r = 0; r < n; ++r)
+    for (uint64_t c = 0; c < k; ++c) {
+      const uint32_t code = field(word_at(codes, r * (k / 8) + c / 8), static_cast<unsigned>(c % 8), 4);
+      out[r * k + c] = values[(r * groups + c / group_size) * 16 + code];
+    }
+  return out;
+}
+
 }  // namespace moepack::experts

@@ -47,4 +47,11 @@ unsigned int_weight_bits(const IntWeight& w, uint64_t n, uint64_t k, const std::
 // Error(bad_input) naming `where` when a shape disagrees or a g_idx element is out of range.
 std::vector<float> dequantize_int(const IntWeight& w, uint64_t n, uint64_t k, const std::string& where);
 
+// CUTLASS W4A8 (w4a8_fp8): int4 codes as compressed-tensors stores them, NOT transposed: I32
+// [N, K/8], code (n, k) = field k%8 of word (n, k/8), uint4b8 (w = code - 8); and, per output
+// row and group of K/G inputs, the 16 values the kernel multiplies for codes 0..15: F32
+// [N, 16 G] (lib/convert/w4a8_cutlass.h builds them from the FP8 lookup tables and channel
+// scales). value(n, k) = table[n][16 (k / (K/G)) + code(n, k)].
+std::vector<float> dequantize_int4_table(const OwnedTensor& codes, const OwnedTensor& table, uint64_t n, uint64_t k, const std::string& where);
+
 }  // namespace moepack::experts

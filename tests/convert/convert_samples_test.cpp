@@ -314,6 +314,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct-w8a8-int8", "cpu-arm", {}, ""}, Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
     case_name);
 
+// W4A8 (compressed-tensors int4 group-128 weights, dynamic FP8 activations) on SM90's CUTLASS:
+// the reordered int4 codes, the FP8 group-scale lookup tables and fp32 channel scales that
+// QuantFP8's CUDA kernel gives, which vLLM runs without torch.compile (TORCH_COMPILE_DISABLE=1 or
+// VLLM_USE_BREAKABLE_CUDAGRAPH=1; a default Qwen3 deployment compiles it with Inductor, whose
+// approximate reciprocal moepack does not reproduce). Off SM90 the checkpoint takes the INT8
+// activation method: CPU_INT4 on Arm, whose KleidiAI pack is not reproduced.
+INSTANTIATE_TEST_SUITE_P(
+    W4a8, ConvertSamples,
+    ::testing::Values(Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {"env=VLLM_USE_BREAKABLE_CUDAGRAPH:1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1", "tp=2", "ep=1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {}, ""},                                        // QuantFP8 compiled by Inductor
+                      Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1", "tp=2"}, ""},  // 128 per rank: create_weights' assert
+                      Case{"ct-w4a8-fp8", "sm100", {}, ""},                                       // W4A8 Int8: CPU platforms only
+                      Case{"ct-w4a8-fp8", "cpu-arm", {}, ""},                                     // CPU_INT4: KleidiAI's pack
+                      Case{"ct-w4a8-int8", "cpu-arm", {}, ""},
+                      Case{"ct-w4a8-int8", "sm90", {"env=TORCH_COMPILE_DISABLE:1"}, ""}),  // FP8 method on SM90: hidden 128
+    case_name);
+
 // MXFP8 (ModelOpt) on FlashInfer TRT-LLM: the MXFP4 TRT-LLM row orders and shuffles on FP8 bytes
 // and their E8M0 scales. At TP 2 the w2 scales (2 groups per row) cannot take the 128x4
 // interleave: vLLM fails at load, refused. Marlin: the FP8 Marlin weights with the MXFP4 Marlin

@@ -110,3 +110,29 @@ TEST(IntDequant, BadShapesAndGIdxAreBadInputNamingTheWeight) {
 
 }  // namespace
 }  // namespace moepack::experts
+
+namespace moepack::experts {
+namespace {
+
+// CUTLASS W4A8: codes N-first [N, K/8] (not transposed), a 16-value table per row and group.
+TEST(IntDequant, W4a8TableIsIndexedByRowGroupAndCode) {
+  // N = 2, K = 16, two groups of 8: row 0 word 0 = codes 0..7, word 1 = codes 8..15; row 1 the
+  // same words swapped.
+  const OwnedTensor codes = test::i32_tensor({2, 2}, {0x76543210u, 0xFEDCBA98u, 0xFEDCBA98u, 0x76543210u});
+  std::vector<float> table(2 * 32);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);  // value = its own index
+  const OwnedTensor t = test::f32_tensor({2, 32}, table);
+  const std::vector<float> v = dequantize_int4_table(codes, t, 2, 16, "t");
+  ASSERT_EQ(v.size(), 32u);
+  for (uint64_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(v[k], static_cast<float>(k));                     // row 0, group 0, code k
+    EXPECT_EQ(v[8 + k], static_cast<float>(16 + 8 + k));        // row 0, group 1, code 8 + k
+    EXPECT_EQ(v[16 + k], static_cast<float>(32 + 8 + k));       // row 1, group 0, code 8 + k
+    EXPECT_EQ(v[24 + k], static_cast<float>(32 + 16 + k));      // row 1, group 1, code k
+  }
+  EXPECT_THROW(dequantize_int4_table(codes, test::f32_tensor({2, 24}, std::vector<float>(48)), 2, 16, "t"), Error);  // not 16 per group
+  EXPECT_THROW(dequantize_int4_table(codes, t, 2, 24, "t"), Error);                                                  // codes are [2, 2]
+}
+
+}  // namespace
+}  // namespace moepack::experts
