@@ -315,6 +315,13 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
     refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": no experts class runs this layer on the target (vLLM raises ValueError: Unsupported " +
                              family + " MoE backend: " + d.backend.value_or("NONE") + ")");
   }
+  // vLLM's CPU experts (experts/cpu_moe.py, cpu_int4_moe.py @ e9d1398d9) are monolithic and
+  // ignore the expert_map they are handed (supports_expert_map() is False or absent, and nothing
+  // calls it): under expert parallelism each rank would index its local experts with global ids.
+  if (d.ep_size > 1 && d.experts_class && d.experts_class->find("CPU") != std::string::npos)
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + *d.experts_class + " with expert parallelism (" + std::to_string(d.ep_size) +
+                             " ranks): vLLM's CPU experts ignore expert_map and would index each rank's " + std::to_string(d.num_local_experts) +
+                             " experts with global expert ids; refusing rather than writing artifacts vLLM runs wrongly");
   if (d.family == orc::Family::wna16 && d.backend == "CPU")
     if (auto why = cpu_int4_refusal(layer, d)) refuse(layer.prefix, "backend CPU / " + d.experts_class.value_or("?") + ": " + *why);
   if (d.family == orc::Family::nvfp4 && d.backend == "FLASHINFER_TRTLLM") {

@@ -214,6 +214,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mixtral-bf16", "sm100", {"tp=4"}, ""},         // I = 32 per rank: I % 64 != 0, vLLM fails at load
         Case{"mixtral-bf16", "sm100", {"dtype=fp16"}, ""},   // vLLM would cast the BF16 experts
         Case{"qwen3-moe-bf16", "cpu-amx", {"tp=4"}, "CPU"},
+        Case{"qwen3-moe-bf16", "cpu-amx", {"tp=2", "ep=1"}, ""},  // vLLM's CPU experts ignore expert_map
         Case{"qwen3-moe-bf16", "cpu-avx512", {"tp=8"}, "CPU"},  // I = 16 per rank, zero-padded to 32 per w13 half
         Case{"qwen3-moe-bf16", "sm120", {"tp=2"}, "FLASHINFER_CUTLASS"},
         Case{"qwen3-moe-bf16", "sm100", {"moe-backend=triton"}, "TRITON"},
