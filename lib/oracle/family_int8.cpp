@@ -54,18 +54,29 @@ Selection select_int8(SelectionContext& ctx) {
                          ctx.activation_format(), {}});
 }
 
+bool arm_int8(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUExpertsInt8"; }
+bool x86_int8(const SelectionContext&, const Selection& s) { return s.experts_class == "CPUExpertsInt8"; }
+
 // CPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
 // through sgl-kernel's convert_weight_packed (VNNI-4 plus s8s8 compensation sums, lib/convert/cpu_int8.h).
-std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection& s) {
-  if (s.experts_class != "CPUExpertsInt8") return {{"w13_weight", "vllm.ArmCPUExpertsInt8(Arm prepack,not_reproduced)"}};
+std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection&) {
   const std::string packed = "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)";
   return {{"w13_weight", packed}, {"w2_weight", packed}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}};
 }
 
+// ArmCPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
+// through vLLM's own cpu_prepack_moe_weight_int8(w, "neon") (packers/cpu_prepack_moe.h); the
+// per-channel fp32 scales stay as loaded, and CompressedTensorsW8A8Int8MoEMethod creates no biases.
 std::span<const LayoutRow> int8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CPU",
-       .condition_text = "x86 with AMX (CPUExpertsInt8); Arm's ArmCPUExpertsInt8 not reproduced",
+       .condition_text = "Arm (ArmCPUExpertsInt8)",
+       .condition = arm_int8,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"},
+                 {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},
+      {.backend = "CPU",
+       .condition_text = "x86 with AMX (CPUExpertsInt8)",
+       .condition = x86_int8,
        .roles = {{"w13_weight", "cpu.sgl_s8s8_compensation | cpu.sgl_convert_weight_packed(int8,vnni4)"}, {"w2_weight", "the same"},
                  {"w13_weight_scale", "vllm.unchanged (fp32)"}, {"w2_weight_scale", "vllm.unchanged (fp32)"}},
        .roles_of = int8_cpu_roles},

@@ -50,6 +50,11 @@ MoeLayerQuery with_routing(MoeLayerQuery q, RoutingMethodType r) {
 }
 
 const Tweak kLora = [](Deployment& d) { d.lora = true; };
+const Tweak kFp16 = [](Deployment& d) { d.model_dtype = FloatType::float16; };
+// No --target names a POWER CPU: `host` is one when moepack is built there; a macOS host is the
+// only `darwin` device.
+const Tweak kPower = [](Deployment& d) { d.device.cpu_arch = CpuArch::powerpc; };
+const Tweak kDarwin = [](Deployment& d) { d.device.darwin = true; };
 
 std::vector<Case> wna16_cases() {
   return {
@@ -133,6 +138,13 @@ std::vector<Case> int8_w4a8_cases() {
       {"int8_sm90_triton", ct_int8(), target("sm90"), "TRITON", "TritonExperts", "", ""},
       {"int8_cpu_amx_x86_class", ct_int8(), target("cpu-amx"), "CPU", "CPUExpertsInt8", "", ""},
       {"int8_cpu_arm_class", ct_int8(), target("cpu-arm"), "CPU", "ArmCPUExpertsInt8", "", ""},
+      {"int8_cpu_arm_fp16_activations_too", ct_int8(), target("cpu-arm", kFp16), "CPU", "ArmCPUExpertsInt8", "", ""},
+      // 768 / 32 = 24 per rank: is_supported_config's intermediate % 32, and no x86 class on Arm.
+      {"int8_cpu_arm_tp32_intermediate_not_32", ct_int8(), target("cpu-arm", tp(32)), "", "", "NotImplementedError", "No Int8 MoE backend supports"},
+      {"int8_cpu_arm_ep_not_supported", ct_int8(), target("cpu-arm", [](Deployment& d) { d.parallel.tp = 2; d.parallel.enable_expert_parallel = true; }),
+       "", "", "NotImplementedError", "No Int8 MoE backend supports"},
+      // torch_bindings.cpp registers cpu_fused_moe_int8 only off __APPLE__.
+      {"int8_cpu_arm_darwin_no_op", ct_int8(), target("cpu-arm", kDarwin), "", "", "NotImplementedError", "No Int8 MoE backend supports"},
       {"int8_cpu_without_amx_nothing_fits", ct_int8(), target("cpu-avx512"), "", "", "NotImplementedError",
        "No Int8 MoE backend supports the deployment configuration (weight_key=QuantKey(i8,scale(f32,static,per_channel),symmetric), "
        "activation_key=QuantKey(i8,scale(f32,dynamic,per_token),symmetric)). Set `VLLM_LOGGING_LEVEL=DEBUG`"},
@@ -163,6 +175,11 @@ std::vector<Case> unquantized_cases() {
       {"unquantized_cpu_amx_x86", unquantized(), target("cpu-amx"), "CPU", "X86CPUUnquantizedExperts", "", ""},
       {"unquantized_cpu_amx_fp16_generic_cpu", unquantized(), target("cpu-amx", [](Deployment& d) { d.model_dtype = FloatType::float16; }), "CPU",
        "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_neon", unquantized(), target("cpu-arm"), "CPU", "ArmCPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_fp16_needs_bf16_generic_cpu", unquantized(), target("cpu-arm", kFp16), "CPU", "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_darwin_generic_cpu", unquantized(), target("cpu-arm", kDarwin), "CPU", "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_power_vsx", unquantized(), target("cpu-avx512", kPower), "CPU", "PowerCPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_power_fp16_needs_bf16_generic_cpu", unquantized(), target("cpu-avx512", all({kPower, kFp16})), "CPU", "CPUUnquantizedExperts", "", ""},
       {"unquantized_gfx942_triton", unquantized(), target("gfx942"), "TRITON", "TritonExperts", "", ""},
       {"unquantized_gfx942_aiter_forced", unquantized(), target("gfx942", env("VLLM_ROCM_USE_AITER", "1")), "AITER", "AiterExperts", "", ""},
       {"unquantized_xpu", unquantized(), target("xpu"), "XPU", "XPUExperts", "", ""},
