@@ -31,6 +31,8 @@ inline constexpr std::string_view kFlashInfer = "v0.6.17";
 inline constexpr std::string_view kAiter = "v0.1.19";
 // deepseek-ai/DeepGEMM, the commit vLLM e9d1398d9 pins (cmake/external_projects/deepgemm.cmake).
 inline constexpr std::string_view kDeepGemm = "8b1392b9";
+// NVIDIA/cutlass, the tag vLLM e9d1398d9 fetches (CMakeLists.txt CUTLASS_REVISION).
+inline constexpr std::string_view kCutlass = "v4.4.2";
 }  // namespace pins
 
 // ---- refusals and checks ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ bool dtype_taken(Accepts::Dtypes dtypes, DType t) {
     case Accepts::Dtypes::any: return true;
     case Accepts::Dtypes::i32: return t == DType::I32;
     case Accepts::Dtypes::bf16: return t == DType::BF16;
+    case Accepts::Dtypes::i8: return t == DType::I8;
   }
   return false;
 }
@@ -26,6 +27,7 @@ std::string dtype_rule(Accepts::Dtypes dtypes) {
     case Accepts::Dtypes::any: return "";
     case Accepts::Dtypes::i32: return "expects I32 packed integer words";
     case Accepts::Dtypes::bf16: return "expects BF16 values";
+    case Accepts::Dtypes::i8: return "expects I8 values";
   }
   return "";
 }
@@ -46,7 +48,8 @@ std::string element_position(std::span<const uint64_t> shape, uint64_t unit) {
 
 void IndexMapLayout::check_dtype(DType canonical, std::span<const uint64_t> shape) const {
   const Accepts a = accepts();
-  if (!dtype_taken(a.dtypes, canonical)) refuse(name(), shape, dtype_rule(a.dtypes) + ", got " + std::string(dtype_name(canonical)));
+  if (!dtype_taken(a.dtypes, canonical))
+    refuse(name(), shape, dtype_rule(a.dtypes) + ", got " + std::string(dtype_name(canonical)) + (a.dtype_rule.empty() ? "" : ": " + a.dtype_rule));
 }
 
 void IndexMapLayout::check_shape(std::span<const uint64_t> shape) const {

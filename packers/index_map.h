@@ -50,11 +50,13 @@ struct Accepts {
     any,         // anything, FP4 included (bytes kept)
     i32,         // exactly I32 (packed integer words: GPTQ/AWQ qweight and qzeros)
     bf16,        // exactly BF16 (a kernel that takes no other 16-bit type)
+    i8,          // exactly I8 (signed int8 values)
   };
   static constexpr uint32_t rank(unsigned r) { return 1u << r; }
   static constexpr uint32_t kAnyRank = ~0u;
 
   Dtypes dtypes = Dtypes::one_byte;
+  std::string dtype_rule;                       // the dtype refusal's reason when the class's own is not enough
   uint32_t ranks = rank(2);                     // bit r set: rank r accepted
   std::string what = "one expert's 2-D tensor [N, C]";  // what a wrong rank is told to be
   bool allows_empty = false;                    // a zero extent is refused unless set

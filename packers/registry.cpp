@@ -9,8 +9,10 @@
 #include "packers/aiter_shuffle_weight.h"
 #include "packers/cpu_bias_f32.h"
 #include "packers/identity.h"
+#include "packers/cpu_sgl_int4.h"
 #include "packers/cpu_sgl_mxfp4.h"
 #include "packers/cutlass_sf_128x4.h"
+#include "packers/cutlass_w4a8.h"
 #include "packers/deepgemm_mxfp4_scales.h"
 #include "packers/flashinfer_cutlass_mxfp4.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
@@ -225,6 +227,10 @@ constexpr RowSpec kRows[] = {
    "CPU unquantized, AMX (X86CPUUnquantizedExperts): 16-row groups of bf16-pair words [O/16][K/2][16][2]"},
   {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::vec>,
    "CPU unquantized, portable vec (CPUUnquantizedExperts): 16-row groups [O/16][K][16]"},
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::neon>,
+   "CPU unquantized, Arm NEON BFMMLA (ArmCPUUnquantizedExperts): 8-row groups of 4-element runs [O/8][K/4][8][4], bf16 only"},
+  {&make<CpuPrepackMoeWeightLayout, CpuMoeIsa::vsx>,
+   "CPU unquantized, POWER VSX (PowerCPUUnquantizedExperts): 16-row groups of element pairs [O/16][K/2][16][2]"},
   {&make<SwapW13ToW31Layout>, "FlashInfer CUTLASS unquantized gated w13: [w1; w3] rows -> [w3; w1]"},
   {&make<XpuTransposeLayout>, "XPU: each expert's 2-D weight (16-bit, FP8, MXFP8) or 3-D-stacked scale [N, K] stored transposed [K, N]"},
   {&make<XpuTransposeLayout, TransposeUse::wna16_triton_scales>, "Triton WNA16 scales (GPTQ / compressed-tensors): [G, N] stored transposed [N, G]"},
@@ -236,12 +242,40 @@ constexpr RowSpec kRows[] = {
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,
    "TRT-LLM-gen BF16 w2 and non-gated w13: 32-row shuffle, BlockMajorK [K/64, N, 64]"},
   {&make<Fp8AsGptqInt32Layout>, "FP8 Marlin weight input: [N, K] bytes as GPTQ-packed int32 [K/4, N] (pack_fp8_to_int32(size_k_first=False).T)"},
+  {&make<CpuPrepackMoeWeightInt8Layout>,
+   "CPU INT8 W8A8 on Arm (ArmCPUExpertsInt8): prepack_moe_weight_int8(neon), 8-row groups of 8-byte smmla runs [O/8][K/8][8][8]"},
   {&make<CpuSglVnni4Int8Layout>, "CPU INT8 W8A8 (CPUExpertsInt8): sgl convert_weight_packed VNNI-4 [K/4, 32, 4] per 32-row block, s8s8 sums after each block (written by the derivation)"},
   {&make<CpuSglWeightPackedFp8Layout>, "CPU FP8 W8A16 block (CPUExpertsFp8): sgl convert_weight_packed, VNNI-2 pairs in 32-row blocks [K/2, 32, 2]"},
+  // ---- CPU INT4 W4A16 (CPUExpertsInt4: sgl convert_weight_packed_scale_zp; cpu_sgl_int4.h) ----
+  // block_k = min(group size, 128); the compensation sums are written by lib/convert/cpu_int4.h.
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{16}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 16: U8 [N/32, K/16, 384]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{32}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 32: U8 [N/32, K/32, 640]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{64}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 64: U8 [N/32, K/64, 1152]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::gptq, uint64_t{128}>,
+   "CPU INT4 weights from GPTQ/compressed-tensors I32 [K/8, N], block_k 128: U8 [N/32, K/128, 2176]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{16}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 16: U8 [N/32, K/16, 384]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{32}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 32: U8 [N/32, K/32, 640]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{64}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 64: U8 [N/32, K/64, 1152]"},
+  {&make<CpuSglInt4WeightLayout, CpuInt4Source::awq, uint64_t{128}>,
+   "CPU INT4 weights from AWQ I32 [K, N/8] (interleaved), block_k 128: U8 [N/32, K/128, 2176]"},
+  {&make<CpuSglInt4GroupRowsLayout, CpuInt4GroupRows::scales_f32>, "CPU INT4 group scales [G, N] -> fp32 [N/32, G, 32]"},
+  {&make<CpuSglInt4GroupRowsLayout, CpuInt4GroupRows::zero_points_i8>,
+   "CPU INT4 unpacked zero points I8 [G, N] -> [N/32, G, 32] (values from lib/convert/cpu_int4.h)"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::swap_halves>,
    "TRT-LLM-gen DeepSeek FP8 block w13: [w3; w1] rows, 16-row shuffle, BlockMajorK [K/128, 2I, 128]"},
   {&make<FlashinferTrtllmFp8BlockLayout, RowOrder::identity>,
    "TRT-LLM-gen DeepSeek FP8 block w2 and non-gated w13: 16-row shuffle, BlockMajorK [K/128, N, 128]"},
+  // ---- CUTLASS W4A8 (int4 weights, FP8 activations, SM90; vLLM oracle/w4a8.py) ----
+  {&make<CutlassW4a8WeightLayout>,
+   "CUTLASS W4A8 int4 weights: uint4b8 -> unified signed int4 codes, reordered in 16x32 GMMA fragment tiles, I32 [N, K/8]"},
+  {&make<CutlassW4a8ScaleLayout>,
+   "CUTLASS W4A8 FP8 group scales: [N, G] -> [G, N], each an 8-byte e4m3 lookup table s*-8..s*-1 (pack_scale_fp8), 1-D"},
 };
 // clang-format on
 

@@ -11,6 +11,7 @@
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/derivations.h"
+#include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
@@ -175,7 +176,9 @@ float nvfp4_source_multiplier(const std::map<std::string, OwnedTensor>& t, const
 // One projection ("w13_" / "w2_") of a WNA16 expert as floats [n, k], from its loaded params
 // under either method's names: GPTQ / AWQ (qweight, scales, qzeros, g_idx) or compressed-tensors
 // (weight_packed, weight_scale, weight_zero_point, weight_g_idx). AWQ is told from GPTQ by the
-// packing the shape implies; GPTQ's qzeros are not read (vLLM runs GPTQ symmetric only).
+// packing the shape implies; GPTQ's qzeros are not read (vLLM runs GPTQ symmetric only), except
+// where the artifact holds the zero points unpacked (I8 [G, N], the CPU INT4 layout of
+// lib/convert/cpu_int4.h): those are what that kernel subtracts, whatever the method.
 std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, const std::string& where) {
   auto get = [&](std::initializer_list<const char*> names) -> const OwnedTensor* {
     for (const char* name : names)
@@ -189,9 +192,21 @@ std::vector<float> int_weight_values(const std::map<std::string, OwnedTensor>& t
   if (!w.codes || !w.scales) throw_bad_input(where, proj + "qweight", "integer experts need their codes and scales");
   const bool awq = gptq_like && gptq_like->shape.size() == 2 && gptq_like->shape[0] == k;
   w.packing = awq ? ex::IntPacking::awq : ex::IntPacking::k_packed;
-  w.zeros = awq ? get({"qzeros"}) : gptq_like ? nullptr : get({"weight_zero_point"});
+  const OwnedTensor* zeros = get({"qzeros", "weight_zero_point"});
+  if (zeros && zeros->dtype == DType::I8) w.zero_values = zeros;
+  else w.zeros = awq ? get({"qzeros"}) : gptq_like ? nullptr : get({"weight_zero_point"});
   w.g_idx = get({"g_idx", "weight_g_idx"});
   return ex::dequantize_int(w, n, k, where + " " + proj);
+}
+
+// One projection ("w13_" / "w2_") of a CUTLASS W4A8 expert as floats [n, k]: the uint4b8 codes
+// as loaded and, under weight_scale, the per-group value table (w4a8_fp8_value_table from the
+// artifact, the reference's value stage from the source).
+std::vector<float> w4a8_weight_values(const std::map<std::string, OwnedTensor>& t, const std::string& proj, uint64_t n, uint64_t k, const std::string& where) {
+  auto codes = t.find(proj + "weight_packed");
+  auto table = t.find(proj + "weight_scale");
+  if (codes == t.end() || table == t.end()) throw_bad_input(where, proj + "weight_packed", "W4A8 experts need their int4 codes and group scales");
+  return ex::dequantize_int4_table(codes->second, table->second, n, k, where + " " + proj);
 }
 
 // The block of a block-scaled FP8 layer from its weight key (vLLM's FP8 block keys are 128 x
@@ -260,6 +275,11 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   if (format == ex::WeightFormat::int_wna16) {
     m.w13 = int_weight_values(t, "w13_", n13, hidden, where);
     m.w2 = int_weight_values(t, "w2_", hidden, inter, where);
+    return m;
+  }
+  if (format == ex::WeightFormat::w4a8_fp8) {
+    m.w13 = w4a8_weight_values(t, "w13_", n13, hidden, where);
+    m.w2 = w4a8_weight_values(t, "w2_", hidden, inter, where);
     return m;
   }
   const OwnedTensor* w13 = get("w13_weight");
@@ -436,6 +456,16 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       std::map<std::string, OwnedTensor> canonical;
       for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert, where));
       if (format == ex::WeightFormat::int_wna16) restore_act_order(canonical, where);
+      // vLLM's CPU INT4 kernel never reads g_idx (_process_weights_cpu keeps it only as a
+      // parameter): its groups are always K / G consecutive inputs.
+      if (format == ex::WeightFormat::int_wna16 && L.backend == "CPU")
+        std::erase_if(canonical, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
+      if (format == ex::WeightFormat::w4a8_fp8)
+        for (const char* proj : {"w13_", "w2_"}) {
+          auto s8 = canonical.find(std::string(proj) + "weight_scale"), chan = canonical.find(std::string(proj) + "weight_chan_scale");
+          if (s8 == canonical.end() || chan == canonical.end()) throw_bad_input(where, std::string(proj) + "weight_chan_scale", "W4A8 experts need their FP8 group and channel scales");
+          s8->second = w4a8_fp8_value_table(s8->second, chan->second, where + " " + proj);
+        }
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
@@ -678,9 +708,11 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   }
   // WNA16: vLLM loads float scales into parameters of the model dtype, and ignores g_idx
   // without act-order; the reference reads the source the same way (one rank, nothing padded).
-  // FP8: scales in fp32 parameters.
+  // FP8: scales in fp32 parameters. W4A8: the value stage turns the group scales into the
+  // kernel's per-group values.
   std::optional<RankGeometry> loaded_as_vllm;
-  if (*format == ex::WeightFormat::int_wna16 || *format == ex::WeightFormat::fp8_e4m3 || *format == ex::WeightFormat::int8) {
+  if (*format == ex::WeightFormat::int_wna16 || *format == ex::WeightFormat::fp8_e4m3 || *format == ex::WeightFormat::int8 ||
+      *format == ex::WeightFormat::w4a8_fp8) {
     RankGeometry g;
     g.hidden = g.padded_hidden = H;
     g.intermediate = g.padded_intermediate = I;

@@ -1,8 +1,10 @@
 #include "lib/convert/derivations.h"
 
+#include "lib/convert/cpu_int4.h"
 #include "lib/convert/cpu_int8.h"
 #include "lib/convert/fp8_deepgemm.h"
 #include "lib/convert/fp8_marlin.h"
+#include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
@@ -13,17 +15,22 @@ std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
   if (auto fp8 = make_fp8_marlin_scales(role, layout_id)) return fp8;
   if (auto int8 = make_cpu_int8_packed(role, layout_id)) return int8;
+  if (auto int4 = make_cpu_int4_derivation(role, layout_id, available, layer)) return int4;
   if (auto dg = make_deepgemm_sm100_scales(role, layout_id)) return dg;
+  if (auto w4a8 = make_w4a8_cutlass_derivation(role, layout_id)) return w4a8;
   return make_wna16_derivation(role, layout_id, available, layer);
 }
 
 DerivedLayout derived_layout(const std::string& layout_id) {
   // Derivations that end in a registered packer: the runtime unpacks through that packer.
-  for (const char* prefix : {"vllm.fp8_marlin_scales(", "cpu.sgl_s8s8_compensation(", "deep_gemm.fp8_block_scales("})
+  for (const char* prefix : {"vllm.fp8_marlin_scales(", "cpu.sgl_s8s8_compensation(", "deep_gemm.fp8_block_scales(", "vllm.w4a8_fp8_group_scales(",
+                             "vllm.w4a8_fp8_channel_scales("})
     if (layout_id.rfind(prefix, 0) == 0) {
       const size_t sep = layout_id.find(packers::kPipelineSeparator);
       if (sep != std::string::npos) return {DerivedKind::through_inner, layout_id.substr(sep + packers::kPipelineSeparator.size())};
     }
+  if (is_cpu_int4_derivation(layout_id))
+    return {DerivedKind::through_inner, layout_id.substr(layout_id.find(packers::kPipelineSeparator) + packers::kPipelineSeparator.size())};
   return wna16_derived_layout(layout_id);
 }
 
@@ -58,6 +65,7 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
   const std::vector<uint64_t> slab = derivation->slab_shape(probes, g);
   t.shape = slab;
   t.shape.insert(t.shape.begin(), local_experts);
+  if (auto whole = derivation->parameter_shape(local_experts, probes, g)) t.shape = *whole;
   t.layout = derivation->name();
   t.num_experts = local_experts;
   t.slab_bytes = byte_size(t.dtype, slab);
@@ -67,7 +75,7 @@ PackedTensorPlan derived_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::
     t.canonical_dtype = u->dtype;
     t.canonical_shape = u->shape;
   }
-  t.value_stage = derivation->reference_stage();
+  t.value_stage = derivation->reference_stage(g);
   const ckpt::Checkpoint* ck = &checkpoint;
   const ckpt::MoeLayer* lay = &layer;
   t.produce = [ck, lay, derivation, g, first_expert](uint64_t e, std::span<uint8_t> out) {

@@ -1,9 +1,10 @@
 // Per-expert outputs that are not an index map of one param: computed from several of an
 // expert's loaded params (WNA16 act-order rows and sorted g_idx, FP8 Marlin scales, DeepGEMM
-// SM100 scales, CPU INT8 compensation sums), usually ending in a registered packer. The planner
-// schedules them like packed tensors, the integrity check recomputes them, and the runtime reads
-// them back through their last packer (derived_layout). The families' derivations live in
-// wna16_marlin, fp8_marlin, fp8_deepgemm and cpu_int8; this is their common interface.
+// SM100 scales, CPU INT8 compensation sums, CPU INT4 zero points and compensation sums),
+// usually ending in a registered packer. The planner schedules them like packed tensors, the
+// integrity check recomputes them, and the runtime reads them back through their last packer
+// (derived_layout). The families' derivations live in wna16_marlin, fp8_marlin, fp8_deepgemm,
+// cpu_int8 and cpu_int4; this is their common interface.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,13 @@ class ExpertDerivation {
     std::vector<uint64_t> shape;
   };
   virtual std::optional<Unpacked> unpacked(std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
+  // The whole [E, ...] parameter's storage shape when it is not [E, slab...] (vLLM's 1-D packed
+  // W4A8 scales); the bytes are still the slabs in expert order.
+  virtual std::optional<std::vector<uint64_t>> parameter_shape(uint64_t, std::span<const OwnedTensor>, const RankGeometry&) const { return std::nullopt; }
   // A value stage the reference applies to the source param before computing (the manifest's
-  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none.
-  virtual std::string reference_stage() const { return ""; }
+  // `canonical.value_stage`), when the derivation rounds values as vLLM does; "" for none. `g`
+  // is the rank's geometry (a stage may depend on how tensor parallelism slices the param).
+  virtual std::string reference_stage(const RankGeometry&) const { return ""; }
 };
 
 // nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.

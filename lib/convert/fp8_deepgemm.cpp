@@ -161,7 +161,7 @@ class DeepGemmSm100Scales final : public ExpertDerivation {
   DType dtype() const override { return DType::I32; }
   std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return inner_->packed_shape(grid(in)); }
   std::optional<Unpacked> unpacked(std::span<const OwnedTensor> in, const RankGeometry&) const override { return Unpacked{DType::U8, grid(in)}; }
-  std::string reference_stage() const override { return "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)"; }
+  std::string reference_stage(const RankGeometry&) const override { return "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)"; }
   void produce(std::span<const OwnedTensor> in, const RankGeometry&, std::span<uint8_t> out, const std::string& what) const override {
     const Ue8m0Requant r = requant_ue8m0(in[1], in[0], what + " " + weight_, what + " " + scale_);
     const std::vector<uint64_t> shape = grid(in);

@@ -39,7 +39,7 @@ class Fp8MarlinScales final : public ExpertDerivation {
     return inner_->packed_shape(grid(in, g));
   }
   std::optional<Unpacked> unpacked(std::span<const OwnedTensor> in, const RankGeometry& g) const override { return Unpacked{dtype_, grid(in, g)}; }
-  std::string reference_stage() const override {
+  std::string reference_stage(const RankGeometry&) const override {
     return "vllm.fp8_marlin_scale_dtype(params_dtype=" + std::string(dtype_name(dtype_)) + ",e9d1398d9)";
   }
 

@@ -58,7 +58,7 @@ void reject_unknown_keys(const json& layer, const std::string& file) {
   static const std::vector<std::string> kKnown = {
       "prefix", "family", "quant_method", "method_class", "weight_key", "activation_key", "weight_bits", "group_size",
       "symmetric", "has_zero_points", "desc_act", "actorder", "may_have_zp", "may_have_bias", "allow_tile_padding",
-      "quark_scheme", "static_input_scales", "allow_vllm_cutlass", "model_type", "hidden_size", "intermediate_size",
+      "quark_scheme", "static_input_scales", "allow_vllm_cutlass", "model_type", "architecture", "hidden_size", "intermediate_size",
       "moe_intermediate_size", "num_experts", "top_k", "activation", "routing", "scoring_func", "renormalize",
       "num_expert_group", "has_e_score_bias", "routed_scaling_factor", "router_logits_dtype", "has_bias",
       "swiglu_limit", "swiglu_alpha", "swiglu_beta", "situ_beta", "situ_linear_beta"};
@@ -95,6 +95,7 @@ void read_scheme(const LayerFields& f, const std::string& file, orc::MoeLayerQue
 // The model: sizes, activation and its parameters, router dtype.
 void read_model(const LayerFields& f, const std::string& file, orc::MoeLayerQuery& q) {
   f.text("model_type", q.model_type);
+  f.text("architecture", q.architecture);
   f.integer("hidden_size", q.hidden_size);
   f.integer("intermediate_size", q.moe_intermediate_size);
   f.integer("moe_intermediate_size", q.moe_intermediate_size);

@@ -8,8 +8,10 @@
 #include <mutex>
 #include <set>
 
-#include "lib/convert/param_loader.h"
+#include "lib/convert/cpu_int4.h"
 #include "lib/convert/derivations.h"
+#include "lib/convert/param_loader.h"
+#include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
@@ -58,6 +60,7 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   }
   const ckpt::ModelFacts& facts = c.facts;
   q.model_type = facts.model_type;
+  q.architecture = facts.architecture;
   q.hidden_size = static_cast<int>(layer.hidden_size);
   q.moe_intermediate_size = static_cast<int>(layer.intermediate_size);
   q.num_experts = static_cast<int>(layer.num_experts);
@@ -100,12 +103,6 @@ orc::Decision reported_decision(const LayerDecision& layer) {
 }
 
 namespace {
-
-// The families whose packers this build has, and so can convert byte-exactly.
-bool family_convertible(orc::Family f) {
-  return f == orc::Family::mxfp4 || f == orc::Family::nvfp4 || f == orc::Family::unquantized || f == orc::Family::wna16 ||
-         f == orc::Family::fp8 || f == orc::Family::int8 || f == orc::Family::mxfp8;
-}
 
 [[noreturn]] void refuse(const std::string& prefix, const std::string& why) {
   throw Error(ErrorKind::refused, "layer " + prefix + ": " + why);
@@ -308,9 +305,8 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
   if (d.method_class.ends_with("OnlineMoEMethod"))
     refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
                          "that are already quantized and does not quantize (drop --quantization to prepack the 16-bit experts)");
-  if (!family_convertible(d.family))
-    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " (" + orc::family_name(d.family) +
-                             "): moepack cannot produce this family's layouts yet, and writes no approximation");
+  // vLLM fails in create_weights, before any weight is loaded.
+  if (auto assertion = w4a8_cutlass_create_weights_refusal(d)) refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": " + *assertion);
   // The oracle's NONE (no kernel on this platform, left to out-of-tree plugins): vLLM's own
   // conversion raises on it (convert_to_fp8_moe_kernel_format: "Unsupported FP8 MoE backend: NONE").
   if (!d.backend || !d.experts_class) {
@@ -319,6 +315,15 @@ void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery&
     refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": no experts class runs this layer on the target (vLLM raises ValueError: Unsupported " +
                              family + " MoE backend: " + d.backend.value_or("NONE") + ")");
   }
+  // vLLM's CPU experts (experts/cpu_moe.py, cpu_int4_moe.py @ e9d1398d9) are monolithic and
+  // ignore the expert_map they are handed (supports_expert_map() is False or absent, and nothing
+  // calls it): under expert parallelism each rank would index its local experts with global ids.
+  if (d.ep_size > 1 && d.experts_class && d.experts_class->find("CPU") != std::string::npos)
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + *d.experts_class + " with expert parallelism (" + std::to_string(d.ep_size) +
+                             " ranks): vLLM's CPU experts ignore expert_map and would index each rank's " + std::to_string(d.num_local_experts) +
+                             " experts with global expert ids; refusing rather than writing artifacts vLLM runs wrongly");
+  if (d.family == orc::Family::wna16 && d.backend == "CPU")
+    if (auto why = cpu_int4_refusal(layer, d)) refuse(layer.prefix, "backend CPU / " + d.experts_class.value_or("?") + ": " + *why);
   if (d.family == orc::Family::nvfp4 && d.backend == "FLASHINFER_TRTLLM") {
     // align_fp4_moe_weights_for_fi pads w13 = [w3; w1] at the end of all its rows, then the
     // gated-activation interleave splits the padded rows in two equal halves: rows of w3 and
@@ -555,6 +560,7 @@ void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std
   g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
+  if (family == "w4a8") g.params_dtype = params_dtype;  // bf16 group-scale parameters (w4a8_cutlass.h)
   if (family == "fp8") {
     g.fp8_scales = true;
     if (layer.quant.weight_block_size.size() == 2) {

@@ -8,6 +8,7 @@
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/fp8_prepare.h"
 #include "lib/convert/nvfp4_prepare.h"
+#include "lib/convert/w4a8_cutlass.h"
 #include "lib/core/error.h"
 
 namespace moepack::convert {
@@ -85,6 +86,7 @@ const LayerReduction* find_reduction(std::string_view layout_id) {
 const ValueStage* find_value_stage(std::string_view id) {
   if (const ValueStage* s = find_fp8_value_stage(id)) return s;
   if (const ValueStage* s = find_fp8_marlin_value_stage(id)) return s;
+  if (const ValueStage* s = find_w4a8_value_stage(id)) return s;
   return find_nvfp4_value_stage(id);
 }
 

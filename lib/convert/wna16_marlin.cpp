@@ -87,7 +87,8 @@ OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& in, con
   OwnedTensor loaded = load_wna16_uncast(role, in, g);
   if (!is_float_scale(role, loaded)) return loaded;
   if (g.params_dtype != DType::BF16 && g.params_dtype != DType::F16)
-    throw Error(ErrorKind::refused, "WNA16 scales in " + std::string(dtype_name(g.params_dtype)) + " parameters: Marlin takes bf16 or fp16 models only");
+    throw Error(ErrorKind::refused, "WNA16 scales in " + std::string(dtype_name(g.params_dtype)) +
+                                        " parameters: Marlin and the CPU INT4 kernel (fused_experts_cpu) take bf16 or fp16 models only");
   return cast_float_tensor(loaded, g.params_dtype);  // param.copy_(loaded) into the model dtype
 }
 

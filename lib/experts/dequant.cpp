@@ -18,6 +18,7 @@ constexpr FormatInfo kFormats[] = {
     {WeightFormat::int_wna16, "int", 0, 0, 0},       // several tensors per weight: int_dequant.h
     {WeightFormat::fp8_e4m3, "fp8", 1, 1, 0},        // float scales over blocks: fp8_dequant.h
     {WeightFormat::int8, "int8", 1, 1, 0},           // float scales per channel: fp8_dequant.h
+    {WeightFormat::w4a8_fp8, "w4a8_fp8", 0, 0, 0},   // a value table per group: int_dequant.h
 };
 
 // The element code at logical column `c` of a row that starts at `row`.
@@ -39,7 +40,8 @@ uint8_t element_code(WeightFormat f, const uint8_t* row, uint64_t c) {
     case WeightFormat::float16or32:
     case WeightFormat::int_wna16:
     case WeightFormat::fp8_e4m3:
-    case WeightFormat::int8: break;
+    case WeightFormat::int8:
+    case WeightFormat::w4a8_fp8: break;
   }
   throw_internal("element_code: not a coded format");
 }
@@ -54,7 +56,8 @@ float element_value(WeightFormat f, uint8_t code) {
     case WeightFormat::float16or32:
     case WeightFormat::int_wna16:
     case WeightFormat::fp8_e4m3:
-    case WeightFormat::int8: break;
+    case WeightFormat::int8:
+    case WeightFormat::w4a8_fp8: break;
   }
   throw_internal("element_value: not a coded format");
 }
@@ -80,6 +83,7 @@ std::optional<WeightFormat> weight_format_of(std::string_view family, std::strin
   if (family == "wna16") return WeightFormat::int_wna16;
   if (family == "fp8") return WeightFormat::fp8_e4m3;
   if (family == "int8") return WeightFormat::int8;
+  if (family == "w4a8" && weight_key == "kInt4Static") return WeightFormat::w4a8_fp8;
   if (weight_key == "kMxfp4Static") return WeightFormat::mxfp4;
   if (weight_key == "kMxfp6E3M2Static") return WeightFormat::mxfp6_e3m2;
   if (weight_key == "kMxfp6E2M3Static") return WeightFormat::mxfp6_e2m3;
@@ -118,7 +122,8 @@ std::vector<float> dequantize(WeightFormat format, const OwnedTensor& weight, co
       for (auto& x : v) x *= global_multiplier;
     return v;
   }
-  if (format == WeightFormat::int_wna16) throw_internal("dequantize: integer weights take dequantize_int (int_dequant.h)");
+  if (format == WeightFormat::int_wna16 || format == WeightFormat::w4a8_fp8)
+    throw_internal("dequantize: integer weights take dequantize_int / dequantize_int4_table (int_dequant.h)");
   if (format == WeightFormat::fp8_e4m3 || format == WeightFormat::int8) throw_internal("dequantize: 8-bit scaled weights take dequantize_fp8 (fp8_dequant.h)");
   const FormatInfo& info = format_info(format);
   if (cols % info.elements_per_group || cols % info.block)

@@ -13,6 +13,8 @@
 //   int_wna16     GPTQ / AWQ / compressed-tensors integer codes: lib/experts/int_dequant.h
 //   fp8_e4m3      F8_E4M3 with fp32 scales per tensor, shard, channel or block: fp8_dequant.h
 //   int8          I8 with fp32 per-channel scales (W8A8): fp8_dequant.h as well
+//   w4a8_fp8      I32 [N, K/8] uint4b8 codes (N first, code k%8   a 16-value table per       table[code]
+//                 of word (n, k/8)), CUTLASS W4A8              group: int_dequant.h
 // (OCP MX v1.0 for the MX formats; NVFP4 as ModelOpt and compressed-tensors define it, with the
 // global factor as a multiplier: compressed-tensors' weight_global_scale is its reciprocal.)
 #pragma once
@@ -27,7 +29,7 @@
 
 namespace moepack::experts {
 
-enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32, int_wna16, fp8_e4m3, int8 };
+enum class WeightFormat { mxfp4, mxfp6_e3m2, mxfp6_e2m3, mxfp8, nvfp4, float16or32, int_wna16, fp8_e4m3, int8, w4a8_fp8 };
 
 struct FormatInfo {
   WeightFormat format;

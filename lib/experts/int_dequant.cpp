@@ -50,7 +50,10 @@ std::vector<float> dequantize_int(const IntWeight& w, uint64_t n, uint64_t k, co
     throw Error(ErrorKind::bad_input, where + ": integer weight scales must be [groups, " + std::to_string(n) + "]");
   const uint64_t groups = w.scales->shape[0];
   const std::vector<float> scale = float_values(*w.scales);
-  if (w.zeros) {
+  if (w.zero_values) {
+    if (w.zero_values->dtype != DType::I8) throw Error(ErrorKind::bad_input, where + ": unpacked zero points must be I8");
+    expect_shape(*w.zero_values, {groups, n}, "the unpacked zero points", where);
+  } else if (w.zeros) {
     if (w.zeros->dtype != DType::I32) throw Error(ErrorKind::bad_input, where + ": zero points must be I32");
     expect_shape(*w.zeros, {groups, n / pf}, "the zero points", where);
   }
@@ -77,14 +80,36 @@ std::vector<float> dequantize_int(const IntWeight& w, uint64_t n, uint64_t k, co
     for (uint64_t nn = 0; nn < n; ++nn) {
       const uint32_t code = w.packing == IntPacking::k_packed ? field(word_at(*w.codes, (kk / pf) * n + nn), static_cast<unsigned>(kk % pf), bits)
                                                               : field(word_at(*w.codes, kk * (n / pf) + nn / pf), awq_field(bits, nn), bits);
-      uint32_t zero = symmetric_zero;
-      if (w.zeros) {
+      int32_t zero = static_cast<int32_t>(symmetric_zero);
+      if (w.zero_values) {
+        zero = static_cast<int8_t>(w.zero_values->bytes[g * n + nn]);
+      } else if (w.zeros) {
         const uint32_t word = word_at(*w.zeros, g * (n / pf) + nn / pf);
-        zero = w.packing == IntPacking::k_packed ? field(word, static_cast<unsigned>(nn % pf), bits) : field(word, awq_field(bits, nn), bits);
+        zero = static_cast<int32_t>(w.packing == IntPacking::k_packed ? field(word, static_cast<unsigned>(nn % pf), bits)
+                                                                      : field(word, awq_field(bits, nn), bits));
       }
       out[nn * k + kk] = (static_cast<float>(code) - static_cast<float>(zero)) * scale[g * n + nn];
     }
   }
+  return out;
+}
+
+std::vector<float> dequantize_int4_table(const OwnedTensor& codes, const OwnedTensor& table, uint64_t n, uint64_t k, const std::string& where) {
+  if (codes.dtype != DType::I32 || k % 8) throw Error(ErrorKind::bad_input, where + ": W4A8 int4 codes must be I32 [N, K/8]");
+  expect_shape(codes, {n, k / 8}, "the int4 codes", where);
+  if (table.dtype != DType::F32 || table.shape.size() != 2 || table.shape[0] != n || table.shape[1] == 0 || table.shape[1] % 16)
+    throw Error(ErrorKind::bad_input, where + ": the W4A8 value table must be F32 [" + std::to_string(n) + ", 16 x groups], got " + shape_string(table.shape));
+  const uint64_t groups = table.shape[1] / 16;
+  if (k % groups) throw Error(ErrorKind::bad_input, where + ": " + std::to_string(groups) + " groups do not divide " + std::to_string(k) + " inputs");
+  const uint64_t group_size = k / groups;
+  std::vector<float> values(static_cast<size_t>(n * 16 * groups));
+  std::memcpy(values.data(), table.bytes.data(), values.size() * 4);
+  std::vector<float> out(static_cast<size_t>(n * k));
+  for (uint64_t r = 0; r < n; ++r)
+    for (uint64_t c = 0; c < k; ++c) {
+      const uint32_t code = field(word_at(codes, r * (k / 8) + c / 8), static_cast<unsigned>(c % 8), 4);
+      out[r * k + c] = values[(r * groups + c / group_size) * 16 + code];
+    }
   return out;
 }
 

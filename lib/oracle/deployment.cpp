@@ -157,4 +157,21 @@ Deployment default_deployment(const Device& device) {
   return d;
 }
 
+bool compilation_mode_none(const Deployment& deployment, const std::string& architecture) {
+  if (deployment.env.get("TORCH_COMPILE_DISABLE") == "1") return true;
+  if (auto breakable = deployment.env.get("VLLM_USE_BREAKABLE_CUDAGRAPH")) return *breakable == "1";
+  // DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES (vllm/config/vllm.py @ e9d1398d9): vLLM exports
+  // VLLM_USE_BREAKABLE_CUDAGRAPH=1 for these when the variable is unset.
+  static const char* const kBreakableByDefault[] = {
+      "DeepseekV32MTPModel",           "DeepseekV32ForCausalLM",         "DeepseekV4ForCausalLM",
+      "DeepSeekV4MTPModel",            "GlmMoeDsaForCausalLM",           "InklingForCausalLM",
+      "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration", "KimiK3MTPModel",
+      "KimiLinearForCausalLM",         "MiniMaxM3SparseForCausalLM",     "MiniMaxM3SparseForConditionalGeneration",
+  };
+  const bool rocm = deployment.device.is_rocm();
+  for (const char* a : kBreakableByDefault)
+    if (architecture == a) return !(rocm && (architecture == "DeepseekV32ForCausalLM" || architecture == "DeepseekV32MTPModel"));
+  return false;
+}
+
 }  // namespace moepack::oracle

@@ -118,4 +118,14 @@ struct Deployment {
 // A deployment on `device` with the reference defaults (packages of its platform, nothing else).
 Deployment default_deployment(const Device& device);
 
+// Whether vLLM runs the model without torch.compile (CompilationConfig.mode NONE), as
+// VllmConfig.__post_init__ decides it (vllm/config/vllm.py @ e9d1398d9) from what a deployment
+// here can say: TORCH_COMPILE_DISABLE=1, VLLM_USE_BREAKABLE_CUDAGRAPH=1, or that variable unset
+// for an architecture in DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES (`architecture` is
+// config.json's architectures[0]; the CUDA list, ROCm drops the DeepSeek-V3.2 entries).
+// --enforce-eager and -O0 do the same and are not modelled. With mode NONE the custom ops
+// default to "all", so CustomOps such as QuantFP8 run their CUDA kernels (forward_cuda);
+// otherwise Inductor compiles their forward_native.
+bool compilation_mode_none(const Deployment& deployment, const std::string& architecture);
+
 }  // namespace moepack::oracle

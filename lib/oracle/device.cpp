@@ -168,6 +168,9 @@ Device detect_host_cpu() {
 #else
   Device d = cpu("host", CpuArch::other, false);
 #endif
+#if defined(__APPLE__)
+  d.darwin = true;
+#endif
   d.target_name = "host (" + d.target_name + ")";
   return d;
 }

@@ -29,6 +29,7 @@ struct Device {
   std::string gfx_arch;          // ROCm only, e.g. "gfx950"
   CpuArch cpu_arch = CpuArch::x86;  // CPU only
   bool amx_tiles = false;           // CPU only: x86 AMX tile support (torch.cpu._is_amx_tile_supported)
+  bool darwin = false;              // CPU only: macOS (sys.platform == "darwin"); only `host` on a Mac sets it
 
   bool is_cuda() const { return platform == Platform::cuda; }
   bool is_rocm() const { return platform == Platform::rocm; }

@@ -105,8 +105,9 @@ const ExpertsClass kCpuExperts[] = {
     {
         .name = "ArmCPUExpertsInt8",
         .monolithic = true,
-        // Arm builds register the cpu_fused_moe_int8 op.
-        .device = cpu_arm,
+        // Arm builds register the cpu_fused_moe_int8 op (csrc/cpu/torch_bindings.cpp: with
+        // ARM_I8MM_SUPPORT and ARM_BF16_SUPPORT, never on __APPLE__).
+        .device = [](const KernelEnv& e) { return cpu_arm(e) && !e.device.darwin; },
         .activation = acts({Act::SILU, Act::SWIGLUOAI, Act::GELU, Act::GELU_TANH}),
         .quant_scheme = schemes({{kInt8StaticChannelSym, kInt8DynamicTokenSym}}),
         .parallel = [](const MoeParallelConfig& p) { return !p.use_ep; },
@@ -137,7 +138,7 @@ const ExpertsClass kCpuExperts[] = {
     },
     // ---- Unquantized, by architecture (alignments: output, reduction) ----
     unquantized_row("X86CPUUnquantizedExperts", cpu_x86_amx, 32, 32, true),
-    unquantized_row("ArmCPUUnquantizedExperts", cpu_arm, 32, 4, true),
+    unquantized_row("ArmCPUUnquantizedExperts", [](const KernelEnv& e) { return cpu_arm(e) && !e.device.darwin; }, 32, 4, true),
     unquantized_row("PowerCPUUnquantizedExperts", [](const KernelEnv& e) { return e.device.is_cpu() && e.device.cpu_arch == CpuArch::powerpc; }, 16, 2,
                     true),
     unquantized_row("CPUUnquantizedExperts", [](const KernelEnv& e) { return e.device.is_cpu(); }, 32, 1, false),

@@ -54,18 +54,29 @@ Selection select_int8(SelectionContext& ctx) {
                          ctx.activation_format(), {}});
 }
 
+bool arm_int8(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUExpertsInt8"; }
+bool x86_int8(const SelectionContext&, const Selection& s) { return s.experts_class == "CPUExpertsInt8"; }
+
 // CPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
 // through sgl-kernel's convert_weight_packed (VNNI-4 plus s8s8 compensation sums, lib/convert/cpu_int8.h).
-std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection& s) {
-  if (s.experts_class != "CPUExpertsInt8") return {{"w13_weight", "vllm.ArmCPUExpertsInt8(Arm prepack,not_reproduced)"}};
+std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection&) {
   const std::string packed = "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)";
   return {{"w13_weight", packed}, {"w2_weight", packed}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}};
 }
 
+// ArmCPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
+// through vLLM's own cpu_prepack_moe_weight_int8(w, "neon") (packers/cpu_prepack_moe.h); the
+// per-channel fp32 scales stay as loaded, and CompressedTensorsW8A8Int8MoEMethod creates no biases.
 std::span<const LayoutRow> int8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CPU",
-       .condition_text = "x86 with AMX (CPUExpertsInt8); Arm's ArmCPUExpertsInt8 not reproduced",
+       .condition_text = "Arm (ArmCPUExpertsInt8)",
+       .condition = arm_int8,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"},
+                 {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},
+      {.backend = "CPU",
+       .condition_text = "x86 with AMX (CPUExpertsInt8)",
+       .condition = x86_int8,
        .roles = {{"w13_weight", "cpu.sgl_s8s8_compensation | cpu.sgl_convert_weight_packed(int8,vnni4)"}, {"w2_weight", "the same"},
                  {"w13_weight_scale", "vllm.unchanged (fp32)"}, {"w2_weight_scale", "vllm.unchanged (fp32)"}},
        .roles_of = int8_cpu_roles},
@@ -115,11 +126,47 @@ Selection select_w4a8(SelectionContext& ctx) {
 // checkpoint reaches the W4A8 int8 method.
 bool not_sm90(const MoeLayerQuery&, const Deployment& dep) { return !dep.device.is_device_capability(90); }
 
+// CompressedTensorsW4A8Fp8MoEMethod.process_weights_after_loading ->
+// convert_to_w4a8_moe_kernel_format (oracle/w4a8.py @ e9d1398d9): the int4 weights re-encoded and
+// reordered for CUTLASS (packers/cutlass_w4a8.h); the bf16 group scales quantized per row by
+// QuantFP8 (dynamic, per token), divided by 8 and re-cast to e4m3, then permuted and packed as
+// CUTLASS lookup tables; the row scales times 8 become the fp32 channel scales
+// (lib/convert/w4a8_cutlass.h); weight_shape stays. QuantFP8 is a CustomOp: without
+// torch.compile (compilation mode NONE) it runs the CUDA kernel dynamic_per_token_scaled_fp8_quant,
+// whose IEEE division moepack reproduces; under torch.compile Inductor compiles its
+// forward_native, whose `scale.reciprocal()` Triton lowers to PTX div.full.f32, an approximate
+// division (measured on an H100, torch 2.11 / Triton 3.6: 17569 of the 32639 scales a bf16 row
+// maximum gives get a reciprocal other than the correctly rounded one, and 4103 of 532,701,119
+// (maximum, value) pairs another FP8 code; tests/golden/check_w4a8_quant_fp8.py): those bytes
+// follow the GPU's approximation, not vLLM's code, and are refused.
+std::vector<std::pair<std::string, std::string>> w4a8_cutlass_roles(const SelectionContext& ctx, const Selection&) {
+  const std::string weight = "vllm.cutlass_encode_and_reorder_int4b_grouped(from=uint4b8,cutlass v4.4.2,e9d1398d9)";
+  std::vector<std::pair<std::string, std::string>> r = {{"w13_weight_packed", weight}, {"w2_weight_packed", weight}};
+  if (compilation_mode_none(ctx.deployment, ctx.query.architecture)) {
+    const std::string scales =
+        "vllm.w4a8_fp8_group_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.cutlass_pack_scale_fp8(permute=0,2,1,int4b_t,cutlass v4.4.2,e9d1398d9)";
+    const std::string channel = "vllm.w4a8_fp8_channel_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.unchanged";
+    r.insert(r.end(), {{"w13_weight_scale", scales}, {"w2_weight_scale", scales}, {"w13_weight_chan_scale", channel}, {"w2_weight_chan_scale", channel}});
+  } else {
+    const std::string compiled =
+        "vllm.w4a8_fp8_group_scales(QuantFP8 compiled by Inductor: its reciprocal is PTX div.full.f32 and not correctly rounded; "
+        "TORCH_COMPILE_DISABLE=1 runs the CUDA kernel,not_reproduced)";
+    r.insert(r.end(), {{"w13_weight_scale", compiled}, {"w2_weight_scale", compiled}});
+  }
+  r.insert(r.end(), {{"w13_weight_shape", "vllm.unchanged"}, {"w2_weight_shape", "vllm.unchanged"}});
+  return r;
+}
+
 std::span<const LayoutRow> w4a8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CUTLASS",
-       .roles = {{"w13_weight", "cutlass.encode_reorder_int4b"}, {"w2_weight", "cutlass.encode_reorder_int4b"},
-                 {"w13_weight_scale", "cutlass.pack_scale_fp8"}, {"w2_weight_scale", "cutlass.pack_scale_fp8"}}},
+       .condition_text = "scales reproduced when vLLM runs without torch.compile (TORCH_COMPILE_DISABLE=1, breakable CUDA graphs)",
+       .roles = {{"w13_weight_packed", "vllm.cutlass_encode_and_reorder_int4b_grouped"}, {"w2_weight_packed", "the same"},
+                 {"w13_weight_scale", "vllm.w4a8_fp8_group_scales | vllm.cutlass_pack_scale_fp8 (QuantFP8's CUDA kernel; compiled: not reproduced)"},
+                 {"w2_weight_scale", "the same"},
+                 {"w13_weight_chan_scale", "vllm.w4a8_fp8_channel_scales (fp32 row scales x 8)"}, {"w2_weight_chan_scale", "the same"},
+                 {"w13_weight_shape", "vllm.unchanged"}, {"w2_weight_shape", "vllm.unchanged"}},
+       .roles_of = w4a8_cutlass_roles},
   };
   return rows;
 }
@@ -161,9 +208,16 @@ Selection select_w4a8_int8(SelectionContext& ctx) {
   return select_backend(w4a8_int8_selector(), ctx, {w, std::nullopt, ctx.activation_format(), {}});
 }
 
+// CPUExpertsInt4 (oracle/w4a8_int8.py `convert_to_w4a8_int8_moe_format` @ e9d1398d9) packs each
+// expert with torch.ops.aten._dyn_quant_pack_4bit_weight: with KleidiAI that is KleidiAI's RHS
+// packing (qsi4c32p / qsi4cxp with the nr, kr, sr of PyTorch's chosen ukernel), defined in the
+// KleidiAI library rather than in vLLM's code, and a PyTorch built without KleidiAI packs another
+// format: not reproduced.
 std::span<const LayoutRow> w4a8_int8_layouts() {
   static const LayoutRow rows[] = {
-      {.backend = "CPU_INT4", .roles = {{"w13_weight", "torch.dyn_quant_pack_4bit"}, {"w2_weight", "torch.dyn_quant_pack_4bit"}}},
+      {.backend = "CPU_INT4",
+       .roles = {{"w13_weight", "torch.dyn_quant_pack_4bit_weight(KleidiAI RHS packing defined by the KleidiAI library,not_reproduced)"},
+                 {"w2_weight", "torch.dyn_quant_pack_4bit_weight(KleidiAI RHS packing defined by the KleidiAI library,not_reproduced)"}}},
   };
   return rows;
 }

@@ -121,9 +121,11 @@ bool gated(const SelectionContext& c, const Selection&) { return is_gated(c.moe.
 bool amx_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "X86CPUUnquantizedExperts"; }
 bool vec_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "CPUUnquantizedExperts"; }
 bool arm_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUUnquantizedExperts"; }
+bool power_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "PowerCPUUnquantizedExperts"; }
 
-// Layout ids are packers/registry.cpp rows; an id that is not registered (the Arm and Power CPU
-// packs) makes convert refuse the deployment by name. Biases are never
+// Layout ids are packers/registry.cpp rows; an id that is not registered makes convert refuse
+// the deployment by name. Every CPU class packs w13 and w2 with cpu_prepack_moe_weight and its
+// own isa (packers/cpu_prepack_moe.h). Biases are never
 // transformed by this family: every backend reads layer.w13_bias / w2_bias as loaded (the CPU
 // loader pads w13_bias like w13); FLASHINFER_TRTLLM lists none, so a biased layer there is refused.
 std::span<const LayoutRow> layouts() {
@@ -151,9 +153,11 @@ std::span<const LayoutRow> layouts() {
        .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"},
                  {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
       {.backend = "CPU", .condition_text = "ArmCPUUnquantizedExperts (neon)", .condition = arm_cpu,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(neon)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(neon)"}}},
-      {.backend = "CPU", .condition_text = "PowerCPUUnquantizedExperts (vsx)",
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vsx)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vsx)"}}},
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(neon,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(neon,e9d1398d9)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "CPU", .condition_text = "PowerCPUUnquantizedExperts (vsx)", .condition = power_cpu,
+       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vsx,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vsx,e9d1398d9)"},
+                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
       {.backend = "XPU",
        .roles = {{"w13_weight", "vllm.xpu_transpose(e9d1398d9)"}, {"w2_weight", "vllm.xpu_transpose(e9d1398d9)"},
                  {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},

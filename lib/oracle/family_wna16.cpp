@@ -130,8 +130,25 @@ OptKey method_weight_key(const MoeLayerQuery& q) {
   return q.weight_key_value ? q.weight_key_value : quant_key_by_name(q.weight_key);
 }
 
+// What the methods raise once a backend is chosen. CompressedTensorsWNA16MoEMethod.__init__
+// asserts, for every backend but Marlin's, a group strategy and no "group" act-order (both
+// asserts carry no message). On CPU, `_process_weights_cpu` (process_weights_after_loading)
+// raises NotImplementedError for GPTQ act-order and TypeError for MoeWNA16's config (it takes
+// AutoAWQ's, AutoGPTQ's and compressed-tensors' only).
+void method_raises_after_selection(const MoeLayerQuery& q, const Selection& s) {
+  const Layout layout = layout_of(q.quant_method);
+  const bool marlin = s.backend == "MARLIN" || s.backend == "BATCHED_MARLIN";
+  if (layout == Layout::compressed_tensors && !marlin && (q.group_size == -1 || q.actorder == "group")) throw OracleRaise("AssertionError", "");
+  if (layout == Layout::gptq && q.desc_act && s.backend == "CPU")
+    raise_not_implemented("CPU WNA16 MoE backend does not support GPTQ with desc_act=True. The fused MoE kernel has no g_idx reordering support.");
+  if (layout == Layout::moe_wna16 && s.backend == "CPU")
+    throw OracleRaise("TypeError", "CPU WNA16 MoE backend requires AutoAWQConfig, AutoGPTQConfig or QuantizationArgs, got MoeWNA16Config.");
+}
+
 Selection select_wna16(SelectionContext& ctx) {
-  return select_backend(wna16_selector(), ctx, {method_weight_key(ctx.query), std::nullopt, ctx.activation_format(), {}});
+  Selection s = select_backend(wna16_selector(), ctx, {method_weight_key(ctx.query), std::nullopt, ctx.activation_format(), {}});
+  method_raises_after_selection(ctx.query, s);
+  return s;
 }
 
 // CompressedTensorsW4A16FlydslMoEMethod (chosen by the method switch below, as vLLM's
@@ -314,6 +331,46 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
   return r;
 }
 
+// CPU (`_process_weights_cpu` -> prepare_int4_moe_layer_for_cpu -> sgl-kernel's
+// convert_weight_packed_scale_zp on w13 and on w2; packers/cpu_sgl_int4.h and the derivations of
+// lib/convert/cpu_int4.h). AutoAWQ unpacks with CPUQuantAlgo.AWQ, GPTQ and compressed-tensors with
+// CPUQuantAlgo.GPTQ (zero points + 1); without a zero-point param (compressed-tensors symmetric)
+// vLLM packs 0x77777777 and registers the result as w13_weight_zero_point all the same. g_idx
+// passes through unchanged (the sort indices become None), biases are widened to fp32. The
+// weight's block_k is min(K / G, 128) for each projection (get_4bit_block_k_size).
+Roles cpu_roles(const SelectionContext& c, const Selection&) {
+  const MoeLayerQuery& q = c.query;
+  const Layout layout = layout_of(q.quant_method);
+  const bool awq = layout == Layout::awq, ct = layout == Layout::compressed_tensors;
+  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
+                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const int hidden = c.moe.hidden_dim, inter = c.moe.intermediate_size_per_partition, gs = q.group_size;
+  auto block_k = [gs](int k) { return std::min(gs > 0 ? gs : k, 128); };
+  const std::string how = awq ? "awq_qzeros" : (ct && q.symmetric) ? "synthetic_0x77777777" : "qzeros_plus_1";
+  const std::string src = awq ? "awq" : "gptq";
+  auto weight_id = [&](int k) {
+    return "cpu.sgl_int4_compensation(zeros=" + how + ",e9d1398d9) | cpu.sgl_int4_weight_packed(" + src + ",block_k=" + std::to_string(block_k(k)) +
+           ",e9d1398d9)";
+  };
+  const std::string zero_id = "cpu.sgl_int4_zero_points(zeros=" + how + ",e9d1398d9) | cpu.sgl_int4_blocked_zero_points(i8,e9d1398d9)";
+  const std::string scale_id = "cpu.sgl_int4_blocked_scales(f32,e9d1398d9)";
+  Roles r = {{"w13_" + weight, weight_id(hidden)}, {"w2_" + weight, weight_id(inter)}, {"w13_" + scale, scale_id},
+             {"w2_" + scale, scale_id},            {"w13_" + zeros, zero_id},          {"w2_" + zeros, zero_id}};
+  if (!awq) {
+    r.push_back({"w13_" + g_idx, "vllm.unchanged"});
+    r.push_back({"w2_" + g_idx, "vllm.unchanged"});
+  }
+  if (ct) {
+    r.push_back({"w13_weight_shape", "vllm.unchanged"});
+    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+  }
+  if (q.has_bias) {
+    r.push_back({"w13_bias", "vllm.bias_f32"});
+    r.push_back({"w2_bias", "vllm.bias_f32"});
+  }
+  return r;
+}
+
 // XPU (int_wna16.py `_process_weights_xpu` and the methods' replacements @ e9d1398d9): int4 weights
 // transposed and viewed as bytes (the Triton bytes, packers/triton_wna16.h), group scales
 // transposed. GPTQ's g_idx and sort indices become empty [0] tensors and its qzeros stay as
@@ -368,8 +425,14 @@ std::span<const LayoutRow> layouts() {
                  {"w13_qzeros | w13_weight_zero_point", "vllm.wna16_triton_zero_points"}, {"w13_g_idx, sort indices", "dropped (None)"}},
        .roles_of = triton_roles},
       {.backend = "CPU",
-       .roles = {{"w13_weight", "cpu.int4_packed_scale_zp"}, {"w2_weight", "cpu.int4_packed_scale_zp"}, {"w13_weight_scale", "cpu.int4_packed_scale_zp"}, {"w2_weight_scale", "cpu.int4_packed_scale_zp"},
-                 {"w13_bias", "f32"}, {"w2_bias", "f32"}}},
+       .condition_text = "x86 with AMX (CPUExpertsInt4): sgl convert_weight_packed_scale_zp, AutoAWQ or GPTQ unpacking",
+       .roles = {{"w13_qweight | w13_weight_packed", "cpu.sgl_int4_compensation | cpu.sgl_int4_weight_packed (block_k = min(group size, 128))"},
+                 {"w13_scales | w13_weight_scale", "cpu.sgl_int4_blocked_scales(f32)"},
+                 {"w13_qzeros | w13_weight_zero_point",
+                  "cpu.sgl_int4_zero_points | cpu.sgl_int4_blocked_zero_points (compressed-tensors symmetric: 0x77777777)"},
+                 {"w13_g_idx | w13_weight_g_idx", "vllm.unchanged"},
+                 {"w13_bias", "vllm.bias_f32"}},
+       .roles_of = cpu_roles},
       {.backend = "XPU",
        .condition_text = "GPTQ / compressed-tensors int4 without act-order",
        .roles = {{"w13_qweight | w13_weight_packed", "vllm.xpu_wna16_weight (N-first bytes, as Triton's)"}, {"w13_scales | w13_weight_scale", "vllm.xpu_transpose"},

@@ -88,6 +88,7 @@ struct MoeLayerQuery {
 
   // ---- Model ----
   std::string model_type;         // config.json model_type ("gpt_oss", "deepseek_v4", ...)
+  std::string architecture;       // config.json architectures[0] (vLLM defaults some to eager CustomOps)
   int hidden_size = 0;            // model hidden size
   int moe_intermediate_size = 0;  // per-expert intermediate size, full (before tensor parallelism)
   int num_experts = 0;            // global experts (including redundant ones)

@@ -117,6 +117,9 @@ SampleDims small_defaults(const FamilyDef& f) {
   SampleDims d;
   d.arch = f.info.arch;
   d.hidden = d.arch == "gpt_oss" ? 192 : 128;
+  // vLLM's CUTLASS W4A8 method (the FP8-activation path on SM90) asserts hidden and intermediate
+  // sizes divisible by 256 in create_weights.
+  if (f.scheme == Scheme::ct_w4a8_fp8) d.hidden = 256;
   d.intermediate = d.hidden;
   d.dense_intermediate = 128;
   d.experts = 4;

@@ -25,6 +25,7 @@ struct Case {
   std::string target;
   std::vector<std::string> flags;  // extra deployment flags as NAME=VALUE pairs for the options struct
   std::string expected_backend;    // "" = refused (exit 3)
+  std::string expected_class = "";  // checked when given
 };
 
 oracle::Deployment deployment_for(const Case& c) {
@@ -42,6 +43,9 @@ oracle::Deployment deployment_for(const Case& c) {
     else if (k == "dp") d.parallel.dp = std::stoi(v);
     else if (k == "all2all") d.parallel.all2all_backend = v;
     else if (k == "model-activation") continue;  // applied to the checkpoint's facts (convert_and_check)
+    // No --target names these: `host` on a POWER machine, `host` on a Mac.
+    else if (k == "cpu-arch" && v == "powerpc") d.device.cpu_arch = oracle::CpuArch::powerpc;
+    else if (k == "darwin") d.device.darwin = v == "1";
     else throw std::runtime_error("unknown test flag " + k);
   }
   return d;
@@ -71,6 +75,9 @@ void convert_and_check(const Case& c) {
     return;
   }
   EXPECT_EQ(decisions[0].decision.backend.value_or("(refused)"), c.expected_backend);
+  if (!c.expected_class.empty()) {
+    EXPECT_EQ(decisions[0].decision.experts_class.value_or("(none)"), c.expected_class);
+  }
   ConversionPlan plan = build_conversion_plan(ck, decisions, req);
   test::TempDir out;
   artifact::Manifest m = execute_plan(plan, out.path(), ExecutorOptions{});
@@ -214,11 +221,26 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mixtral-bf16", "sm100", {"tp=4"}, ""},         // I = 32 per rank: I % 64 != 0, vLLM fails at load
         Case{"mixtral-bf16", "sm100", {"dtype=fp16"}, ""},   // vLLM would cast the BF16 experts
         Case{"qwen3-moe-bf16", "cpu-amx", {"tp=4"}, "CPU"},
+        Case{"qwen3-moe-bf16", "cpu-amx", {"tp=2", "ep=1"}, ""},  // vLLM's CPU experts ignore expert_map
         Case{"qwen3-moe-bf16", "cpu-avx512", {"tp=8"}, "CPU"},  // I = 16 per rank, zero-padded to 32 per w13 half
         Case{"qwen3-moe-bf16", "sm120", {"tp=2"}, "FLASHINFER_CUTLASS"},
         Case{"qwen3-moe-bf16", "sm100", {"moe-backend=triton"}, "TRITON"},
         Case{"qwen3-moe-bf16", "xpu", {"tp=2"}, "XPU"},
-        Case{"qwen3-moe-bf16", "cpu-arm", {}, ""},           // ArmCPUUnquantizedExperts (neon pack) not implemented
+        // Arm (ArmCPUUnquantizedExperts): cpu_prepack_moe_weight(neon), intermediate padded to 32
+        Case{"qwen3-moe-bf16", "cpu-arm", {}, "CPU", "ArmCPUUnquantizedExperts"},
+        Case{"qwen3-moe-bf16", "cpu-arm", {"tp=2"}, "CPU", "ArmCPUUnquantizedExperts"},
+        Case{"qwen3-moe-bf16", "cpu-arm", {"tp=8"}, "CPU", "ArmCPUUnquantizedExperts"},  // I = 16 per rank, padded to 32 per w13 half
+        Case{"mixtral-bf16", "cpu-arm", {}, "CPU", "ArmCPUUnquantizedExperts"},
+        Case{"mixtral-bf16", "cpu-arm", {"tp=2"}, "CPU", "ArmCPUUnquantizedExperts"},
+        Case{"gpt-oss-bf16", "cpu-arm", {}, "CPU", "ArmCPUUnquantizedExperts"},        // biases, SWIGLUOAI (no padding)
+        Case{"gpt-oss-bf16", "cpu-arm", {"tp=2"}, "CPU", "ArmCPUUnquantizedExperts"},
+        Case{"qwen3-moe-bf16", "cpu-arm", {"tp=2", "ep=1"}, ""},  // vLLM's CPU experts ignore expert_map
+        Case{"qwen3-moe-bf16", "cpu-arm", {"darwin=1"}, "CPU", "CPUUnquantizedExperts"},  // a Mac: vec
+        // POWER (PowerCPUUnquantizedExperts, `host` there): cpu_prepack_moe_weight(vsx), padded to 16
+        Case{"qwen3-moe-bf16", "cpu-avx512", {"cpu-arch=powerpc"}, "CPU", "PowerCPUUnquantizedExperts"},
+        Case{"qwen3-moe-bf16", "cpu-avx512", {"cpu-arch=powerpc", "tp=8"}, "CPU", "PowerCPUUnquantizedExperts"},
+        Case{"mixtral-bf16", "cpu-avx512", {"cpu-arch=powerpc", "tp=2"}, "CPU", "PowerCPUUnquantizedExperts"},
+        Case{"gpt-oss-bf16", "cpu-avx512", {"cpu-arch=powerpc", "tp=2"}, "CPU", "PowerCPUUnquantizedExperts"},
         Case{"qwen3-moe-bf16", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},  // shuffle_weight, 8-element runs
         Case{"mixtral-bf16", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2"}, "AITER"},
         Case{"gpt-oss-bf16", "cpu-amx", {}, "CPU"},
@@ -243,8 +265,26 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gptq-int4", "sm90", {"tp=2"}, ""},          // HUMMING: the external humming package prepares it
                       Case{"ct-w4a16-asym", "sm90", {"moe-backend=triton"}, "TRITON"},  // N-first bytes, transposed scales and zero points
                       Case{"ct-w4a16-asym", "sm90", {"tp=2"}, ""},  // 64 rows per rank split a group of 128: vLLM's ValueError
-                      Case{"ct-w4a16", "sm90", {"moe-backend=triton"}, "TRITON"}, Case{"ct-w8a16", "sm90", {"moe-backend=triton"}, "TRITON"},
+                      Case{"ct-w4a16", "sm90", {"moe-backend=triton"}, "TRITON"},
+                      Case{"ct-w8a16", "sm90", {"moe-backend=triton"}, ""},  // channel-wise off Marlin: CompressedTensorsWNA16MoEMethod's assert
                       Case{"gptq-int4", "sm89", {"env=VLLM_MARLIN_INPUT_DTYPE:fp8"}, ""}),
+    case_name);
+
+// The WNA16 family on the x86 CPU with AMX (CPUExpertsInt4): sgl-kernel's
+// convert_weight_packed_scale_zp (GPTQ / compressed-tensors unpacking with zero points + 1, AutoAWQ
+// unpacking, compressed-tensors symmetric with vLLM's synthetic 0x77777777 zero points); g_idx kept.
+// Refused as vLLM refuses: asymmetric compressed-tensors and int8 weights (CPUExpertsInt4 takes
+// kInt4Static only), GPTQ desc_act (_process_weights_cpu's NotImplementedError), compressed-tensors
+// actorder group (the method's assert off Marlin), no AMX; and the 64 rows per rank of TP 2 that
+// split a group of 128.
+INSTANTIATE_TEST_SUITE_P(
+    Wna16Cpu, ConvertSamples,
+    ::testing::Values(Case{"gptq-int4", "cpu-amx", {}, "CPU"}, Case{"gptq-int4", "cpu-amx", {"dtype=fp16"}, "CPU"},
+                      Case{"awq-int4", "cpu-amx", {}, "CPU"}, Case{"ct-w4a16", "cpu-amx", {}, "CPU"},
+                      Case{"ct-w4a16-asym", "cpu-amx", {}, ""}, Case{"gptq-int4-desc-act", "cpu-amx", {}, ""},
+                      Case{"ct-w4a16-actorder", "cpu-amx", {}, ""}, Case{"gptq-int8", "cpu-amx", {}, ""},
+                      Case{"ct-w8a16", "cpu-amx", {}, ""}, Case{"gptq-int4", "cpu-avx512", {}, ""},
+                      Case{"awq-int4", "cpu-amx", {"tp=2"}, ""}),
     case_name);
 
 // The FP8 family on the backends that take the checkpoint bytes after the FP8 methods' own steps
@@ -287,13 +327,39 @@ INSTANTIATE_TEST_SUITE_P(
 
 // INT8 W8A8 (compressed-tensors, per-channel scales, dynamic int8 activations) on Triton: the
 // checkpoint bytes, fp32 scales; on the x86 CPU, sgl-kernel's VNNI-4 pack with the s8s8
-// compensation sums. Arm's pack and HUMMING (external) are refused.
+// compensation sums; on Arm, vLLM's cpu_prepack_moe_weight_int8(neon). HUMMING (external) is
+// refused, and so are what vLLM refuses on Arm: I % 32 per rank, expert parallelism, macOS.
 INSTANTIATE_TEST_SUITE_P(
     Int8, ConvertSamples,
     ::testing::Values(Case{"ct-w8a8-int8", "sm90", {}, "TRITON"}, Case{"ct-w8a8-int8", "sm89", {"tp=2"}, "TRITON"},
                       Case{"ct-w8a8-int8", "sm90", {"tp=2", "ep=1"}, "TRITON"}, Case{"ct-w8a8-int8", "gfx942", {}, "TRITON"},
                       Case{"ct-w8a8-int8", "cpu-amx", {}, "CPU"}, Case{"ct-w8a8-int8", "cpu-amx", {"tp=2"}, "CPU"},
-                      Case{"ct-w8a8-int8", "cpu-arm", {}, ""}, Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
+                      Case{"ct-w8a8-int8", "cpu-arm", {}, "CPU", "ArmCPUExpertsInt8"},
+                      Case{"ct-w8a8-int8", "cpu-arm", {"tp=2"}, "CPU", "ArmCPUExpertsInt8"},
+                      Case{"ct-w8a8-int8", "cpu-arm", {"tp=4", "dtype=fp16"}, "CPU", "ArmCPUExpertsInt8"},  // I = 32 per rank
+                      Case{"ct-w8a8-int8", "cpu-arm", {"tp=8"}, ""},  // I = 16 per rank: "kernel requires intermediate dim divisible by 32"
+                      Case{"ct-w8a8-int8", "cpu-arm", {"tp=2", "ep=1"}, ""},
+                      Case{"ct-w8a8-int8", "cpu-arm", {"darwin=1"}, ""},  // no cpu_fused_moe_int8 op on macOS
+                      Case{"ct-w8a8-int8", "sm90", {"moe-backend=humming"}, ""}),
+    case_name);
+
+// W4A8 (compressed-tensors int4 group-128 weights, dynamic FP8 activations) on SM90's CUTLASS:
+// the reordered int4 codes, the FP8 group-scale lookup tables and fp32 channel scales that
+// QuantFP8's CUDA kernel gives, which vLLM runs without torch.compile (TORCH_COMPILE_DISABLE=1 or
+// VLLM_USE_BREAKABLE_CUDAGRAPH=1; a default Qwen3 deployment compiles it with Inductor, whose
+// approximate reciprocal moepack does not reproduce). Off SM90 the checkpoint takes the INT8
+// activation method: CPU_INT4 on Arm, whose KleidiAI pack is not reproduced.
+INSTANTIATE_TEST_SUITE_P(
+    W4a8, ConvertSamples,
+    ::testing::Values(Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {"env=VLLM_USE_BREAKABLE_CUDAGRAPH:1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1", "tp=2", "ep=1"}, "CUTLASS"},
+                      Case{"ct-w4a8-fp8", "sm90", {}, ""},                                        // QuantFP8 compiled by Inductor
+                      Case{"ct-w4a8-fp8", "sm90", {"env=TORCH_COMPILE_DISABLE:1", "tp=2"}, ""},  // 128 per rank: create_weights' assert
+                      Case{"ct-w4a8-fp8", "sm100", {}, ""},                                       // W4A8 Int8: CPU platforms only
+                      Case{"ct-w4a8-fp8", "cpu-arm", {}, ""},                                     // CPU_INT4: KleidiAI's pack
+                      Case{"ct-w4a8-int8", "cpu-arm", {}, ""},
+                      Case{"ct-w4a8-int8", "sm90", {"env=TORCH_COMPILE_DISABLE:1"}, ""}),  // FP8 method on SM90: hidden 128
     case_name);
 
 // MXFP8 (ModelOpt) on FlashInfer TRT-LLM: the MXFP4 TRT-LLM row orders and shuffles on FP8 bytes

@@ -150,7 +150,7 @@ TEST(Fp8DeepGemm, Sm100ScalesBroadcastRowsAndPackUe8m0) {
   d->produce(in, g, out, "layer L expert 0");
   EXPECT_EQ(out, (std::vector<uint8_t>{126, 0, 0, 0, 126, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(d->unpacked(in, g)->shape, (std::vector<uint64_t>{2, 1}));
-  EXPECT_EQ(d->reference_stage(), "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)");
+  EXPECT_EQ(d->reference_stage(RankGeometry{}), "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)");
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ TEST(Fp8MarlinScales, PerTensorW13TakesTheLargerShardScaleOverRealColumns) {
   ASSERT_EQ(v.size(), 256u);  // [1, 2P]
   const float biased = 0.75f * std::ldexp(1.0f, 120);
   for (uint64_t c = 0; c < 256; ++c) EXPECT_EQ(v[c], (c % 128) < 64 ? biased : 0.0f) << c;  // padded columns zero
-  EXPECT_EQ(d->reference_stage(), "vllm.fp8_marlin_scale_dtype(params_dtype=BF16,e9d1398d9)");
+  EXPECT_EQ(d->reference_stage(RankGeometry{}), "vllm.fp8_marlin_scale_dtype(params_dtype=BF16,e9d1398d9)");
 }
 
 TEST(Fp8MarlinScales, BlocksBecomeGroupsAndScalesRoundToTheParamsDtype) {

@@ -33,6 +33,7 @@ struct Case {
   int intermediate = 512;
   std::string refusal = "";  // a part of the refusal's message, when refused
   std::string moe_backend = "auto";
+  std::string env = "";  // NAME:VALUE exported for vLLM
 };
 
 class SyntheticVerify : public ::testing::TestWithParam<Case> {};
@@ -51,6 +52,7 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
   dep.parallel.tp = c.tp;
   dep.parallel.enable_expert_parallel = c.ep;
   dep.moe_backend = c.moe_backend;
+  if (!c.env.empty()) dep.env.set(c.env.substr(0, c.env.find(':')), c.env.substr(c.env.find(':') + 1));
   auto decisions = decide_layers(ck, dep);
   ASSERT_FALSE(decisions.empty());
   ConvertRequest req;
@@ -74,7 +76,7 @@ TEST_P(SyntheticVerify, ArtifactRunsLikeItsSource) {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.family + "_" + info.param.target + "_tp" + std::to_string(info.param.tp) + (info.param.ep ? "_ep" : "") + "_i" +
-                  std::to_string(info.param.intermediate);
+                  std::to_string(info.param.intermediate) + (info.param.env.empty() ? "" : "_" + info.param.env);
   for (char& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -93,9 +95,19 @@ INSTANTIATE_TEST_SUITE_P(Fp8Triton, SyntheticVerify,
                                            Case{"deepseek-v3-fp8", 4, true, "sm89", "TRITON"}, Case{"ct-fp8-channel", 4, false, "sm89", "TRITON"},
                                            Case{"ct-fp8-tensor", 2, false, "sm89", "TRITON"}, Case{"modelopt-fp8", 4, false, "sm89", "TRITON"},
                                            Case{"ct-fp8-block", 8, false, "sm89", "", 512, "is not divisible by weight quantization block_n = 128"},
-                                           Case{"ct-fp8-block", 2, false, "cpu-amx", "CPU"}, Case{"ct-fp8-block", 4, true, "cpu-amx", "CPU"},
+                                           Case{"ct-fp8-block", 2, false, "cpu-amx", "CPU"}, Case{"ct-fp8-block", 4, true, "cpu-amx", "", 512, "vLLM's CPU experts ignore expert_map"},
                                            Case{"ct-w8a8-int8", 4, false, "sm90", "TRITON"}, Case{"ct-w8a8-int8", 2, true, "sm89", "TRITON"},
                                            Case{"ct-w8a8-int8", 4, false, "cpu-amx", "CPU"}),
+                         case_name);
+
+// WNA16 int4 on the x86 CPU (CPUExpertsInt4): several scale groups per expert (w13: 2, w2: 4 at
+// TP 1 and 2 at TP 2), several 32-output blocks, compensation sums over the zero points.
+INSTANTIATE_TEST_SUITE_P(Wna16Cpu, SyntheticVerify,
+                         ::testing::Values(Case{"gptq-int4", 1, false, "cpu-amx", "CPU"}, Case{"gptq-int4", 2, false, "cpu-amx", "CPU"},
+                                           Case{"awq-int4", 1, false, "cpu-amx", "CPU"}, Case{"awq-int4", 2, false, "cpu-amx", "CPU"},
+                                           Case{"ct-w4a16", 1, false, "cpu-amx", "CPU"}, Case{"ct-w4a16", 2, false, "cpu-amx", "CPU"},
+                                           Case{"ct-w4a16", 8, false, "cpu-amx", "", 512, "ValueError: CompressedTensors WNA16 MoE with static group scales"},  // 64 per rank split a group
+                                           Case{"gptq-int4-desc-act", 1, false, "cpu-amx", "", 512, "desc_act=True"}),
                          case_name);
 
 // FP8 on Marlin (Ampere): channel-wise and per-tensor layers padded to a Marlin tile (480 / 2 = 240
@@ -144,6 +156,20 @@ INSTANTIATE_TEST_SUITE_P(Xpu, SyntheticVerify,
                                            Case{"gptq-int4", 4, true, "xpu", "XPU"},
                                            Case{"gptq-int4-desc-act", 2, false, "xpu", "", 512, "act-order g_idx unread by xpu_fused_moe"},
                                            Case{"ct-fp8-block", 8, false, "xpu", "", 512, "is not divisible by weight quantization block_n = 128"}),
+                         case_name);
+
+// CUTLASS W4A8 on SM90 (compressed-tensors int4 group 128, FP8 activations) without
+// torch.compile: the w2 rows of each rank have their own FP8 row scale (TP 2), whole experts
+// with expert parallelism; at TP 4 the 128 intermediate rows per rank fail create_weights'
+// assert; with torch.compile QuantFP8's Inductor kernel is not reproduced.
+INSTANTIATE_TEST_SUITE_P(W4a8Cutlass, SyntheticVerify,
+                         ::testing::Values(Case{"ct-w4a8-fp8", 1, false, "sm90", "CUTLASS", 512, "", "auto", "TORCH_COMPILE_DISABLE:1"},
+                                           Case{"ct-w4a8-fp8", 2, false, "sm90", "CUTLASS", 512, "", "auto", "TORCH_COMPILE_DISABLE:1"},
+                                           Case{"ct-w4a8-fp8", 2, true, "sm90", "CUTLASS", 512, "", "auto", "VLLM_USE_BREAKABLE_CUDAGRAPH:1"},
+                                           Case{"ct-w4a8-fp8", 1, false, "sm90", "CUTLASS", 768, "", "auto", "TORCH_COMPILE_DISABLE:1"},
+                                           Case{"ct-w4a8-fp8", 4, false, "sm90", "", 512, "intermediate_size_per_partition=128 must be divisible by 256", "auto",
+                                                "TORCH_COMPILE_DISABLE:1"},
+                                           Case{"ct-w4a8-fp8", 2, false, "sm90", "", 512, "compiled by Inductor"}),
                          case_name);
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST(Dequant, WrongSizesAreBadInput) {
   EXPECT_EQ(weight_format_of("wna16", "kInt4Static"), WeightFormat::int_wna16);
   EXPECT_EQ(weight_format_of("fp8", "kFp8StaticTensorSym"), WeightFormat::fp8_e4m3);
   EXPECT_EQ(weight_format_of("int8", "kInt8StaticChannelSym"), WeightFormat::int8);
-  EXPECT_EQ(weight_format_of("w4a8", "kInt4Static"), std::nullopt);  // not run yet
+  EXPECT_EQ(weight_format_of("w4a8", "kInt4Static"), WeightFormat::w4a8_fp8);
+  EXPECT_EQ(weight_format_of("w4a8_int8", "kInt4W4A8StaticGroup128Sym"), std::nullopt);  // KleidiAI's pack: not run
 }
 
 TEST(Routing, SoftmaxFamilies) {

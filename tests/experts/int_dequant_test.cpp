@@ -73,6 +73,21 @@ TEST(IntDequant, SequentialZeroPointsAndActOrderGroups) {
   EXPECT_EQ(u[2 * 8 + 4], 1.0f);
 }
 
+TEST(IntDequant, UnpackedZeroValuesOverrideThePackedOnes) {
+  // The CPU INT4 layout's zero points come one int8 per (group, output), up to 16 (GPTQ's 15 + 1):
+  // K = 8, N = 2, one group, codes 0..7 (column 0) and 15..8 (column 1), zeros 16 and 1.
+  const OwnedTensor codes = i32({1, 2}, {0x76543210u, 0x89ABCDEFu});
+  const OwnedTensor scales = bf16({1, 2}, {1.0f, 1.0f});
+  const OwnedTensor packed = i32({1, 1}, {0x88888888u});  // ignored when zero_values are given
+  OwnedTensor values(DType::I8, {1, 2});
+  values.bytes = {16, 1};
+  IntWeight w{IntPacking::k_packed, &codes, &scales, &packed, nullptr, &values};
+  EXPECT_EQ(dequantize_int(w, 2, 8, "t"), (std::vector<float>{-16, -15, -14, -13, -12, -11, -10, -9, 14, 13, 12, 11, 10, 9, 8, 7}));
+  OwnedTensor wrong(DType::I8, {1, 3});
+  w.zero_values = &wrong;
+  EXPECT_THROW(dequantize_int(w, 2, 8, "t"), Error);
+}
+
 TEST(IntDequant, BadShapesAndGIdxAreBadInputNamingTheWeight) {
   const OwnedTensor codes = i32({1, 2}, {0, 0});
   const OwnedTensor scales = bf16({2, 2}, {1, 1, 1, 1});
@@ -91,6 +106,32 @@ TEST(IntDequant, BadShapesAndGIdxAreBadInputNamingTheWeight) {
   expect_bad(IntWeight{IntPacking::k_packed, &codes, &scales}, 3, 8, "no 4- or 8-bit packing");
   const OwnedTensor three_groups = bf16({3, 2}, {1, 1, 1, 1, 1, 1});
   expect_bad(IntWeight{IntPacking::k_packed, &codes, &three_groups}, 2, 8, "3 scale groups do not divide 8 inputs");
+}
+
+}  // namespace
+}  // namespace moepack::experts
+
+namespace moepack::experts {
+namespace {
+
+// CUTLASS W4A8: codes N-first [N, K/8] (not transposed), a 16-value table per row and group.
+TEST(IntDequant, W4a8TableIsIndexedByRowGroupAndCode) {
+  // N = 2, K = 16, two groups of 8: row 0 word 0 = codes 0..7, word 1 = codes 8..15; row 1 the
+  // same words swapped.
+  const OwnedTensor codes = test::i32_tensor({2, 2}, {0x76543210u, 0xFEDCBA98u, 0xFEDCBA98u, 0x76543210u});
+  std::vector<float> table(2 * 32);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);  // value = its own index
+  const OwnedTensor t = test::f32_tensor({2, 32}, table);
+  const std::vector<float> v = dequantize_int4_table(codes, t, 2, 16, "t");
+  ASSERT_EQ(v.size(), 32u);
+  for (uint64_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(v[k], static_cast<float>(k));                     // row 0, group 0, code k
+    EXPECT_EQ(v[8 + k], static_cast<float>(16 + 8 + k));        // row 0, group 1, code 8 + k
+    EXPECT_EQ(v[16 + k], static_cast<float>(32 + 8 + k));       // row 1, group 0, code 8 + k
+    EXPECT_EQ(v[24 + k], static_cast<float>(32 + 16 + k));      // row 1, group 1, code k
+  }
+  EXPECT_THROW(dequantize_int4_table(codes, test::f32_tensor({2, 24}, std::vector<float>(48)), 2, 16, "t"), Error);  // not 16 per group
+  EXPECT_THROW(dequantize_int4_table(codes, t, 2, 24, "t"), Error);                                                  // codes are [2, 2]
 }
 
 }  // namespace

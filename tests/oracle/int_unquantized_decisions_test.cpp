@@ -50,6 +50,11 @@ MoeLayerQuery with_routing(MoeLayerQuery q, RoutingMethodType r) {
 }
 
 const Tweak kLora = [](Deployment& d) { d.lora = true; };
+const Tweak kFp16 = [](Deployment& d) { d.model_dtype = FloatType::float16; };
+// No --target names a POWER CPU: `host` is one when moepack is built there; a macOS host is the
+// only `darwin` device.
+const Tweak kPower = [](Deployment& d) { d.device.cpu_arch = CpuArch::powerpc; };
+const Tweak kDarwin = [](Deployment& d) { d.device.darwin = true; };
 
 std::vector<Case> wna16_cases() {
   return {
@@ -61,7 +66,8 @@ std::vector<Case> wna16_cases() {
       {"wna16_gptq_bias_excludes_trtllm_marlin", gptq(128, false), target("sm100", env("VLLM_USE_FLASHINFER_MOE_INT4", "1")), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_gptq_desc_act_strict_marlin_shape_humming", gptq(128, true), target("sm90", tp(4)), "HUMMING", "HummingIndexedExperts", "", ""},
       {"wna16_ct_g32_tp8_tile_padding_keeps_marlin", ct_int4(32), target("sm90", tp(8)), "MARLIN", "MarlinExperts", "", ""},
-      {"wna16_ct_g32_tp8_group_actorder_humming", ct_int4(32, "group"), target("sm90", tp(8)), "HUMMING", "HummingIndexedExperts", "", ""},
+      // HUMMING is selected, then CompressedTensorsWNA16MoEMethod asserts (off Marlin) actorder != "group".
+      {"wna16_ct_g32_tp8_group_actorder_humming_method_asserts", ct_int4(32, "group"), target("sm90", tp(8)), "", "", "AssertionError", ""},
       {"wna16_ct_g32_tp8_dynamic_actorder_triton", ct_int4(32, "dynamic"), target("sm90", tp(8)), "TRITON", "TritonWNA16Experts", "", ""},
       {"wna16_awq_sm90_marlin", awq(), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_moe_wna16_override_no_marlin_triton", gptq(128, false), target("sm90", [](Deployment& d) { d.quantization = "moe_wna16"; }), "TRITON",
@@ -75,12 +81,30 @@ std::vector<Case> wna16_cases() {
       {"wna16_ct_create_weights_group_split_ep_whole_experts", ct_int4(128), target("sm90", all({tp(8), [](Deployment& d) { d.parallel.enable_expert_parallel = true; }})),
        "MARLIN", "MarlinExperts", "", ""},
       {"wna16_ct_create_weights_asym_hidden_not_whole_words", [] {
-         MoeLayerQuery q = ct_int4(-1);
+         MoeLayerQuery q = ct_int4(4);  // grouped (the method asserts grouped scales off Marlin), dividing 2044
          q.symmetric = false;
          q.has_zero_points = true;
          q.hidden_size = 2044;
          return q;
        }(), target("sm90"), "", "", "ValueError", "CompressedTensors WNA16 MoE: hidden_size (2044) must be divisible by packed_factor (8) for correct ZP unpacking."},
+      // CPU: CPUExpertsInt4 takes kInt4Static only (GPTQ int4 whatever its group, AutoAWQ, compressed-tensors
+      // symmetric int4 not of group 32), needs AMX; _process_weights_cpu refuses GPTQ desc_act.
+      {"wna16_gptq_cpu_amx", gptq(32, false), target("cpu-amx"), "CPU", "CPUExpertsInt4", "", ""},
+      {"wna16_awq_cpu_amx", awq(), target("cpu-amx"), "CPU", "CPUExpertsInt4", "", ""},
+      {"wna16_gptq_cpu_without_amx_nothing_fits", gptq(128, false), target("cpu-avx512"), "", "", "NotImplementedError",
+       "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_gptq_desc_act_cpu_process_weights_raises", gptq(128, true), target("cpu-amx"), "", "", "NotImplementedError",
+       "CPU WNA16 MoE backend does not support GPTQ with desc_act=True. The fused MoE kernel has no g_idx reordering support."},
+      {"wna16_ct_int4_g32_cpu_key_static32_refused", ct_int4(32), target("cpu-amx"), "", "", "NotImplementedError",
+       "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_ct_int4_asym_cpu_key_asym_refused", [] { MoeLayerQuery q = ct_int4(128); q.symmetric = false; q.has_zero_points = true; return q; }(),
+       target("cpu-amx"), "", "", "NotImplementedError", "No WNA16 MoE backend supports the deployment configuration."},
+      {"wna16_moe_wna16_cpu_process_weights_type_error", gptq(128, false), target("cpu-amx", [](Deployment& d) { d.quantization = "moe_wna16"; }), "", "",
+       "TypeError", "CPU WNA16 MoE backend requires AutoAWQConfig, AutoGPTQConfig or QuantizationArgs, got MoeWNA16Config."},
+      {"wna16_ct_int4_actorder_group_cpu_method_asserts", ct_int4(128, "group"), target("cpu-amx"), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_cpu_method_asserts", ct_int4(-1), target("cpu-amx"), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_triton_method_asserts", ct_int4(-1), target("sm90", backend("triton")), "", "", "AssertionError", ""},
+      {"wna16_ct_int4_channel_marlin_no_assert", ct_int4(-1), target("sm90"), "MARLIN", "MarlinExperts", "", ""},
       {"wna16_rocm_marlin_refused_triton", ct_int4(128), target("gfx942"), "TRITON", "TritonWNA16Experts", "", ""},
       {"wna16_gptq_sm70_no_marlin_bias_no_triton_emulation", gptq(128, false), target("sm70"), "EMULATION", "Int4EmulationTritonExperts", "", ""},
       // AWQ passes may_have_bias=True, and the bias test comes before the layout test.
@@ -114,6 +138,13 @@ std::vector<Case> int8_w4a8_cases() {
       {"int8_sm90_triton", ct_int8(), target("sm90"), "TRITON", "TritonExperts", "", ""},
       {"int8_cpu_amx_x86_class", ct_int8(), target("cpu-amx"), "CPU", "CPUExpertsInt8", "", ""},
       {"int8_cpu_arm_class", ct_int8(), target("cpu-arm"), "CPU", "ArmCPUExpertsInt8", "", ""},
+      {"int8_cpu_arm_fp16_activations_too", ct_int8(), target("cpu-arm", kFp16), "CPU", "ArmCPUExpertsInt8", "", ""},
+      // 768 / 32 = 24 per rank: is_supported_config's intermediate % 32, and no x86 class on Arm.
+      {"int8_cpu_arm_tp32_intermediate_not_32", ct_int8(), target("cpu-arm", tp(32)), "", "", "NotImplementedError", "No Int8 MoE backend supports"},
+      {"int8_cpu_arm_ep_not_supported", ct_int8(), target("cpu-arm", [](Deployment& d) { d.parallel.tp = 2; d.parallel.enable_expert_parallel = true; }),
+       "", "", "NotImplementedError", "No Int8 MoE backend supports"},
+      // torch_bindings.cpp registers cpu_fused_moe_int8 only off __APPLE__.
+      {"int8_cpu_arm_darwin_no_op", ct_int8(), target("cpu-arm", kDarwin), "", "", "NotImplementedError", "No Int8 MoE backend supports"},
       {"int8_cpu_without_amx_nothing_fits", ct_int8(), target("cpu-avx512"), "", "", "NotImplementedError",
        "No Int8 MoE backend supports the deployment configuration (weight_key=QuantKey(i8,scale(f32,static,per_channel),symmetric), "
        "activation_key=QuantKey(i8,scale(f32,dynamic,per_token),symmetric)). Set `VLLM_LOGGING_LEVEL=DEBUG`"},
@@ -144,6 +175,11 @@ std::vector<Case> unquantized_cases() {
       {"unquantized_cpu_amx_x86", unquantized(), target("cpu-amx"), "CPU", "X86CPUUnquantizedExperts", "", ""},
       {"unquantized_cpu_amx_fp16_generic_cpu", unquantized(), target("cpu-amx", [](Deployment& d) { d.model_dtype = FloatType::float16; }), "CPU",
        "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_neon", unquantized(), target("cpu-arm"), "CPU", "ArmCPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_fp16_needs_bf16_generic_cpu", unquantized(), target("cpu-arm", kFp16), "CPU", "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_arm_darwin_generic_cpu", unquantized(), target("cpu-arm", kDarwin), "CPU", "CPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_power_vsx", unquantized(), target("cpu-avx512", kPower), "CPU", "PowerCPUUnquantizedExperts", "", ""},
+      {"unquantized_cpu_power_fp16_needs_bf16_generic_cpu", unquantized(), target("cpu-avx512", all({kPower, kFp16})), "CPU", "CPUUnquantizedExperts", "", ""},
       {"unquantized_gfx942_triton", unquantized(), target("gfx942"), "TRITON", "TritonExperts", "", ""},
       {"unquantized_gfx942_aiter_forced", unquantized(), target("gfx942", env("VLLM_ROCM_USE_AITER", "1")), "AITER", "AiterExperts", "", ""},
       {"unquantized_xpu", unquantized(), target("xpu"), "XPU", "XPUExperts", "", ""},

@@ -80,6 +80,15 @@ Deployment with_b12x(Deployment d) {
   return d;
 }
 
+Deployment power(Deployment d) {
+  d.device.cpu_arch = CpuArch::powerpc;
+  return d;
+}
+MoeLayerQuery swigluoai(MoeLayerQuery q) {
+  q.activation = "swigluoai";
+  return q;
+}
+
 // gtest prints a failing row by name instead of its bytes.
 [[maybe_unused]] void PrintTo(const PaddedCase& c, std::ostream* os) { *os << c.name; }
 
@@ -161,6 +170,14 @@ std::vector<PaddedCase> cases() {
       {"wna16_ct_g32_marlin_qwen3_tp8_96_to_128", gptq(qwen3(F::wna16, "compressed-tensors"), 32), at("sm90", 8), "MARLIN", 2048, 96, 2048, 128, "", ""},
       {"wna16_awq_g128_marlin_qwen3_tp2_aligned", gptq(qwen3(F::wna16, "auto_awq"), 128), at("sm90", 2), "MARLIN", 2048, 384, 2048, 384, "", ""},
       {"wna16_awq_channel_marlin_qwen3_tp8_96_to_128", gptq(qwen3(F::wna16, "auto_awq"), -1), at("sm90", 8), "MARLIN", 2048, 96, 2048, 128, "", ""},
+      // ---- CPU unquantized: _pad_moe_intermediate to lcm(output, reduction alignment): Arm 32,
+      // POWER 16 (no --target: `host` on a POWER machine), never for SWIGLUOAI ----
+      {"unquantized_cpu_arm_gpt_oss_shape_tp8_360_to_384", gpt_oss_shape(F::unquantized, ""), at("cpu-arm", 8), "CPU", 2880, 360, 2880, 384, "", ""},
+      {"unquantized_cpu_arm_gpt_oss_shape_tp4_720_to_736", gpt_oss_shape(F::unquantized, ""), at("cpu-arm", 4), "CPU", 2880, 720, 2880, 736, "", ""},
+      {"unquantized_cpu_power_gpt_oss_shape_tp8_360_to_368", gpt_oss_shape(F::unquantized, ""), power(at("cpu-avx512", 8)), "CPU", 2880, 360, 2880, 368, "", ""},
+      {"unquantized_cpu_power_gpt_oss_shape_tp4_720_aligned", gpt_oss_shape(F::unquantized, ""), power(at("cpu-avx512", 4)), "CPU", 2880, 720, 2880, 720, "", ""},
+      {"unquantized_cpu_arm_swigluoai_tp8_360_unpadded_nothing_fits", swigluoai(gpt_oss_shape(F::unquantized, "")), at("cpu-arm", 8), "", 2880, 360, 2880, 360,
+       "NotImplementedError", "No Unquantized MoE backend supports the deployment configuration."},
       {"wna16_gpt_oss_shape_hidden_not_128_no_marlin_humming_unpadded", gptq(gpt_oss_shape(F::wna16, "auto_gptq"), 32), at("sm90", 2), "HUMMING", 2880, 1440, 2880, 1440, "", ""},
   };
 }

@@ -126,6 +126,38 @@ TEST(Layouts, EveryDecisionNamesTheLayoutOfEachTensorRole) {
   EXPECT_FALSE(layout_catalog().empty());
 }
 
+// CUTLASS W4A8: the FP8 scales are named as reproduced only when vLLM runs QuantFP8's CUDA
+// kernel, i.e. without torch.compile (VllmConfig.__post_init__ @ e9d1398d9).
+TEST(Layouts, W4a8ScalesFollowTheCompilationMode) {
+  MoeLayerQuery q = qwen3(Family::w4a8, "compressed-tensors");
+  q.weight_bits = 4;
+  q.group_size = 128;
+  q.architecture = "Qwen3MoeForCausalLM";
+  auto layouts = [&](const MoeLayerQuery& query, const Tweak& t) {
+    const Decision d = decide(query, target("sm90", t));
+    EXPECT_EQ(d.backend.value_or(""), "CUTLASS") << (d.error ? d.error->message : "");
+    return std::map<std::string, std::string>(d.tensor_layouts.begin(), d.tensor_layouts.end());
+  };
+  const auto compiled = layouts(q, nullptr);
+  EXPECT_NE(compiled.at("w13_weight_scale").find("not_reproduced"), std::string::npos);
+  EXPECT_EQ(compiled.count("w13_weight_chan_scale"), 0u);
+  EXPECT_EQ(compiled.at("w13_weight_packed"), "vllm.cutlass_encode_and_reorder_int4b_grouped(from=uint4b8,cutlass v4.4.2,e9d1398d9)");
+  const auto eager = layouts(q, env("TORCH_COMPILE_DISABLE", "1"));
+  EXPECT_EQ(eager.at("w2_weight_scale").rfind("vllm.w4a8_fp8_group_scales(quant_fp8=cuda_kernel,e9d1398d9) | ", 0), 0u);
+  EXPECT_EQ(eager.at("w2_weight_chan_scale"), "vllm.w4a8_fp8_channel_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.unchanged");
+  EXPECT_EQ(eager.at("w13_weight_shape"), "vllm.unchanged");
+  EXPECT_EQ(layouts(q, env("VLLM_USE_BREAKABLE_CUDAGRAPH", "1")), eager);
+  EXPECT_EQ(layouts(q, env("TORCH_COMPILE_DISABLE", "0")), compiled);
+  // DeepSeek-V4 defaults to breakable CUDA graphs (mode NONE) unless the variable is exported.
+  MoeLayerQuery v4 = q;
+  v4.architecture = "DeepseekV4ForCausalLM";
+  EXPECT_EQ(layouts(v4, nullptr), eager);
+  EXPECT_EQ(layouts(v4, env("VLLM_USE_BREAKABLE_CUDAGRAPH", "0")), compiled);
+  EXPECT_TRUE(compilation_mode_none(target("gfx942"), "DeepseekV4ForCausalLM"));
+  EXPECT_FALSE(compilation_mode_none(target("gfx942"), "DeepseekV32ForCausalLM"));  // ROCm drops V3.2
+  EXPECT_TRUE(compilation_mode_none(target("sm90"), "DeepseekV32ForCausalLM"));
+}
+
 // AITER A16W4 with a SiTU model (Kimi-K3-like, generic converter): w13 is shuffled with the
 // gate/up flag only when the SiTU-v2 A8W4 kernel is enabled; both variants are catalogued.
 TEST(Layouts, AiterSituW13FollowsTheSituV2Flag) {

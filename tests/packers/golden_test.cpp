@@ -1,4 +1,4 @@
-// Golden tests: every MXFP4 packer against bytes produced by the REAL upstream Python code.
+// Golden tests: every MXFP4 and NVFP4 packer against bytes produced by the REAL upstream Python code.
 //
 // The other packer tests check each layout against a re-implementation written from reading
 // upstream. These files instead hold what upstream itself computed:
@@ -6,13 +6,15 @@
 // kernel-format converters, over triton_kernels v3.5.1's layout classes and FlashInfer 0.6.17's
 // pure-Python helpers, for simulated SM90 / SM100 / gfx950 devices, on seeded random inputs
 // (tests/packers/golden/README.md says how they were made, and what was stood in for where a
-// compiled op could not run).
+// compiled op could not run). tests/golden/make_nvfp4_goldens.py likewise ran vLLM's NVFP4
+// helpers (swizzle_blockscale, the [w3; w1] and CuteDSL row reorders, the TRT-LLM static-weight
+// shuffles, the Marlin NVFP4 scale processing) into golden_nvfp4.safetensors.
 //
-// Each golden_<family>_mxfp4.safetensors file holds inputs as [E, ...] tensors (one expert's
-// canonical tensor per slab, as vLLM's loader holds it) and each upstream output as the flat
-// bytes of its storage (data_ptr order). The metadata key "golden_cases" lists, per output, the
-// input it came from, the registered layout id of the vLLM path that produced it, and the
-// shape/stride/dtype of the tensor vLLM keeps. For every case the test packs each expert with
+// Each golden file holds inputs as [E, ...] tensors (one expert's canonical tensor per slab, as
+// vLLM's loader holds it) and each upstream output as the flat bytes of its storage (data_ptr
+// order). The metadata key "golden_cases" lists, per output, the input it came from, the
+// registered layout id of the vLLM path that produced it, and the shape/stride/dtype of the
+// tensor vLLM keeps. For every case the test packs each expert with
 // packers::make_layout(id), concatenates the slabs and compares byte for byte; it also checks
 // the manifest shape (the contiguous storage shape, docs/ARTIFACT.md) and dtype, and unpack -> input.
 #include <gtest/gtest.h>
@@ -38,7 +40,9 @@ namespace {
 
 // Explicit list: a missing file must fail, not shrink the test set.
 const std::vector<std::string> kGoldenFiles = {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors",
-                                               "golden_marlin_mxfp4.safetensors"};
+                                               "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors"};
+
+bool is_mxfp4_file(const std::string& file) { return file.find("_mxfp4") != std::string::npos; }
 
 std::string golden_path(const std::string& file) { return test::source_dir() + "/tests/packers/golden/" + file; }
 
@@ -56,10 +60,10 @@ struct GoldenCase {
 // GoogleTest prints a failing parameter with this instead of its raw bytes.
 void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.file << " : " << c.output << " via `" << c.layout << "`"; }
 
-// Readable test names: "triton__n96_k160_sm90_w".
+// Readable test names: "triton__n96_k160_sm90_w", "nvfp4__sf_m130_c5_swizzle_blockscale".
 std::string case_name(const GoldenCase& c) {
   std::string name = c.file.substr(std::string("golden_").size());
-  name = name.substr(0, name.find("_mxfp4")) + "__" + c.output;
+  name = name.substr(0, name.find(is_mxfp4_file(c.file) ? "_mxfp4" : ".safetensors")) + "__" + c.output;
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
@@ -178,7 +182,7 @@ TEST_P(Golden, PackerMatchesUpstreamBytes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(UpstreamMxfp4, Golden, ::testing::ValuesIn(all_cases()),
+INSTANTIATE_TEST_SUITE_P(Upstream, Golden, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<GoldenCase>& info) { return case_name(info.param); });
 
 TEST(GoldenFiles, AllPresentWithProvenance) {
@@ -190,7 +194,9 @@ TEST(GoldenFiles, AllPresentWithProvenance) {
     ASSERT_TRUE(meta.count("provenance"));
     const auto provenance = nlohmann::json::parse(meta.at("provenance"));
     EXPECT_EQ(provenance.at("vllm"), "e9d1398d9");
-    EXPECT_EQ(provenance.at("triton_kernels"), "v3.5.1");
+    if (is_mxfp4_file(file)) {
+      EXPECT_EQ(provenance.at("triton_kernels"), "v3.5.1");
+    }
     EXPECT_EQ(provenance.at("flashinfer"), "v0.6.17");
     // Made with torch 2.x, not a local dry run that shimmed missing dtypes.
     EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();
@@ -222,6 +228,18 @@ TEST(GoldenFiles, CoverTheUpstreamRunnableLayouts) {
       "vllm.mxfp4_triton_shuffle_weight(e9d1398d9)",
       "vllm.bias_f32",
       "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)",
+      // NVFP4 (golden_nvfp4.safetensors; its layer cases are checked end to end by
+      // tests/convert/nvfp4_golden_test.cpp).
+      "vllm.swizzle_blockscale(rows=identity,sf=128x4,e9d1398d9)",
+      "vllm.swizzle_blockscale(rows=swap_halves,sf=128x4,e9d1398d9)",
+      "vllm.swizzle_blockscale(rows=cutedsl_w31_interleave64,sf=128x4,e9d1398d9)",
+      "vllm.swizzle_blockscale(rows=cutedsl_deinterleave_interleave64,sf=128x4,e9d1398d9)",
+      "vllm.reorder_w13_rows(rows=swap_halves,e9d1398d9)",
+      "vllm.reorder_w13_rows(rows=cutedsl_w31_interleave64,e9d1398d9)",
+      "vllm.reorder_w13_rows(rows=cutedsl_deinterleave_interleave64,e9d1398d9)",
+      "flashinfer.trtllm_shuffle_matrix_a(rows=w3w1_interleave,epilogue_tile_m=128,v0.6.17)",
+      "flashinfer.trtllm_shuffle_matrix_sf_a(rows=w3w1_interleave,epilogue_tile_m=128,sf=128x4,v0.6.17)",
+      "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)",
   };
   for (const std::string& id : required) EXPECT_TRUE(covered.count(id)) << id << " has no golden case";
   std::string list;

@@ -43,6 +43,7 @@ std::vector<DType> accepted_dtypes(Accepts::Dtypes d) {
     case Accepts::Dtypes::any: return {DType::U8, DType::BF16};
     case Accepts::Dtypes::i32: return {DType::I32};
     case Accepts::Dtypes::bf16: return {DType::BF16};
+    case Accepts::Dtypes::i8: return {DType::I8};
   }
   return {};
 }
@@ -55,6 +56,7 @@ std::vector<DType> refused_dtypes(Accepts::Dtypes d) {
     case Accepts::Dtypes::any: return {};
     case Accepts::Dtypes::i32: return {DType::U8, DType::BF16};
     case Accepts::Dtypes::bf16: return {DType::F16, DType::F32, DType::U8};
+    case Accepts::Dtypes::i8: return {DType::U8, DType::F8_E4M3, DType::BF16};
   }
   return {};
 }
