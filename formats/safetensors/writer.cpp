@@ -90,8 +90,8 @@ std::vector<uint8_t> build_header(const std::vector<TensorSpec>& tensors, const 
   return out;
 }
 
-Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata)
-    : path_(std::move(path)), partial_path_(path_ + ".partial"), tensors_(std::move(tensors)) {
+Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata, Durability durability)
+    : path_(std::move(path)), partial_path_(path_ + ".partial"), tensors_(std::move(tensors)), durability_(durability) {
   std::vector<uint8_t> header = build_header(tensors_, metadata, path_);
   for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
   fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -151,7 +151,13 @@ void Writer::write_fed(std::span<const uint8_t> bytes, const Feed& also) {
 void Writer::commit() {
   if (current_ != tensors_.size())
     throw_internal("writer: tensor `" + tensors_[current_].name + "` of " + path_ + " was not fully written");
-  if (::fsync(fd_) != 0) throw_io(partial_path_, "fsync failed", errno);
+  if (durability_ == Durability::now) {
+    if (::fsync(fd_) != 0) throw_io(partial_path_, "fsync failed", errno);
+  } else {
+    // Start writing the pages back now; whoever deferred the durability waits for them later.
+    // Advisory: a filesystem without it still gets the caller's fsync.
+    (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  }
   if (::close(fd_) != 0) {
     fd_ = -1;
     throw_io(partial_path_, "close failed", errno);

@@ -34,9 +34,16 @@ void sort_like_reference_writer(std::vector<TensorSpec>& tensors);
 std::vector<uint8_t> build_header(const std::vector<TensorSpec>& tensors, const std::map<std::string, std::string>& metadata,
                                   const std::string& path_for_messages);
 
+// When commit() makes the file durable. `now`: fsync before the rename (a file that stands alone).
+// `deferred`: commit() only starts the write-back and renames; the caller fsyncs the file later,
+// before anything points at it (convert fsyncs every file of its staging directory once, before
+// the directory is renamed into place), so writing the next file overlaps this one's write-back.
+enum class Durability { now, deferred };
+
 class Writer {
  public:
-  Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata = {});
+  Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata = {},
+         Durability durability = Durability::now);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -49,7 +56,8 @@ class Writer {
   // the caller's hash of the source bytes it copies.
   using Feed = std::function<void(std::span<const uint8_t>)>;
   void write_fed(std::span<const uint8_t> bytes, const Feed& also);
-  // Checks that every tensor got exactly its bytes, fsyncs and renames into place.
+  // Checks that every tensor got exactly its bytes, fsyncs (or, deferred, starts the write-back)
+  // and renames into place.
   void commit();
   uint64_t total_bytes() const { return total_bytes_; }
   // XXH3-128 of every byte of the file (header included), valid after commit().
@@ -70,6 +78,7 @@ class Writer {
   uint64_t written_in_current_ = 0;
   uint64_t total_bytes_ = 0;
   int fd_ = -1;
+  Durability durability_ = Durability::now;
   bool committed_ = false;
   Xxh3Stream file_hash_;
   std::string file_xxh3_;

@@ -428,7 +428,7 @@ IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const s
     const ShardAssignment& shard = layout.shards[s];
     std::vector<st::TensorSpec> specs;
     for (const TensorEntry* e : layout.shard_entries[s]) specs.push_back({e->name, e->dtype, e->shape});
-    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}});
+    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}}, st::Durability::deferred);
     for (const TensorEntry* e : layout.shard_entries[s]) {
       if (e->pass_through) {
         progress.set_activity("copying " + e->name);

@@ -59,6 +59,19 @@ StagingDirectory::~StagingDirectory() {
 void StagingDirectory::commit() {
   std::error_code ec;
   fs::remove(staging_path_ + "/" + kStagingOwnerFile, ec);
+  // The shards were written with deferred durability (their write-back started as each was
+  // committed): every file is on disk before the directory that names them moves into place.
+  for (const auto& entry : fs::recursive_directory_iterator(staging_path_, ec)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string file = entry.path().string();
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw_io(file, "cannot open to fsync", errno);
+    const int rc = ::fsync(fd);
+    const int e = errno;
+    ::close(fd);
+    if (rc != 0) throw_io(file, "fsync failed", e);
+  }
+  if (ec) throw_io(staging_path_, "cannot list: " + ec.message(), 0);
   fsync_path(staging_path_);
   std::string parent = fs::path(final_path_).parent_path().string();
   if (parent.empty()) parent = ".";
