@@ -80,6 +80,7 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
     d.query = query_from_checkpoint(checkpoint, layer, deployment);
     d.decision = orc::decide(d.query, deployment);
     d.model_dtype = deployment.model_dtype;
+    d.platform = deployment.device.platform;
     out.push_back(std::move(d));
   }
   return out;
@@ -576,6 +577,13 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   std::set<std::string> expert_tensors;
   for (const LayerDecision& ld : decisions) {
     refuse_unconvertible(*ld.layer, ld.query, ld.decision);
+    // compressed-tensors MXFP4 picks MarlinExperts on every device without CUTLASS MXFP4 or XPU
+    // (CompressedTensorsW4A4Mxfp4MoEMethod.__init__), but vLLM builds its Marlin ops for CUDA
+    // only (CMakeLists.txt @ e9d1398d9): on ROCm or a CPU the layer fails while it is prepared.
+    if (ld.decision.backend == "MARLIN" && ld.platform != orc::Platform::cuda)
+      refuse(ld.layer->prefix, "backend MARLIN / " + ld.decision.experts_class.value_or("?") + " on a " +
+                                   (ld.platform == orc::Platform::rocm ? "ROCm" : ld.platform == orc::Platform::cpu ? "CPU" : "non-CUDA") +
+                                   " target: vLLM builds its Marlin ops for CUDA only, so the layer fails while vLLM prepares it");
     refuse_unquantized_cast(ld);
     expert_tensors.insert(ld.layer->tensors.begin(), ld.layer->tensors.end());
     plan.layers.push_back(plan_layer(checkpoint, ld, request));

@@ -31,6 +31,8 @@ struct LayerDecision {
   oracle::Decision decision;
   // --dtype: the dtype vLLM creates unquantized expert parameters in (params_dtype).
   oracle::FloatType model_dtype = oracle::FloatType::bfloat16;
+  // The platform the deployment runs on (refusals that depend on what vLLM builds for it).
+  oracle::Platform platform = oracle::Platform::cuda;
 };
 
 // The family-specific facts of one rank's loader geometry (WNA16's transposed params and params

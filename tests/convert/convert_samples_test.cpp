@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ct-gpt-oss-mxfp4", "sm90", {}, "MARLIN"},
         // gpt-oss' loaders keep w2_bias on TP rank 0 only (per-expert llm-compressor biases too):
         // summed over the ranks the bias counts once, which verify checks.
-        Case{"ct-gpt-oss-mxfp4", "sm90", {"tp=2"}, "MARLIN"}, Case{"ct-gpt-oss-mxfp4", "gfx950", {"tp=2"}, "MARLIN"},
+        Case{"ct-gpt-oss-mxfp4", "sm90", {"tp=2"}, "MARLIN"}, Case{"ct-gpt-oss-mxfp4", "sm80", {"tp=2"}, "MARLIN"}, Case{"ct-gpt-oss-mxfp4", "gfx950", {}, ""},  // Marlin ops are CUDA-only
         // TP 2 leaves K/32 = 2 scale groups per row of w2: the CUTLASS W4A4 swizzle cannot take it.
         Case{"ct-mxfp4", "sm100", {"tp=2"}, ""},
         // TP 8 leaves 16 intermediate elements per rank: half an MX scale block.
