@@ -245,10 +245,12 @@ Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
 // steps: every expert's weight is stored transposed, and so is a scale whose stacked param is
 // 3-D (per-channel [E, N, 1], 128x128 blocks); per-tensor scales ([E]) and input scales stay.
 constexpr const char* kXpuTranspose = "vllm.xpu_transpose(e9d1398d9)";
-std::string then_xpu_transpose(const std::string& id) {
+// A checkpoint-layout role id (`vllm.unchanged`, possibly after a value stage `... => `) with
+// `layout` in place of the unchanged layout; other ids are kept.
+std::string then_layout(const std::string& id, const std::string& layout) {
   const std::string unchanged = kFp8Unchanged;
-  if (id == unchanged) return kXpuTranspose;
-  if (id.ends_with(" => " + unchanged)) return id.substr(0, id.size() - unchanged.size()) + kXpuTranspose;
+  if (id == unchanged) return layout;
+  if (id.ends_with(" => " + unchanged)) return id.substr(0, id.size() - unchanged.size()) + layout;
   return id;
 }
 Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
@@ -257,7 +259,7 @@ Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
   for (auto& [role, id] : r) {
     const bool weight = role == "w13_weight" || role == "w2_weight";
     const bool scale = role.ends_with("_weight_scale") || role.ends_with("_weight_scale_inv");
-    if (weight || (scale && !per_tensor)) id = then_xpu_transpose(id);
+    if (weight || (scale && !per_tensor)) id = then_layout(id, kXpuTranspose);
   }
   return r;
 }
@@ -269,12 +271,8 @@ Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
 // (gfx950, gfx1250) get here: MI300's FNUZ normalization is refused by fp8_checkpoint_roles.
 Roles fp8_aiter_roles(const SelectionContext& c, const Selection& s) {
   Roles r = fp8_checkpoint_roles(c, s);
-  const std::string unchanged = kFp8Unchanged, shuffle = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
-  for (auto& [role, id] : r) {
-    if (role != "w13_weight" && role != "w2_weight") continue;
-    if (id == unchanged) id = shuffle;
-    else if (id.ends_with(" => " + unchanged)) id = id.substr(0, id.size() - unchanged.size()) + shuffle;
-  }
+  for (auto& [role, id] : r)
+    if (role == "w13_weight" || role == "w2_weight") id = then_layout(id, "aiter.shuffle_weight(layout=16x16,v0.1.19)");
   return r;
 }
 

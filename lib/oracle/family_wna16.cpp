@@ -240,6 +240,22 @@ std::string marlin_zero_point_id(int bits, bool awq) {
 
 using Roles = std::vector<std::pair<std::string, std::string>>;
 
+// The method's parameter names: AutoGPTQ / AutoAWQ keep qweight, scales, qzeros, g_idx;
+// compressed-tensors weight_packed, weight_scale, weight_zero_point, weight_g_idx.
+struct ParamNames {
+  std::string weight, scale, zeros, g_idx;
+};
+ParamNames param_names(bool compressed_tensors) {
+  if (compressed_tensors) return {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx"};
+  return {"qweight", "scales", "qzeros", "g_idx"};
+}
+
+// The w13_ and w2_ roles of one parameter, with one layout id.
+void add_both(Roles& r, const std::string& param, const std::string& id) {
+  r.push_back({"w13_" + param, id});
+  r.push_back({"w2_" + param, id});
+}
+
 Roles marlin_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
@@ -270,29 +286,23 @@ Roles marlin_roles(const SelectionContext& c, const Selection&) {
   } else {
     const bool ct = layout == Layout::compressed_tensors;
     const bool act_order = ct ? q.actorder == "group" : q.desc_act;
-    const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales",
-                      zeros = ct ? "weight_zero_point" : "qzeros", g_idx = ct ? "weight_g_idx" : "g_idx";
+    const auto [weight, scale, zeros, g_idx] = param_names(ct);
     const std::string w = act_order ? std::string(kActOrderGather) + " | " + marlin_weight_id(bits, false) : marlin_weight_id(bits, false);
     r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, marlin_scale_id(w13_grouped, dtype)}, {"w2_" + scale, marlin_scale_id(w2_grouped, dtype)}};
     // GPTQ loads qzeros whatever `sym` says and converts them (ERRATA 6); compressed-tensors
     // registers zero points only when asymmetric.
     if (!ct || !q.symmetric) {
-      r.push_back({"w13_" + zeros, marlin_zero_point_id(bits, false)});
-      r.push_back({"w2_" + zeros, marlin_zero_point_id(bits, false)});
+      add_both(r, zeros, marlin_zero_point_id(bits, false));
     }
-    r.push_back({"w13_" + g_idx, act_order ? kSortedGIdx : kEmptyInt32});
-    r.push_back({"w2_" + g_idx, act_order ? kSortedGIdx : kEmptyInt32});
-    r.push_back({"w13_g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32});
-    r.push_back({"w2_g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32});
+    add_both(r, g_idx, act_order ? kSortedGIdx : kEmptyInt32);
+    add_both(r, "g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32);
     if (ct) {
-      r.push_back({"w13_weight_shape", "vllm.unchanged"});
-      r.push_back({"w2_weight_shape", "vllm.unchanged"});
+      add_both(r, "weight_shape", "vllm.unchanged");
     }
   }
   if (q.has_bias) {
     const std::string bias = "vllm.marlin_permute_bias(params_dtype=" + std::string(dtype == FloatType::bfloat16 ? "bf16" : dtype_id(dtype)) + ",e9d1398d9)";
-    r.push_back({"w13_bias", bias});
-    r.push_back({"w2_bias", bias});
+    add_both(r, "bias", bias);
   }
   return r;
 }
@@ -313,20 +323,17 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
   const Layout layout = layout_of(q.quant_method);
   if (layout == Layout::awq) return {{"w13_qweight", "vllm.wna16_triton_awq_uint8_view(MoeWNA16 branch on AWQ params,not_reproduced)"}};
   const bool ct = layout == Layout::compressed_tensors;
-  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
-                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const auto [weight, scale, zeros, g_idx] = param_names(ct);
   const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.wna16_triton_transpose(e9d1398d9)",
                     z = "vllm.wna16_triton_zero_points(transpose,int32_as_u8,e9d1398d9)";
   Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
              {"w13_" + zeros, z}, {"w2_" + zeros, z}, {"w13_" + g_idx, "dropped"}, {"w2_" + g_idx, "dropped"},
              {"w13_g_idx_sort_indices", "dropped"}, {"w2_g_idx_sort_indices", "dropped"}};
   if (ct) {
-    r.push_back({"w13_weight_shape", "vllm.unchanged"});
-    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+    add_both(r, "weight_shape", "vllm.unchanged");
   }
   if (q.has_bias) {
-    r.push_back({"w13_bias", "vllm.unchanged"});
-    r.push_back({"w2_bias", "vllm.unchanged"});
+    add_both(r, "bias", "vllm.unchanged");
   }
   return r;
 }
@@ -342,8 +349,7 @@ Roles cpu_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
   const bool awq = layout == Layout::awq, ct = layout == Layout::compressed_tensors;
-  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
-                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const auto [weight, scale, zeros, g_idx] = param_names(ct);
   const int hidden = c.moe.hidden_dim, inter = c.moe.intermediate_size_per_partition, gs = q.group_size;
   auto block_k = [gs](int k) { return std::min(gs > 0 ? gs : k, 128); };
   const std::string how = awq ? "awq_qzeros" : (ct && q.symmetric) ? "synthetic_0x77777777" : "qzeros_plus_1";
@@ -357,16 +363,13 @@ Roles cpu_roles(const SelectionContext& c, const Selection&) {
   Roles r = {{"w13_" + weight, weight_id(hidden)}, {"w2_" + weight, weight_id(inter)}, {"w13_" + scale, scale_id},
              {"w2_" + scale, scale_id},            {"w13_" + zeros, zero_id},          {"w2_" + zeros, zero_id}};
   if (!awq) {
-    r.push_back({"w13_" + g_idx, "vllm.unchanged"});
-    r.push_back({"w2_" + g_idx, "vllm.unchanged"});
+    add_both(r, g_idx, "vllm.unchanged");
   }
   if (ct) {
-    r.push_back({"w13_weight_shape", "vllm.unchanged"});
-    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+    add_both(r, "weight_shape", "vllm.unchanged");
   }
   if (q.has_bias) {
-    r.push_back({"w13_bias", "vllm.bias_f32"});
-    r.push_back({"w2_bias", "vllm.bias_f32"});
+    add_both(r, "bias", "vllm.bias_f32");
   }
   return r;
 }
@@ -385,23 +388,19 @@ Roles xpu_roles(const SelectionContext& c, const Selection&) {
   if (layout != Layout::gptq && !ct) return {{"w13_qweight", "vllm.xpu_wna16(" + q.quant_method + " params,not_reproduced)"}};
   if (ct ? q.actorder == "group" : q.desc_act)
     return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm.xpu_wna16(act-order g_idx unread by xpu_fused_moe,refused)"}};
-  const std::string weight = ct ? "weight_packed" : "qweight", scale = ct ? "weight_scale" : "scales", zeros = ct ? "weight_zero_point" : "qzeros",
-                    g_idx = ct ? "weight_g_idx" : "g_idx";
+  const auto [weight, scale, zeros, g_idx] = param_names(ct);
   const std::string w = "vllm.xpu_wna16_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.xpu_transpose(e9d1398d9)";
   const std::string index = ct ? "dropped" : kEmptyInt32Flat;
   Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
              {"w13_" + g_idx, index}, {"w2_" + g_idx, index}, {"w13_g_idx_sort_indices", index}, {"w2_g_idx_sort_indices", index}};
   if (!ct || !q.symmetric) {
-    r.push_back({"w13_" + zeros, "vllm.unchanged"});
-    r.push_back({"w2_" + zeros, "vllm.unchanged"});
+    add_both(r, zeros, "vllm.unchanged");
   }
   if (ct) {
-    r.push_back({"w13_weight_shape", "vllm.unchanged"});
-    r.push_back({"w2_weight_shape", "vllm.unchanged"});
+    add_both(r, "weight_shape", "vllm.unchanged");
   }
   if (q.has_bias) {
-    r.push_back({"w13_bias", "vllm.unchanged"});
-    r.push_back({"w2_bias", "vllm.unchanged"});
+    add_both(r, "bias", "vllm.unchanged");
   }
   return r;
 }
