@@ -319,6 +319,7 @@ struct ArtifactRuntime::Impl {
   artifact::Manifest manifest;
   ArtifactFiles files;
   std::map<size_t, std::vector<FastCpuRank>> fast_cpu;  // layer index -> its ranks, prepared once
+  std::map<size_t, std::pair<uint64_t, std::vector<int64_t>>> hash_tables;  // layer index -> (vocab, tid2eid), read once
   ex::CpuExpertsWorkspace fast_cpu_workspace;           // reused by every fast forward pass
   Impl(const std::string& d, const std::string& mp) : dir(d), manifest_path(mp), manifest(artifact::read_manifest(mp)), files(d) {}
 };
@@ -352,12 +353,21 @@ std::optional<std::string> ArtifactRuntime::cannot_run(size_t i) const {
   return std::nullopt;
 }
 
-uint64_t ArtifactRuntime::hash_vocab(size_t i) const {
+// A hash layer's tid2eid table, read and widened once per layer; nullptr for logit-routed layers.
+const std::pair<uint64_t, std::vector<int64_t>>* ArtifactRuntime::hash_table(size_t i) const {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
-  if (!L.routing || !L.routing->hash_table) return 0;
+  if (!L.routing || !L.routing->hash_table) return nullptr;
+  auto cached = impl_->hash_tables.find(i);
+  if (cached != impl_->hash_tables.end()) return &cached->second;
   auto table = impl_->files.find_tensor(impl_->manifest, *L.routing->hash_table);
-  if (!table || table->shape.size() != 2) throw_bad_input(impl_->manifest_path, *L.routing->hash_table, "the router's tid2eid table is not in the artifact as [vocab, top_k]");
-  return table->shape[0];
+  if (!table || (table->dtype != DType::I32 && table->dtype != DType::I64) || table->shape.size() != 2 || table->shape[1] != L.top_k)
+    throw_bad_input(impl_->manifest_path, *L.routing->hash_table, "the router's tid2eid table is not in the artifact as I32/I64 [vocab, " + std::to_string(L.top_k) + "]");
+  return &impl_->hash_tables.emplace(i, std::make_pair(table->shape[0], integer_values(*table))).first->second;
+}
+
+uint64_t ArtifactRuntime::hash_vocab(size_t i) const {
+  const auto* table = hash_table(i);
+  return table ? table->first : 0;
 }
 
 ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, uint64_t tokens, const std::vector<int64_t>* token_ids) {
@@ -375,22 +385,7 @@ ex::Routing ArtifactRuntime::route(size_t i, const std::vector<float>& logits, u
     if (!bias) throw_bad_input(impl_->manifest_path, *L.routing->correction_bias, "the router's correction bias is not in the artifact");
     rs.correction_bias = ex::float_values(*bias);
   }
-  if (L.routing->hash_table) {
-    auto table = impl_->files.find_tensor(impl_->manifest, *L.routing->hash_table);
-    if (!table || (table->dtype != DType::I32 && table->dtype != DType::I64) || table->shape.size() != 2 || table->shape[1] != L.top_k)
-      throw_bad_input(impl_->manifest_path, *L.routing->hash_table, "the router's tid2eid table is not in the artifact as I32/I64 [vocab, " + std::to_string(L.top_k) + "]");
-    const uint64_t n = table->shape[0] * table->shape[1], width = table->dtype == DType::I32 ? 4 : 8;
-    rs.hash_table.resize(static_cast<size_t>(n));
-    for (uint64_t j = 0; j < n; ++j) {
-      if (width == 4) {
-        int32_t v;
-        std::memcpy(&v, table->bytes.data() + j * 4, 4);
-        rs.hash_table[j] = v;
-      } else {
-        std::memcpy(&rs.hash_table[j], table->bytes.data() + j * 8, 8);
-      }
-    }
-  }
+  if (const auto* table = hash_table(i)) rs.hash_table = table->second;
   return ex::route(logits, tokens, L.num_experts, rs, token_ids);
 }
 

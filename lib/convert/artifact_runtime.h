@@ -70,6 +70,7 @@ class ArtifactRuntime {
 
  private:
   const std::vector<FastCpuRank>& fast_cpu_layer(size_t i);
+  const std::pair<uint64_t, std::vector<int64_t>>* hash_table(size_t i) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -52,8 +52,8 @@ class MaxOverExpertsF32 final : public LayerReduction {
   bool all_experts_;  // every expert of the layer (EPLB's all-reduce), else the rank's
 };
 
-// vLLM's `torch.empty((0,), dtype=torch.int32)`: a placeholder of the layer, not per expert
-// (the XPU WNA16 branch hands it back for GPTQ's g_idx and sort indices). No bytes.
+// vLLM's `torch.empty((0,), dtype=torch.int32)`: one empty I32 tensor for the whole layer, not
+// per expert (the XPU WNA16 branch hands it back for GPTQ's g_idx and sort indices). No bytes.
 class EmptyInt32 final : public LayerReduction {
  public:
   std::string name() const override { return "vllm.empty_int32(0,e9d1398d9)"; }

@@ -50,19 +50,11 @@ std::vector<float> finite_floats(const st::File& f, const st::TensorInfo& t, boo
 
 std::vector<int64_t> integer_ids(const st::File& f, const st::TensorInfo& t) {
   if (t.dtype != DType::I32 && t.dtype != DType::I64) throw_bad_input(f.path(), t.name, "dtype " + std::string(dtype_name(t.dtype)) + " is not I32 or I64");
-  const std::vector<uint8_t> bytes = f.read_all(t);
-  const size_t width = t.dtype == DType::I32 ? 4 : 8;
-  std::vector<int64_t> ids(bytes.size() / width);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (width == 4) {
-      int32_t v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      ids[i] = v;
-    } else {
-      std::memcpy(&ids[i], bytes.data() + 8 * i, 8);
-    }
-  }
-  return ids;
+  OwnedTensor o;
+  o.dtype = t.dtype;
+  o.shape = t.shape;
+  o.bytes = f.read_all(t);
+  return integer_values(o);
 }
 
 template <typename T>

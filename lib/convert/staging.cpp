@@ -15,9 +15,10 @@ namespace {
 
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_io(path, "cannot open directory to sync it", errno);
+// Makes a directory's entries (or, `directory` false, a file's bytes) durable.
+void fsync_path(const std::string& path, bool directory = true) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) throw_io(path, directory ? "cannot open directory to sync it" : "cannot open to fsync", errno);
   int rc = ::fsync(fd);
   int e = errno;
   ::close(fd);
@@ -62,14 +63,7 @@ void StagingDirectory::commit() {
   // The shards were written with deferred durability (their write-back started as each was
   // committed): every file is on disk before the directory that names them moves into place.
   for (const auto& entry : fs::recursive_directory_iterator(staging_path_, ec)) {
-    if (!entry.is_regular_file()) continue;
-    const std::string file = entry.path().string();
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw_io(file, "cannot open to fsync", errno);
-    const int rc = ::fsync(fd);
-    const int e = errno;
-    ::close(fd);
-    if (rc != 0) throw_io(file, "fsync failed", e);
+    if (entry.is_regular_file()) fsync_path(entry.path().string(), false);
   }
   if (ec) throw_io(staging_path_, "cannot list: " + ec.message(), 0);
   fsync_path(staging_path_);

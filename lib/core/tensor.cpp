@@ -48,6 +48,22 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+std::vector<int64_t> integer_values(const OwnedTensor& t) {
+  if (t.dtype != DType::I32 && t.dtype != DType::I64) throw_internal("integer_values of a " + std::string(dtype_name(t.dtype)) + " tensor");
+  const size_t width = t.dtype == DType::I32 ? 4 : 8;
+  std::vector<int64_t> out(t.bytes.size() / width);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (width == 4) {
+      int32_t v;
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+      out[i] = v;
+    } else {
+      std::memcpy(&out[i], t.bytes.data() + 8 * i, 8);
+    }
+  }
+  return out;
+}
+
 float float_element(const OwnedTensor& t, uint64_t i) {
   switch (t.dtype) {
     case DType::F32: {

@@ -38,5 +38,7 @@ std::string human_bytes(uint64_t n);
 float float_element(const OwnedTensor& t, uint64_t i);
 // A float tensor cast to F32, BF16 or F16 as torch casts (round to nearest even; widening is exact).
 OwnedTensor cast_float_tensor(const OwnedTensor& t, DType to);
+// The values of an I32 or I64 tensor (ids, tables), widened to int64; Error(internal) for others.
+std::vector<int64_t> integer_values(const OwnedTensor& t);
 
 }  // namespace moepack

@@ -64,6 +64,16 @@ const std::vector<std::string>& routing_methods() {
 
 namespace {
 
+// A routing of `tokens` x `k` slots, to be filled.
+Routing empty_routing(uint64_t tokens, uint64_t k) {
+  Routing r;
+  r.tokens = tokens;
+  r.top_k = k;
+  r.ids.resize(static_cast<size_t>(tokens * k));
+  r.weights.resize(static_cast<size_t>(tokens * k));
+  return r;
+}
+
 // DeepSeek-V4's hash layers: the experts come from the table row of each token's id, weighted
 // by their sqrt(softplus) scores (the correction bias plays no part), renormalized over the k
 // and scaled.
@@ -74,11 +84,7 @@ Routing hash_route(const std::vector<float>& logits, uint64_t tokens, uint64_t e
   const uint64_t vocab = s.hash_table.size() / k;
   if (!token_ids) throw Error(ErrorKind::bad_input, "routing: this layer routes by token id (DeepSeek-V4 hash MoE, vLLM: \"hash MoE routing requires input_ids\"): give input_ids");
   if (token_ids->size() != tokens) throw Error(ErrorKind::bad_input, "routing: " + std::to_string(token_ids->size()) + " token ids for " + std::to_string(tokens) + " tokens");
-  Routing r;
-  r.tokens = tokens;
-  r.top_k = k;
-  r.ids.resize(static_cast<size_t>(tokens * k));
-  r.weights.resize(static_cast<size_t>(tokens * k));
+  Routing r = empty_routing(tokens, k);
   for (uint64_t t = 0; t < tokens; ++t) {
     const int64_t id = (*token_ids)[t];
     if (id < 0 || static_cast<uint64_t>(id) >= vocab)
@@ -117,11 +123,7 @@ Routing route(const std::vector<float>& logits, uint64_t tokens, uint64_t expert
   if (grouped && (experts % s.n_group || s.topk_group == 0 || s.topk_group > s.n_group || s.topk_group * (experts / s.n_group) < k))
     throw Error(ErrorKind::bad_input, "routing: " + std::to_string(s.n_group) + " groups / top " + std::to_string(s.topk_group) + " groups cannot route " + std::to_string(experts) +
                                           " experts top-" + std::to_string(k));
-  Routing r;
-  r.tokens = tokens;
-  r.top_k = k;
-  r.ids.resize(static_cast<size_t>(tokens * k));
-  r.weights.resize(static_cast<size_t>(tokens * k));
+  Routing r = empty_routing(tokens, k);
   for (uint64_t t = 0; t < tokens; ++t) {
     const float* x = logits.data() + t * experts;
     std::vector<double> scores(static_cast<size_t>(experts));
