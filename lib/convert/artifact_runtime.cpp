@@ -692,7 +692,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     g.intermediate = g.padded_intermediate = I;
     g.gpt_oss_interleaved = sl->recipe.w13_order == ckpt::W13Order::interleaved;
     g.gated = sl->gated;
-    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path));
+    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path), holds_fp8_fnuz(L));
     for (const auto& [role, t] : L.ranks.front().tensors) {
       if (t.value_stage.empty()) continue;
       const ValueStage* stage = find_value_stage(t.value_stage);
@@ -712,7 +712,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     g.hidden = g.padded_hidden = H;
     g.intermediate = g.padded_intermediate = I;
     g.gated = sl->gated;
-    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path));
+    set_family_geometry(g, *sl, L.family, params_dtype_of_target(target_dtype, source_path), holds_fp8_fnuz(L));
     loaded_as_vllm = g;
   }
   ex::ExpertSource reference = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {

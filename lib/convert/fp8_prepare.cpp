@@ -63,7 +63,9 @@ class RequantW13 final : public ValueStage {
     Prepared p;
     p.multiplier = [scales](uint64_t e, float) { return std::max(scales.at(e).first, scales.at(e).second); };
     p.change = [scales](uint64_t e, OwnedTensor& w) {
-      if (w.dtype != DType::F8_E4M3 || w.shape.size() != 2 || w.shape[0] % 2) throw_internal("fp8 requantization of a w13 that is not F8_E4M3 [2P, H]");
+      const bool fnuz = w.dtype == DType::F8_E4M3FNUZ;
+      if ((w.dtype != DType::F8_E4M3 && !fnuz) || w.shape.size() != 2 || w.shape[0] % 2)
+        throw_internal("fp8 requantization of a w13 that is not F8_E4M3(FNUZ) [2P, H]");
       const auto [s1, s3] = scales.at(e);
       const float inverse = 1.0f / std::max(s1, s3);
       // The fp16 weight times a 0-dim fp32 CUDA tensor computes in fp16's type: the scale is
@@ -73,10 +75,13 @@ class RequantW13 final : public ValueStage {
       const uint64_t half = w.bytes.size() / 2;
       for (uint64_t i = 0; i < w.bytes.size(); ++i) {
         const float s = i < half ? h1 : h3;
-        const float dq = f16_to_float(float_to_f16(e4m3_to_float(w.bytes[i]) * s));
-        // fminf/fmaxf as the kernel clamps: a NaN becomes the bound it is compared with.
-        const float clamped = std::fmax(-448.0f, std::fmin(dq * inverse, 448.0f));
-        w.bytes[i] = float_to_e4m3(clamped);
+        const float dq = f16_to_float(float_to_f16((fnuz ? e4m3fnuz_to_float(w.bytes[i]) : e4m3_to_float(w.bytes[i])) * s));
+        // fminf/fmaxf as the kernel clamps: a NaN becomes the bound it is compared with. On
+        // FNUZ devices the bound is vLLM's 224 (quant_type_max of Float8_e4m3fnuz is 0x7E, not
+        // 240) and HIP's saturating conversion writes the code.
+        const float bound = fnuz ? 224.0f : 448.0f;
+        const float clamped = std::fmax(-bound, std::fmin(dq * inverse, bound));
+        w.bytes[i] = fnuz ? float_to_e4m3fnuz(clamped) : float_to_e4m3(clamped);
       }
     };
     return p;
@@ -122,7 +127,9 @@ bool is_fp8_scale_role(const std::string& role) {
   return role.ends_with("_weight_scale") || role.ends_with("_weight_scale_inv") || role.ends_with("_input_scale");
 }
 
-OwnedTensor load_fp8_scale(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+namespace {
+
+OwnedTensor sliced_fp8_scale(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
   const bool w13 = role.rfind("w13_", 0) == 0;
   // Per-tensor and input scales ([2], [1], []): copied whole.
   if (in.shape.size() <= 1) return widened(in);
@@ -166,6 +173,22 @@ OwnedTensor load_fp8_scale(const std::string& role, const OwnedTensor& in, const
   for (uint64_t r = 0; r < rows; ++r)
     std::memcpy(out.bytes.data() + r * take * eb, in.bytes.data() + (r * cols + begin) * eb, static_cast<size_t>(std::min(take, cols - std::min(cols, begin)) * eb));
   return widened(out);
+}
+
+}  // namespace
+
+OwnedTensor load_fp8_scale(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  OwnedTensor out = sliced_fp8_scale(role, in, g);
+  if (g.fp8_fnuz) {
+    // normalize_e4m3fn_to_e4m3fnuz's scale half: weight and input scales times 2.0 in fp32.
+    for (uint64_t i = 0; i < out.bytes.size(); i += 4) {
+      float v;
+      std::memcpy(&v, out.bytes.data() + i, 4);
+      v *= 2.0f;
+      std::memcpy(out.bytes.data() + i, &v, 4);
+    }
+  }
+  return out;
 }
 
 }  // namespace moepack::convert

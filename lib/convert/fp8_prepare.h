@@ -27,6 +27,10 @@
 //   vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)   value stage of FlashInfer's block scales
 //     (prepare_fp8_moe_layer_for_fi: clamp_(min=1e-10) against NaN outputs of dead experts on
 //     Hopper): every fp32 scale below 1e-10f becomes 1e-10f; NaN stays.
+// On E4M3FNUZ devices (MI300; RankGeometry::fp8_fnuz) the loaded scales are already doubled
+// (normalize_e4m3fn_to_e4m3fnuz) and w13 holds FNUZ codes: the requantization decodes FNUZ,
+// clamps to ±224 (csrc/quantization/utils.cuh: vLLM's FNUZ bound is 0x7E, not torch's 240) and
+// encodes with HIP's saturating conversion (amd/quant_utils.cuh cvt_c10; lib/core/codecs.h).
 // A scale that is NaN, infinite or not positive is bad input (vLLM would write garbage codes).
 #pragma once
 

@@ -60,7 +60,19 @@ IntermediateRange gpt_oss_rank_range(const RankGeometry& g) {
   return {begin, std::min(begin + per_rank, g.intermediate)};
 }
 
-OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+namespace {
+
+// normalize_e4m3fn_to_e4m3fnuz's weight half (w8a8_utils.py @ e9d1398d9): the weight's int8
+// view has -128 set to 0, then the bytes are read as E4M3FNUZ (its scales: load_fp8_scale).
+OwnedTensor held_on_device(const std::string& role, OwnedTensor t, const RankGeometry& g) {
+  if (!g.fp8_fnuz || t.dtype != DType::F8_E4M3 || (role != "w13_weight" && role != "w2_weight")) return t;
+  for (uint8_t& b : t.bytes)
+    if (b == 0x80) b = 0x00;
+  t.dtype = DType::F8_E4M3FNUZ;
+  return t;
+}
+
+OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
   if (g.int_transposed) return load_wna16_param(role, in, g);
   if (g.fp8_scales && is_fp8_scale_role(role)) return load_fp8_scale(role, in, g);
   const bool is_w13 = role.rfind("w13_", 0) == 0;
@@ -136,6 +148,12 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, co
   return out;
 }
 
+}  // namespace
+
+OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  return held_on_device(role, sliced_param(role, in, g), g);
+}
+
 OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, const RankGeometry& g) {
   // One rank and no round-up: every branch above copies the whole tensor, element for element,
   // into a parameter of the same dtype and shape (param_loader_test checks it on every role).
@@ -151,7 +169,7 @@ OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, 
   const bool scalar = shape.size() <= 1 && (shape.empty() || shape[0] <= 2) && role.find("bias") == std::string::npos;
   const bool same_shape = scalar || (shape.size() == 1 && shape[0] == rows) ||
                           (shape.size() == 2 && shape[0] == rows && shape[1] != 0 && (input % shape[1] == 0 || shape[1] * 4 == input * 3));
-  if (whole && same_shape) return std::move(canonical);
+  if (whole && same_shape) return held_on_device(role, std::move(canonical), g);
   return load_expert_param(role, static_cast<const OwnedTensor&>(canonical), g);
 }
 

@@ -49,6 +49,11 @@ struct RankGeometry {
   // lib/convert/fp8_prepare.h says; block-quantized layers give their weight_block_size.
   bool fp8_scales = false;
   uint64_t fp8_block_n = 0, fp8_block_k = 0;
+  // MI300-class devices (E4M3FNUZ): the FP8 methods that normalize (Fp8MoEMethod, compressed-
+  // tensors and Quark W8A8 FP8; normalize_e4m3fn_to_e4m3fnuz) hold the weights as F8_E4M3FNUZ,
+  // byte 0x80 (E4M3FN's -0, FNUZ's NaN) made 0x00, and every weight and input scale doubled
+  // (the same bits are worth half as much in FNUZ). Needs fp8_scales.
+  bool fp8_fnuz = false;
 };
 
 

@@ -81,6 +81,7 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
     d.decision = orc::decide(d.query, deployment);
     d.model_dtype = deployment.model_dtype;
     d.platform = deployment.device.platform;
+    d.fp8_is_fnuz = deployment.device.fp8_is_fnuz();
     out.push_back(std::move(d));
   }
   return out;
@@ -451,7 +452,8 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
                              ") split the 32-element MX scale blocks at this parallel size");
 }
 
-RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split, int rank, orc::FloatType model_dtype) {
+RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const LayerDecision& ld, const RankSplit& split, int rank) {
+  const orc::Decision& d = ld.decision;
   RankGeometry g;
   g.hidden = layer.hidden_size;
   g.intermediate = layer.intermediate_size;
@@ -462,7 +464,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const orc::Decision& d, 
   // gpt-oss' own loaders (openai MXFP4 and amd-quark exports) slice interleaved w13 rows.
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
-  set_family_geometry(g, layer, orc::family_name(d.family), model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16);
+  set_family_geometry(g, layer, orc::family_name(d.family), ld.model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16, ld.fp8_is_fnuz);
   return g;
 }
 
@@ -541,7 +543,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
   const SwigluFacts swiglu{ld.query.swiglu_limit, ld.query.swiglu_beta};
   for (int rank = 0; rank < split.ranks; ++rank) {
     if (request.only_rank && *request.only_rank != rank) continue;
-    const RankGeometry g = rank_geometry(layer, d, split, rank, ld.model_dtype);
+    const RankGeometry g = rank_geometry(layer, ld, split, rank);
     const uint64_t first_expert = split.expert_parallel ? split.local_experts * static_cast<uint64_t>(rank) : 0;
     RankPlan rp;
     rp.rank = rank;
@@ -557,13 +559,14 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 
 }  // namespace
 
-void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype) {
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device) {
   g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "w4a8") g.params_dtype = params_dtype;  // bf16 group-scale parameters (w4a8_cutlass.h)
   if (family == "fp8") {
     g.fp8_scales = true;
+    g.fp8_fnuz = fp8_fnuz_device;
     if (layer.quant.weight_block_size.size() == 2) {
       g.fp8_block_n = static_cast<uint64_t>(layer.quant.weight_block_size[0]);
       g.fp8_block_k = static_cast<uint64_t>(layer.quant.weight_block_size[1]);
@@ -592,6 +595,13 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   for (const auto& name : checkpoint.shards->names())
     if (!expert_tensors.count(name)) plan.pass_through.push_back({name, *checkpoint.shards->find(name)});
   return plan;
+}
+
+bool holds_fp8_fnuz(const artifact::Layer& layer) {
+  for (const auto& rank : layer.ranks)
+    for (const auto& [role, t] : rank.tensors)
+      if (t.canonical_dtype == "F8_E4M3FNUZ") return true;
+  return false;
 }
 
 }  // namespace moepack::convert

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
@@ -33,12 +34,19 @@ struct LayerDecision {
   oracle::FloatType model_dtype = oracle::FloatType::bfloat16;
   // The platform the deployment runs on (refusals that depend on what vLLM builds for it).
   oracle::Platform platform = oracle::Platform::cuda;
+  // Whether the device holds FP8 as E4M3FNUZ (MI300-class; RankGeometry::fp8_fnuz).
+  bool fp8_is_fnuz = false;
 };
 
 // The family-specific facts of one rank's loader geometry (WNA16's transposed params and params
 // dtype, FP8's fp32 scales and blocks), shared by the planner, the integrity check and the
 // reference. `family` is the oracle family's name ("wna16", "fp8", ...).
-void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype);
+// `fp8_fnuz_device`: the target holds FP8 as E4M3FNUZ (an FP8 layer then loads normalized).
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device);
+
+// Whether an artifact's layer holds FNUZ weights (its canonical FP8 params are F8_E4M3FNUZ): the
+// integrity check and the reference load the source the same way.
+bool holds_fp8_fnuz(const artifact::Layer& layer);
 
 // Decisions for every MoE layer of an open checkpoint.
 std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, const oracle::Deployment& deployment);

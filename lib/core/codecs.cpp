@@ -1,5 +1,6 @@
 #include "lib/core/codecs.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -89,6 +90,24 @@ uint8_t float_to_e4m3(float v) {
   }
   uint32_t man = static_cast<uint32_t>(std::lround((qf * 2.0f - 1.0f) * 8.0f));
   return sign | static_cast<uint8_t>((exp << 3) | man);
+}
+
+uint8_t float_to_e4m3fnuz(float v) {
+  if (std::isnan(v)) return 0x80;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const float a = std::fmin(std::fabs(v), 240.0f);
+  // The grid: quantum 2^(e-3) in the binade [2^e, 2^(e+1)), 2^-10 below the smallest normal 2^-7.
+  int e;
+  std::frexp(a, &e);
+  const int binade = std::max(e - 1, -7);
+  const float quantum = std::ldexp(1.0f, binade - 3);
+  const float q = std::nearbyint(a / quantum) * quantum;  // half to even in the default mode
+  if (q == 0.0f) return 0x00;
+  int qe;
+  const float qf = std::frexp(q, &qe);
+  const int exp = qe - 1 + 8;
+  if (exp <= 0) return sign | static_cast<uint8_t>(std::lround(q / std::ldexp(1.0f, -10)));
+  return sign | static_cast<uint8_t>((exp << 3) | static_cast<uint32_t>(std::lround((qf * 2.0f - 1.0f) * 8.0f)));
 }
 
 float e4m3fnuz_to_float(uint8_t code) {

@@ -11,7 +11,7 @@
 //   nvfp4         U8, 2 E2M1 codes per byte                    F8_E4M3, 1 per 16        e2m1 · e4m3(s) · global
 //   bf16/f16/f32  the float itself                             none                     value
 //   int_wna16     GPTQ / AWQ / compressed-tensors integer codes: lib/experts/int_dequant.h
-//   fp8_e4m3      F8_E4M3 with fp32 scales per tensor, shard, channel or block: fp8_dequant.h
+//   fp8_e4m3      F8_E4M3 (or MI300's F8_E4M3FNUZ) with fp32 scales per tensor, shard, channel or block: fp8_dequant.h
 //   int8          I8 with fp32 per-channel scales (W8A8): fp8_dequant.h as well
 //   w4a8_fp8      I32 [N, K/8] uint4b8 codes (N first, code k%8   a 16-value table per       table[code]
 //                 of word (n, k/8)), CUTLASS W4A8              group: int_dequant.h

@@ -19,7 +19,7 @@ namespace moepack::experts {
 
 // One expert's weight [rows, cols] as floats. `scales` holds ceil(rows/block_rows) x
 // ceil(cols/block_cols) values, row-major. Error(bad_input) naming `where` when the weight is
-// not F8_E4M3 or I8 of that shape or the scales do not cover it.
+// not F8_E4M3, F8_E4M3FNUZ (MI300's normalized FP8) or I8 of that shape or the scales do not cover it.
 std::vector<float> dequantize_fp8(const OwnedTensor& weight, std::span<const float> scales, uint64_t rows, uint64_t cols, uint64_t block_rows,
                                   uint64_t block_cols, float multiplier, const std::string& where);
 

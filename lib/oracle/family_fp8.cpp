@@ -160,13 +160,21 @@ void refuse_per_tensor_scale_backends(const Selection& s) {
 //   * static input scales: process_fp8_input_tensor_strategy_moe keeps their max (0-dim), over
 //     the rank's experts, or all of them under EPLB (amax_for_moe_activation_quant);
 //   * every scale is an fp32 parameter (the loader widens BF16 checkpoint scales).
-// Ids are lib/convert/fp8_prepare.h's and packers/registry.cpp's. MI300-class devices first
-// normalize E4M3FN to E4M3FNUZ (normalize_e4m3fn_to_e4m3fnuz, then the requantization in FNUZ):
-// not reproduced, so an id no packer has makes the converter refuse by name.
+// Ids are lib/convert/fp8_prepare.h's and packers/registry.cpp's. On MI300-class devices
+// (E4M3FNUZ) Fp8MoEMethod, compressed-tensors and Quark first run normalize_e4m3fn_to_e4m3fnuz
+// (w8a8_utils.py): moepack's loader does the same (RankGeometry::fp8_fnuz), so every row below
+// holds F8_E4M3FNUZ weights and doubled scales there, and the w13 requantization writes FNUZ.
+// ModelOptFp8MoEMethod skips the normalization: its E4M3FN weights would meet FNUZ activations
+// and requantized codes converted back by value, which moepack does not reproduce.
 using Roles = std::vector<std::pair<std::string, std::string>>;
 constexpr const char* kFp8Unchanged = "vllm.unchanged";
 Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
-  if (c.fp8_is_fnuz()) return {{"w13_weight", "vllm.normalize_e4m3fn_to_e4m3fnuz(then requantize in fnuz,not_reproduced)"}};
+  if (c.fp8_is_fnuz()) {
+    if (c.query.quant_method == "modelopt")
+      return {{"w13_weight", "vllm.ModelOptFp8MoEMethod(keeps E4M3FN weights on an E4M3FNUZ device: no normalize_e4m3fn_to_e4m3fnuz,refused)"}};
+    c.notes.push_back("E4M3FNUZ device: vLLM normalizes the E4M3FN checkpoint (normalize_e4m3fn_to_e4m3fnuz): weights held as F8_E4M3FNUZ "
+                      "with byte 0x80 made 0x00, every weight and input scale doubled");
+  }
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
   // Fp8MoEMethod names block scales weight_scale_inv; the others weight_scale.
@@ -203,7 +211,6 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   const bool gated = c.moe.is_act_and_mul();
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
-  if (c.fp8_is_fnuz()) return {{"w13_weight", "vllm.normalize_e4m3fn_to_e4m3fnuz(then requantize in fnuz,not_reproduced)"}};
   if (!block && !per_tensor) return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_fi(per-channel weights,not_reproduced)"}};
   if (per_tensor && gated && c.moe.intermediate_size_per_partition % 16 != 0)
     return {{"w13_weight", "vllm.align_moe_weights_for_fi(end padding then w31 swap mixes gate and up rows,refused)"}};
@@ -374,7 +381,6 @@ std::span<const LayoutRow> fp8_layouts() {
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_flashinfer_roles},
       {.backend = "AITER",
-       .condition_text = "OCP E4M3FN devices (MI300's E4M3FNUZ normalization: refused)",
        .roles = {{"w13_weight", "aiter.shuffle_weight (16x16 tiles; per-tensor: after the w13 requantization)"}, {"w2_weight", "aiter.shuffle_weight (16x16 tiles)"},
                  {"w13_weight_scale", "as the checkpoint-layout backends"}, {"w2_weight_scale", "as the checkpoint-layout backends"}},
        .roles_of = fp8_aiter_roles},

@@ -314,7 +314,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm", "env=VLLM_USE_DEEP_GEMM_E8M0:0"}, "DEEPGEMM"},  // fp32, unchanged
                       Case{"deepseek-v3-fp8", "sm100", {"moe-backend=deep_gemm"}, "DEEPGEMM"},  // rows broadcast, packed UE8M0 scales
                       Case{"deepseek-v3-fp8", "sm120", {"moe-backend=deep_gemm"}, ""},  // DeepGEMM: DG_HOST_UNREACHABLE
-                      Case{"ct-fp8-tensor", "gfx942", {}, ""},        // E4M3FNUZ normalization: not reproduced
+                      // MI300: normalize_e4m3fn_to_e4m3fnuz (F8_E4M3FNUZ, 0x80 -> 0, scales x 2), then the
+                      // per-tensor w13 requantization in FNUZ (bound 224); ModelOpt does not normalize: refused
+                      Case{"ct-fp8-tensor", "gfx942", {}, "TRITON"}, Case{"ct-fp8-tensor", "gfx942", {"tp=2", "ep=1"}, "TRITON"},
+                      Case{"ct-fp8-channel", "gfx942", {"tp=2"}, "TRITON"}, Case{"deepseek-v3-fp8", "gfx942", {}, "TRITON"},
+                      Case{"modelopt-fp8", "gfx942", {}, ""},
                       Case{"ct-fp8-block", "cpu-amx", {}, "CPU"},     // sgl convert_weight_packed (VNNI-2)
                       Case{"ct-fp8-tensor", "sm80", {}, "MARLIN"},      // int32 view + 8-bit repack, biased channel-wise scales
                       Case{"ct-fp8-channel", "sm80", {"tp=2"}, "MARLIN"}, Case{"deepseek-v3-fp8", "sm80", {}, "MARLIN"},
@@ -384,8 +388,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"modelopt-mxfp8", "xpu", {}, ""}),
     case_name);
 
-// AITER FP8 on OCP E4M3FN devices: the checkpoint-layout steps, then AITER's 16x16 weight tiles
-// (shuffle_weight); MI300 (gfx942) first normalizes to E4M3FNUZ: refused.
+// AITER FP8: the checkpoint-layout steps, then AITER's 16x16 weight tiles (shuffle_weight); on
+// MI300 (gfx942) of the normalized E4M3FNUZ weights.
 INSTANTIATE_TEST_SUITE_P(
     Fp8Aiter, ConvertSamples,
     ::testing::Values(Case{"ct-fp8-block", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
@@ -393,6 +397,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct-fp8-channel", "gfx1250", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
                       Case{"deepseek-v3-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1", "tp=2", "ep=1"}, "AITER"},
                       Case{"llama4-fp8", "gfx950", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
+                      Case{"ct-fp8-block", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
+                      Case{"ct-fp8-tensor", "gfx942", {"env=VLLM_ROCM_USE_AITER:1", "tp=2"}, "AITER"},
+                      Case{"deepseek-v3-fp8", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, "AITER"},
                       Case{"modelopt-fp8", "gfx942", {"env=VLLM_ROCM_USE_AITER:1"}, ""}),
     case_name);
 

@@ -66,6 +66,61 @@ TEST(Fp8Prepare, RequantizationWorkedExamples) {
   EXPECT_EQ(o.bytes, (std::vector<uint8_t>{0x7E, 0x01}));
 }
 
+// MI300 (E4M3FNUZ): the requantization reads FNUZ codes (normalized, scales already doubled by
+// the loader), clamps to vLLM's 224 and writes FNUZ codes with HIP's rounding.
+TEST(Fp8Prepare, RequantizationInFnuz) {
+  const ValueStage* stage = find_value_stage("vllm.fp8_requant_w13_max_scale(e9d1398d9)");
+  // The FN example above, normalized: scales 0.5, 2 doubled to 1, 4 (m = 4).
+  auto prepared = stage->prepare(input_of("w13_weight", {{"w13_weight_scale", {f32({2}, {1.0f, 4.0f}), f32({2}, {0.6f, 2.0f})}}}));
+  EXPECT_EQ(prepared.multiplier(0, 1.0f), 4.0f);
+  OwnedTensor w(DType::F8_E4M3FNUZ, {2, 2});  // rows: gate, up
+  w.bytes = {0x40, 0xC0, 0x40, 0x00};          // FNUZ 1.0, -1.0 | 1.0, 0 (FN 0x38's bits read as FNUZ are 0.5)
+  prepared.change(0, w);
+  // Gate: fp16(1.0 * 1) / 4 = 0.25 -> FNUZ 0x30; the up shard keeps its codes.
+  EXPECT_EQ(w.bytes, (std::vector<uint8_t>{0x30, 0xB0, 0x40, 0x00}));
+  EXPECT_EQ(w.dtype, DType::F8_E4M3FNUZ);
+  // 1.375 (0x43) * fp16(0.6f) = 0.8251953125 (fp16: 0.6f rounds to 0.60009765625), / 2 = 0.41259765625
+  // -> FNUZ 0.40625 (0x2D's FN bits are 0x35 in FNUZ): the FN example's code moved by one exponent.
+  OwnedTensor v(DType::F8_E4M3FNUZ, {2, 1});
+  v.bytes = {0x43, 0x43};
+  prepared.change(1, v);
+  EXPECT_EQ(v.bytes, (std::vector<uint8_t>{0x35, 0x43}));
+  // The bound is 224, not 240: 240 (0x7F) times 1 over m = 1 clamps to 224 (0x7E).
+  auto one = stage->prepare(input_of("w13_weight", {{"w13_weight_scale", {f32({2}, {1.0f, 1.0f})}}}));
+  OwnedTensor top(DType::F8_E4M3FNUZ, {2, 1});
+  top.bytes = {0x7F, 0xFF};
+  one.change(0, top);
+  EXPECT_EQ(top.bytes, (std::vector<uint8_t>{0x7E, 0xFE}));
+  // A negative value that rounds to zero is 0x00 (FNUZ has no -0; 0x80 is its NaN).
+  auto tiny = stage->prepare(input_of("w13_weight", {{"w13_weight_scale", {f32({2}, {1.0f, 4096.0f})}}}));
+  OwnedTensor z(DType::F8_E4M3FNUZ, {2, 1});
+  z.bytes = {0x81, 0x40};  // -2^-10 in the gate shard: -2^-10 / 4096 rounds to zero
+  tiny.change(0, z);
+  EXPECT_EQ(z.bytes[0], 0x00);
+}
+
+// normalize_e4m3fn_to_e4m3fnuz in the loader: weights F8_E4M3FNUZ with 0x80 made 0x00, on every
+// path (one whole rank, or sliced); weight and input scales doubled in fp32.
+TEST(Fp8Prepare, FnuzLoaderNormalizesWeightsAndDoublesScales) {
+  for (uint64_t tp : {1u, 2u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    RankGeometry g{.hidden = 2, .intermediate = 2, .padded_hidden = 2, .padded_intermediate = 2 / tp, .tp_size = tp, .tp_rank = 0};
+    g.fp8_scales = true;
+    g.fp8_fnuz = true;
+    OwnedTensor w2(DType::F8_E4M3, {2, 2});
+    w2.bytes = {0x80, 0x38, 0xB8, 0x80};
+    const OwnedTensor held = load_expert_param("w2_weight", OwnedTensor(w2), g);
+    EXPECT_EQ(held.dtype, DType::F8_E4M3FNUZ);
+    EXPECT_EQ(held.bytes, tp == 1 ? (std::vector<uint8_t>{0x00, 0x38, 0xB8, 0x00}) : (std::vector<uint8_t>{0x00, 0xB8}));
+    OwnedTensor w13(DType::F8_E4M3, {4, 2});  // gate rows 0-1, up rows 2-3; rank 0 of 2 takes rows 0 and 2
+    w13.bytes = {0x80, 0x01, 0x02, 0x03, 0x04, 0x05, 0x80, 0x07};
+    EXPECT_EQ(load_expert_param("w13_weight", w13, g).bytes,
+              tp == 1 ? (std::vector<uint8_t>{0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x00, 0x07}) : (std::vector<uint8_t>{0x00, 0x01, 0x04, 0x05}));
+    EXPECT_EQ(floats(load_expert_param("w13_weight_scale", bf16({2}, {0.5f, 0.75f}), g)), (std::vector<float>{1.0f, 1.5f}));
+    EXPECT_EQ(floats(load_expert_param("w2_input_scale", f32({}, {0.125f}), g)), (std::vector<float>{0.25f}));
+  }
+}
+
 TEST(Fp8Prepare, NonPositiveOrNonFiniteScalesAreBadInput) {
   const ValueStage* stage = find_value_stage("vllm.fp8_requant_w13_max_scale(e9d1398d9)");
   for (float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {

@@ -126,6 +126,33 @@ TEST(OtherFp8, SpecialCodes) {
   EXPECT_EQ(e5m2fnuz_to_float(0x7F), 57344.0f);
 }
 
+// HIP's saturating E4M3FNUZ conversion (what vLLM's ROCm kernels write on MI300): every code
+// decodes and encodes back (0x80 is NaN both ways), ties go to the even code, zero has no sign.
+TEST(E4M3Fnuz, EncodeWorkedExamplesAndRoundTrip) {
+  for (int c = 0; c < 256; ++c) EXPECT_EQ(float_to_e4m3fnuz(e4m3fnuz_to_float(static_cast<uint8_t>(c))), c) << c;
+  EXPECT_EQ(float_to_e4m3fnuz(1.0f), 0x40);            // bias 8: exponent field 8, mantissa 0
+  EXPECT_EQ(float_to_e4m3fnuz(-1.0f), 0xC0);
+  EXPECT_EQ(float_to_e4m3fnuz(224.0f), 0x7E);          // vLLM's FNUZ bound
+  EXPECT_EQ(float_to_e4m3fnuz(240.0f), 0x7F);
+  EXPECT_EQ(float_to_e4m3fnuz(1000.0f), 0x7F);         // saturates, never NaN
+  EXPECT_EQ(float_to_e4m3fnuz(-INFINITY), 0xFF);
+  EXPECT_EQ(float_to_e4m3fnuz(std::nanf("")), 0x80);
+  EXPECT_EQ(float_to_e4m3fnuz(232.0f), 0x7E);          // tie between 224 (even) and 240
+  EXPECT_EQ(float_to_e4m3fnuz(1.0625f), 0x40);         // tie between 1 (even) and 1.125
+  EXPECT_EQ(float_to_e4m3fnuz(1.1875f), 0x42);         // tie between 1.125 and 1.25 (even)
+  EXPECT_EQ(float_to_e4m3fnuz(std::ldexp(1.0f, -10)), 0x01);   // smallest subnormal
+  EXPECT_EQ(float_to_e4m3fnuz(std::ldexp(1.5f, -10)), 0x02);   // tie: to the even subnormal
+  EXPECT_EQ(float_to_e4m3fnuz(std::ldexp(1.0f, -7)), 0x08);    // smallest normal
+  EXPECT_EQ(float_to_e4m3fnuz(std::ldexp(1.0f, -11)), 0x00);   // tie with zero: even
+  EXPECT_EQ(float_to_e4m3fnuz(-std::ldexp(1.0f, -12)), 0x00);  // rounds to zero: no -0 in FNUZ
+  EXPECT_EQ(float_to_e4m3fnuz(-0.0f), 0x00);
+  // The same bits are worth half their E4M3FN value (normalize_e4m3fn_to_e4m3fnuz doubles scales).
+  for (int c = 0; c < 256; ++c) {
+    if (c == 0x80 || e4m3_is_nan(static_cast<uint8_t>(c))) continue;
+    EXPECT_EQ(e4m3fnuz_to_float(static_cast<uint8_t>(c)) * 2.0f, e4m3_to_float(static_cast<uint8_t>(c))) << c;
+  }
+}
+
 TEST(BF16, AllCodesRoundTrip) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float v = bf16_to_float(static_cast<uint16_t>(h));
