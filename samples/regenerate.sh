@@ -11,7 +11,7 @@ seed=0
 # Families whose weights take one or two bytes each are committed with 2 experts (top-1 routing)
 # so all committed binaries stay around 5.5 MB; the 4- and 6-bit families keep 4 (top-2).
 # ct-w4a8-int8 counts as wide: int-quantized stores each int4 value in a whole byte.
-wide_families=" ct-w8a16 ct-fp8-tensor ct-fp8-channel ct-fp8-block ct-w8a8-int8 ct-w4a8-int8 modelopt-fp8 modelopt-mxfp8 llama4-fp8 gptq-int8 deepseek-v3-fp8 qwen3-moe-bf16 mixtral-bf16 gpt-oss-bf16 "
+wide_families=" ct-w8a16 ct-fp8-tensor ct-fp8-channel ct-fp8-block ct-w8a8-int8 ct-w4a8-int8 modelopt-fp8 modelopt-mxfp8 llama4-fp8 gptq-int8 deepseek-v3-fp8 deepseek-v4-fp8 qwen3-moe-bf16 mixtral-bf16 gpt-oss-bf16 "
 
 families=$("$moepack" sample --list | awk '/^families:/ {on = 1; next} /^[^ ]/ {on = 0} on {print $1}')
 for family in $families; do

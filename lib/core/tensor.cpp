@@ -73,6 +73,8 @@ float float_element(const OwnedTensor& t, uint64_t i) {
     }
     case DType::BF16: return bf16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
     case DType::F16: return f16_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    // E8M0 scales a loader widens (torch's float8_e8m0fnu -> float32 copy: 2^(e-127), 0xFF NaN).
+    case DType::F8_E8M0: return e8m0_to_float(t.bytes[i]);
     default: throw_internal("float_element of a " + std::string(dtype_name(t.dtype)) + " tensor");
   }
 }

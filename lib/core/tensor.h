@@ -34,7 +34,7 @@ std::string shape_string(std::span<const uint64_t> shape);  // "[32, 5760, 1440]
 // A byte count for people, in powers of 1000 as checkpoint hubs show them: "423 MB", "1.69 GB".
 std::string human_bytes(uint64_t n);
 
-// Element i of a float tensor (F32, BF16, F16) as a float; Error(internal) for other dtypes.
+// Element i of a float tensor (F32, BF16, F16, F8_E8M0) as a float; Error(internal) for other dtypes.
 float float_element(const OwnedTensor& t, uint64_t i);
 // A float tensor cast to F32, BF16 or F16 as torch casts (round to nearest even; widening is exact).
 OwnedTensor cast_float_tensor(const OwnedTensor& t, DType to);

@@ -168,6 +168,12 @@ void refuse_per_tensor_scale_backends(const Selection& s) {
 // and requantized codes converted back by value, which moepack does not reproduce.
 using Roles = std::vector<std::pair<std::string, std::string>>;
 constexpr const char* kFp8Unchanged = "vllm.unchanged";
+// Fp8MoEMethod (Fp8Config and its DeepSeek-V4 subclass) names block scales weight_scale_inv; the
+// compressed-tensors and ModelOpt methods, and per-tensor layers, weight_scale.
+std::string fp8_scale_param(const SelectionContext& c, bool block) {
+  const bool fp8_method = c.query.quant_method == "fp8" || c.query.quant_method == "deepseek_v4_fp8";
+  return block && fp8_method ? "weight_scale_inv" : "weight_scale";
+}
 Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
   if (c.fp8_is_fnuz()) {
     if (c.query.quant_method == "modelopt")
@@ -177,8 +183,7 @@ Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
   }
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
-  // Fp8MoEMethod names block scales weight_scale_inv; the others weight_scale.
-  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string scale = fp8_scale_param(c, block);
   const std::string input = c.moe.parallel.enable_eplb ? "vllm.max_over_experts(f32,all_experts)" : "vllm.max_over_experts(f32)";
   Roles r;
   r.push_back({"w13_weight", per_tensor && c.moe.is_act_and_mul() ? std::string("vllm.fp8_requant_w13_max_scale(e9d1398d9) => ") + kFp8Unchanged
@@ -217,7 +222,7 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   if (per_tensor && trtllm && !c.query.static_input_scales)
     return {{"w13_weight", "vllm.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(asserts static input scales,refused)"}};
   Roles r = fp8_checkpoint_roles(c, s);
-  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string scale = fp8_scale_param(c, block);
   const std::string swap = "vllm.reorder_w13_rows(rows=swap_halves,e9d1398d9)";
   const std::string requant = gated ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " : "";
   for (auto& [role, id] : r) {
@@ -302,7 +307,7 @@ Roles fp8_marlin_roles(const SelectionContext& c, const Selection& s) {
            (grouped ? "grouped" : "single") + ",params_dtype=" + d + ",is_a_8bit=0,e9d1398d9)";
   };
   const std::string weight = "vllm.pack_fp8_to_int32(size_k_first=0,transposed,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=8,is_a_8bit=0,e9d1398d9)";
-  const std::string scale = block && c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string scale = fp8_scale_param(c, block);
   Roles r = fp8_checkpoint_roles(c, s);
   for (auto& [role, id] : r) {
     if (role == "w13_weight") id = per_tensor && c.moe.is_act_and_mul() ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " + weight : weight;
@@ -329,7 +334,7 @@ Roles fp8_deepgemm_roles(const SelectionContext& c, const Selection& s) {
   Roles r = fp8_checkpoint_roles(c, s);
   if (!c.deployment.env.int_flag("VLLM_USE_DEEP_GEMM_E8M0", true)) return r;
   const Device& d = c.deployment.device;
-  const std::string scale = c.query.quant_method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string scale = fp8_scale_param(c, true);
   std::string scale_layout = kFp8Unchanged;
   if (d.is_device_capability_family(100)) {
     // The scales are rebuilt from the requantized weight and broadcast (lib/convert/fp8_deepgemm.h).

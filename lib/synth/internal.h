@@ -46,7 +46,7 @@ enum class Scheme {
   gptq_int4, gptq_int4_desc_act, gptq_int8,
   awq_int4,
   deepseek_fp8_block,
-  deepseek_v4_fp4, deepseek_v4_nvfp4,
+  deepseek_v4_fp4, deepseek_v4_nvfp4, deepseek_v4_fp8,
   gpt_oss_mxfp4,
   ct_w4a8_int8,
 };

@@ -58,6 +58,8 @@ const std::vector<FamilyDef>& families() {
       {{"deepseek-v4-mxfp4", "deepseek_v4", "DeepSeek-V4 native: I8 FP4 experts with F8_E8M0 scales, FP8 shared expert"}, Scheme::deepseek_v4_fp4, 128, 1},
       {{"deepseek-v4-nvfp4", "deepseek_v4", "DeepSeek-V4 native names with ModelOpt NVFP4 experts (moe_quant_algo NVFP4), FP8 shared expert"},
        Scheme::deepseek_v4_nvfp4, 128, 1},
+      {{"deepseek-v4-fp8", "deepseek_v4", "DeepSeek-V4 with expert_dtype fp8 (V4-Flash-Base style): FP8 128x128 block experts, F32 scales"},
+       Scheme::deepseek_v4_fp8, 128, 1},
       {{"qwen3-moe-bf16", "qwen3_moe", "Qwen3-MoE layout, unquantized BF16"}, Scheme::bf16, 32, 1},
       {{"mixtral-bf16", "mixtral", "Mixtral layout (block_sparse_moe w1/w2/w3), unquantized BF16"}, Scheme::bf16, 32, 1},
       {{"gpt-oss-bf16", "gpt_oss", "gpt-oss unquantized: fused input-major BF16 gate_up_proj (gate/up columns interleaved) and down_proj, biases"},
@@ -653,8 +655,8 @@ json llama4_config(const SampleDims& d) {
           {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}};
 }
 
-json deepseek_v4_config(const SampleDims& d) {
-  return {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", "fp4"},
+json deepseek_v4_config(const SampleDims& d, const std::string& expert_dtype) {
+  return {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"expert_dtype", expert_dtype},
           {"hidden_size", d.hidden}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", d.intermediate},
           {"n_routed_experts", d.experts}, {"n_shared_experts", d.shared_experts}, {"norm_topk_prob", true},
           {"num_attention_heads", d.heads}, {"num_experts_per_tok", d.top_k}, {"num_hash_layers", d.hash_layers},
@@ -663,7 +665,7 @@ json deepseek_v4_config(const SampleDims& d) {
           {"tie_word_embeddings", false}, {"topk_method", "noaux_tc"}, {"torch_dtype", "bfloat16"}, {"vocab_size", d.vocab}};
 }
 
-json config_for(const SampleDims& d, const json& quant) {
+json config_for(const SampleDims& d, const json& quant, Scheme scheme) {
   const std::string& a = d.arch;
   json c = a == "qwen3_moe"     ? qwen3_moe_config(d)
            : a == "mixtral"     ? mixtral_config(d)
@@ -671,7 +673,7 @@ json config_for(const SampleDims& d, const json& quant) {
            : a == "deepseek_v3" ? deepseek_v3_config(d)
            : a == "nemotron_h"  ? nemotron_h_config(d)
            : a == "llama4"      ? llama4_config(d)
-                                : deepseek_v4_config(d);
+                                : deepseek_v4_config(d, scheme == Scheme::deepseek_v4_fp8 ? "fp8" : "fp4");
   if (!quant.is_null()) c["quantization_config"] = quant;
   return c;
 }
@@ -812,7 +814,7 @@ ModelBuild build_model(const FamilyDef& family, const SampleDims& dims, uint64_t
   else emit_hf_per_expert(c);
   Unquantized u = unquantized_modules(dims);
   ModelBuild mb;
-  mb.config = config_for(dims, quantization_config(family.scheme, u));
+  mb.config = config_for(dims, quantization_config(family.scheme, u), family.scheme);
   mb.extra_files = extra_quant_files(family.scheme, u);
   return mb;
 }

@@ -355,7 +355,8 @@ void Sink::add(std::string name, DType dtype, std::vector<uint64_t> shape, std::
 }
 
 bool scheme_quantizes_attention(Scheme s) {
-  return s != Scheme::bf16 && s != Scheme::gpt_oss_mxfp4 && s != Scheme::deepseek_v4_fp4 && s != Scheme::deepseek_v4_nvfp4;
+  return s != Scheme::bf16 && s != Scheme::gpt_oss_mxfp4 && s != Scheme::deepseek_v4_fp4 && s != Scheme::deepseek_v4_nvfp4 &&
+         s != Scheme::deepseek_v4_fp8;
 }
 
 // compressed-tensors MXFP4: weight_packed (two E2M1 codes a byte) + weight_scale (E8M0 per 32).
@@ -439,6 +440,10 @@ void emit_linear(Sink& sink, Scheme scheme, const LinearJob& j, const Matrix* w,
       // shared expert and dense linears stay DeepSeek's UE8M0 block FP8.
       if (j.role == LinearRole::routed_expert) return emit_mo_nvfp4(sink, j, w, pair_amax, true, seed);
       return emit_fp8(sink, j, w, Fp8Granularity::block, ScaleStorage::f32, "scale", {}, true, DType::F8_E8M0);
+    case Scheme::deepseek_v4_fp8:
+      // expert_dtype fp8 (vLLM's DeepseekV4FP8Config: "FP8 block experts with float32 FP8 linear
+      // scales"): every linear, routed experts included, is 128x128 block FP8 with F32 scales.
+      return emit_fp8(sink, j, w, Fp8Granularity::block, ScaleStorage::f32, "scale", {}, false, DType::F32);
     case Scheme::gpt_oss_mxfp4:
       throw_internal("synth: gpt-oss experts are fused; they are not emitted per linear");
   }
@@ -522,6 +527,8 @@ json quantization_config(Scheme s, const Unquantized& u) {
       return json{{"bits", 4}, {"group_size", kGroup}, {"modules_to_not_convert", {u.router_suffix}},
                   {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}};
     case Scheme::deepseek_fp8_block:
+      return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {kGroup, kGroup}}};
+    case Scheme::deepseek_v4_fp8:
       return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {kGroup, kGroup}}};
     case Scheme::deepseek_v4_fp4:
     case Scheme::deepseek_v4_nvfp4: {

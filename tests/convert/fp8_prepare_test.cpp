@@ -184,6 +184,19 @@ TEST(Fp8Prepare, ScaleLoaderSlicesBlocksAndChannelsAndWidens) {
   EXPECT_EQ(floats(load_expert_param("w13_weight_scale", bf16({2}, {0.5f, 0.75f}), g)), (std::vector<float>{0.5f, 0.75f}));
 }
 
+// Block scales stored as E8M0 (DeepSeek's UE8M0 scale format): vLLM's MoE scale parameters are
+// fp32 and the loader's copy_ widens them, 2^(e - 127).
+TEST(Fp8Prepare, E8m0BlockScalesWidenToPowersOfTwo) {
+  RankGeometry g{.hidden = 256, .intermediate = 256, .padded_hidden = 256, .padded_intermediate = 256, .tp_size = 1, .tp_rank = 0};
+  g.fp8_scales = true;
+  g.fp8_block_n = g.fp8_block_k = 128;
+  OwnedTensor s(DType::F8_E8M0, {4, 2});
+  s.bytes = {127, 126, 128, 0, 120, 254, 127, 127};
+  const OwnedTensor w = load_expert_param("w13_weight_scale_inv", s, g);
+  EXPECT_EQ(w.dtype, DType::F32);
+  EXPECT_EQ(floats(w), (std::vector<float>{1.0f, 0.5f, 2.0f, std::ldexp(1.0f, -127), std::ldexp(1.0f, -7), std::ldexp(1.0f, 127), 1.0f, 1.0f}));
+}
+
 TEST(Fp8Prepare, BlockSlicesVllmRejectsAreRefusedWithItsMessage) {
   RankGeometry g{.hidden = 256, .intermediate = 256, .padded_hidden = 256, .padded_intermediate = 64, .tp_size = 4, .tp_rank = 0};
   g.fp8_scales = true;

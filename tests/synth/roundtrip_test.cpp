@@ -138,8 +138,8 @@ std::vector<float> dequantize(const std::string& family, const Reader& t, const 
       uint32_t q = (u32(qw, k * (O / 8) + o / 8) >> shift) & 0xF, z = (u32(qz, g * (O / 8) + o / 8) >> shift) & 0xF;
       return (static_cast<float>(q) - static_cast<float>(z)) * f16(s, g * O + o);
     });
-  } else if (family == "deepseek-v3-fp8") {
-    Bytes q = t(m + ".weight"), s = t(m + ".weight_scale_inv");
+  } else if (family == "deepseek-v3-fp8" || family == "deepseek-v4-fp8") {
+    Bytes q = t(m + ".weight"), s = t(m + (family == "deepseek-v3-fp8" ? ".weight_scale_inv" : ".scale"));
     each([&](uint64_t o, uint64_t k) { return e4m3_to_float(q[o * K + k]) * f32(s, (o / 128) * ceil_div(K, 128) + k / 128); });
   } else if (family.ends_with("-bf16")) {
     Bytes q = t(m + ".weight");
@@ -167,7 +167,7 @@ double tolerance(const std::string& family) {
   if (family == "ct-w8a16" || family == "ct-w8a8-int8" || family == "gptq-int8") return 0.01;
   if (family == "quark-w-mxfp6-e3m2") return 0.07;
   bool fp8_weights = family.starts_with("ct-fp8") || family == "modelopt-fp8" || family == "modelopt-mxfp8" ||
-                     family == "deepseek-v3-fp8";
+                     family == "deepseek-v3-fp8" || family == "deepseek-v4-fp8";
   return fp8_weights ? 0.04 : 0.15;
 }
 
