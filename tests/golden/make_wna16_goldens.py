@@ -74,6 +74,10 @@ Stand-ins, named in the README:
   * vLLM's model loader: the checkpoint tensors are fed to the weight loader in name order, the
     expert mapping of Qwen3-MoE (gate_proj -> w1, up_proj -> w3, down_proj -> w2), every
     expert local (no expert parallelism).
+  * Only where the device's torch.argsort orders a g_idx unlike a stable sort (it did not on the
+    H200 that made the committed file): that rank is recorded again with a stable argsort and
+    the case's "notes" say so (moepack sorts stably; vLLM's order of equal keys is the sort
+    implementation's).
 """
 
 import argparse
