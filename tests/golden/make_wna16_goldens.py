@@ -18,8 +18,8 @@ vllm-project/vllm @ e9d1398d9:
   VENDOR/vllm/vllm/model_executor/layers/quantization/{auto_gptq.py,auto_awq.py}
   VENDOR/vllm/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/
       compressed_tensors_moe_wna16.py
-  VENDOR/vllm/vllm/model_executor/layers/quantization/utils/{marlin_utils,quant_utils,
-      layer_utils}.py
+  VENDOR/vllm/vllm/model_executor/layers/quantization/utils/{marlin_utils,marlin_utils_fp8,
+      quant_utils,layer_utils}.py
 
   python3 tests/golden/make_wna16_goldens.py --vendor VENDOR --samples samples --out OUTDIR
 
@@ -51,6 +51,10 @@ one layer per tensor-parallel rank and prepared by vLLM's own code, run unchange
 What vLLM's layer then holds for the Marlin kernel (weights, scales, zero points, g_idx, sort
 indices, biases, input global scales) is recorded by role and rank: whole when at most
 WHOLE_BYTES bytes, as the SHA-256 of its storage bytes otherwise (the repacked weights).
+
+FP8 on Marlin, in part (cases marked "partial"): the compressed-tensors FP8 samples' expert
+weights and scales, stacked as vLLM's loader stacks them, through
+`prepare_fp8_moe_layer_for_marlin` run whole (see run_fp8_rank).
 
 Checkpoints: the repository's samples (recorded with their SHA-256), and synthetic ones made
 here from a seed and stored whole in the golden file (metadata "golden_checkpoints": the
@@ -238,6 +242,11 @@ def vllm_namespace(vendor: Path) -> dict:
         "WNA16MoEBackend", "_pad_w13_shard_cols", "_pad_rows", "_pad_w13_bias", "_process_weights_marlin",
         "_process_awq_weights_marlin", "convert_to_wna16_moe_kernel_format"], ns)
 
+    ns["get_marlin_input_dtype"] = lambda *a, **k: None  # 16-bit activations
+    nv.exec_top_level(utils / "marlin_utils_fp8.py", ["fp8_fused_exponent_bias_into_scales", "_moe_pad_shard_rows",
+                                                      "_moe_pad_last", "pack_fp8_to_int32",
+                                                      "prepare_fp8_moe_layer_for_marlin"], ns)
+
     # The methods, each in a namespace with the replace_parameter its file imports.
     layer_utils = nv.exec_top_level(utils / "layer_utils.py", ["update_tensor_inplace", "replace_parameter"], dict(ns))
     gptq_awq_ns = dict(ns, replace_parameter=layer_utils["replace_parameter"])
@@ -278,6 +287,8 @@ def vllm_namespace(vendor: Path) -> dict:
 
 ST_DTYPES = {"U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "F32": torch.float32, "BF16": torch.bfloat16,
              "F16": torch.float16}
+if hasattr(torch, "float8_e4m3fn") and torch.float8_e4m3fn is not torch.uint8:
+    ST_DTYPES["F8_E4M3"] = torch.float8_e4m3fn
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 
 
@@ -290,7 +301,7 @@ def parse_safetensors(data: bytes) -> dict:
             continue
         begin, end = info["data_offsets"]
         raw = torch.frombuffer(bytearray(data[8 + n + begin:8 + n + end]), dtype=torch.uint8)
-        out[name] = raw.view(ST_DTYPES[info["dtype"]]).reshape(info["shape"])
+        out[name] = raw.view(ST_DTYPES.get(info["dtype"], torch.uint8)).reshape(info["shape"])  # F8 on torch<2.1: bytes
     return out
 
 
@@ -477,6 +488,7 @@ ROLES = {
                            "w2_input_global_scale"],
 }
 ROLES["awq"] = ROLES["gptq"]
+ROLES["fp8"] = ["w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"]
 
 
 def run_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev):
@@ -554,6 +566,77 @@ def record_rank(g, case: dict, layer, rank: int) -> dict:
         if name not in roles and name not in ("w13_weight", "w2_weight"):
             others.append(f"{name} {str(p.dtype).replace('torch.', '')}{list(p.shape)}")
     return {"rank": rank, "outputs": recorded, "not_recorded": others}
+
+
+FP8_ROLES = ["w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"]
+
+
+def run_fp8_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev) -> dict:
+    """FP8 on Marlin, partially: one rank's expert weights and scales stacked as vLLM's loader
+    stacks them (w13 rows [gate; up], each projection's rank slice of the intermediate extent;
+    w2 columns; channel scales by row), handed to prepare_fp8_moe_layer_for_marlin (run whole:
+    padding, pack_fp8_to_int32, the compiled gptq_marlin_repack, the scale expansion and
+    permutation, the fused exponent bias). The FP8 method's own loading and
+    process_weights_after_loading are not run (no value stage applies to channel and block
+    scales before the Marlin preparation)."""
+    hidden = config["hidden_size"]
+    inter = config.get("moe_intermediate_size") or config["intermediate_size"]
+    experts = config["num_experts"]
+    per = inter // tp
+    weights = config["quantization_config"]["config_groups"]["group_0"]["weights"]
+    block = weights.get("block_structure")
+
+    def rows(t):  # a w1 / w3 tensor's slice of this rank (rows of the intermediate extent)
+        step = t.shape[0] * per // inter
+        return t[rank * step:(rank + 1) * step]
+
+    def stack(proj_list, what, cut):
+        out = []
+        for e in range(experts):
+            parts = [ckpt[PREFIX.format(e=e) + p + "." + what] for p in proj_list]
+            out.append(torch.cat([cut(x) for x in parts], dim=0))
+        return torch.stack(out).to(dev)
+
+    def w2_cols(t):
+        step = t.shape[1] * per // inter
+        return t[:, rank * step:(rank + 1) * step]
+
+    w13 = stack(["gate_proj", "up_proj"], "weight", rows)
+    w2 = stack(["down_proj"], "weight", w2_cols)
+    s13 = stack(["gate_proj", "up_proj"], "weight_scale", rows).to(torch.float32)
+    s2 = stack(["down_proj"], "weight_scale", (lambda t: w2_cols(t)) if block else (lambda t: t)).to(torch.float32)
+    layer = torch.nn.Module()
+    layer.w13_weight = torch.nn.Parameter(w13, requires_grad=False)
+    layer.num_experts, layer.hidden_size, layer.intermediate_size_per_partition = experts, hidden, per
+    layer.orig_dtype = torch.bfloat16
+    layer.weight_block_size = block
+    out = ns["prepare_fp8_moe_layer_for_marlin"](layer, w13, w2, s13, s2)
+    return dict(zip(FP8_ROLES, out))
+
+
+FP8_DEPLOYMENTS = [("ct-fp8-channel", 1), ("ct-fp8-channel", 2), ("ct-fp8-block", 1)]
+
+
+def fp8_cases(ns, g, samples: Path, dev, errors: list):
+    for name, tp in FP8_DEPLOYMENTS:
+        data = (samples / name / "model.safetensors").read_bytes()
+        config = json.loads((samples / name / "config.json").read_text())
+        case = {"name": f"{name}_sm90_marlin" + (f"_tp{tp}" if tp > 1 else ""), "sample": name, "checkpoint": "",
+                "sha256": hashlib.sha256(data).hexdigest(), "target": "sm90", "moe_backend": "marlin",
+                "model_dtype": "", "tp": tp, "ep": False, "backend": "MARLIN", "method": "compressed-tensors-fp8",
+                "partial": True, "ranks": [], "notes": []}
+        try:
+            ckpt = parse_safetensors(data)
+            for rank in range(tp):
+                outputs = run_fp8_rank(ns, ckpt, config, tp, rank, dev)
+                layer = types.SimpleNamespace(**outputs, named_parameters=lambda: [])
+                case["ranks"].append(record_rank(g, dict(case, method="fp8"), layer, rank))
+            g.layer_cases.append(case)
+        except Exception as exc:
+            import traceback
+
+            traceback.print_exc()
+            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
 
 
 class Golden:
@@ -669,6 +752,7 @@ def main():
     g = Golden()
     errors = []
     layer_cases(ns, g, args.samples, torch.Generator().manual_seed(SEED), dev, errors)
+    fp8_cases(ns, g, args.samples, dev, errors)
     summary = {"provenance": provenance, "layer_cases": len(g.layer_cases),
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors,
                "notes": {c["name"]: c["notes"] for c in g.layer_cases if c["notes"]},
