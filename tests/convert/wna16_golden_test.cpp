@@ -1,0 +1,244 @@
+// Integer weight-only (WNA16) Marlin conversions against bytes produced by the REAL upstream
+// code, vLLM's compiled CUDA repack included, end to end.
+//
+// tests/golden/make_wna16_goldens.py built vLLM e9d1398d9's gptq_marlin_repack.cu and
+// awq_marlin_repack.cu (unchanged) on an SM90 GPU, loaded GPTQ, AWQ and compressed-tensors
+// checkpoints into one layer per tensor-parallel rank through the quantization method's own
+// create_weights and RoutedExperts' own weight_loader, and ran the method's
+// process_weights_after_loading for the MARLIN backend (convert_to_wna16_moe_kernel_format:
+// padding, act-order sort, the compiled repack, scale and zero-point permutations), and handed
+// compressed-tensors FP8 experts to prepare_fp8_moe_layer_for_marlin (the "partial" cases).
+// tests/packers/golden/README.md says how, on what, and what was stood in for.
+//
+// For each case ("golden_layer_cases" in golden_wna16.safetensors) this test converts the same
+// checkpoint (a repository sample, or a synthetic one stored in the golden file) with moepack for
+// the same deployment, checks that the oracle picks MARLIN, and that every tensor vLLM's layer
+// then holds for the kernel is in the artifact under its role and rank with vLLM's dtype, shape
+// and bytes: compared whole where the golden stores them, by SHA-256 otherwise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "formats/safetensors/file.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "support/sha256.h"
+#include "support/test_support.h"
+
+namespace moepack::convert {
+namespace {
+namespace fs = std::filesystem;
+
+std::string golden_file() { return test::source_dir() + "/tests/packers/golden/golden_wna16.safetensors"; }
+
+struct Output {
+  std::string role, key, sha256, dtype;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct LayerCase {
+  std::string name, sample, checkpoint, sha256, target, moe_backend, model_dtype, backend, method;
+  int tp = 1;
+  bool ep = false;
+  bool partial = false;  // only some of the layer's tensors were made by upstream (FP8: the Marlin preparation)
+  std::vector<std::string> notes;
+  std::vector<std::vector<Output>> ranks;  // per rank, what vLLM holds
+};
+
+void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<LayerCase> load_cases() {
+  std::vector<LayerCase> cases;
+  std::unique_ptr<st::File> file;
+  try {
+    file = std::make_unique<st::File>(golden_file());
+  } catch (const std::exception&) {
+    return cases;  // Wna16GoldenFile reports it
+  }
+  const auto& meta = file->header().metadata;
+  const auto it = meta.find("golden_layer_cases");
+  if (it == meta.end()) return cases;
+  for (const auto& j : nlohmann::json::parse(it->second)) {
+    LayerCase c;
+    c.name = j.at("name");
+    c.sample = j.at("sample");
+    c.checkpoint = j.at("checkpoint");
+    c.sha256 = j.at("sha256");
+    c.target = j.at("target");
+    c.moe_backend = j.at("moe_backend");
+    c.model_dtype = j.at("model_dtype");
+    c.backend = j.at("backend");
+    c.method = j.at("method");
+    c.tp = j.at("tp");
+    c.ep = j.at("ep");
+    c.notes = j.at("notes").get<std::vector<std::string>>();
+    c.partial = j.value("partial", false);
+    for (const auto& r : j.at("ranks")) {
+      if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
+      std::vector<Output> outputs;
+      for (const auto& o : r.at("outputs")) {
+        Output out;
+        out.role = o.at("role");
+        out.key = o.value("key", "");
+        out.sha256 = o.value("sha256", "");
+        out.dtype = o.at("dtype");
+        out.shape = o.at("shape").get<std::vector<uint64_t>>();
+        out.bytes = o.at("bytes");
+        outputs.push_back(std::move(out));
+      }
+      c.ranks.push_back(std::move(outputs));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+const std::vector<LayerCase>& all_cases() {
+  static const std::vector<LayerCase> cases = load_cases();
+  return cases;
+}
+
+std::string safetensors_dtype(const std::string& torch_name) {
+  static const std::map<std::string, std::string> map = {{"uint8", "U8"},      {"int32", "I32"},   {"int64", "I64"},
+                                                         {"float32", "F32"}, {"bfloat16", "BF16"}, {"float16", "F16"}};
+  const auto it = map.find(torch_name);
+  return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
+}
+
+std::string first_mismatch(std::span<const uint8_t> got, std::span<const uint8_t> want) {
+  if (got.size() != want.size()) return "sizes differ: moepack " + std::to_string(got.size()) + ", upstream " + std::to_string(want.size());
+  uint64_t count = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && count++ == 0) first = i;
+  if (count == 0) return "equal";
+  std::ostringstream s;
+  s << count << " of " << want.size() << " bytes differ; first at byte " << first << ": moepack 0x" << std::hex << int{got[first]}
+    << ", upstream 0x" << int{want[first]};
+  return s.str();
+}
+
+std::string case_name(const LayerCase& c) {
+  std::string name = c.name;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+// The checkpoint directory of a case: the sample copied, or the synthetic checkpoint written out.
+std::string write_checkpoint(const LayerCase& c, const st::File& golden, const std::string& dir) {
+  const std::string ckpt_dir = dir + "/ckpt";
+  if (!c.sample.empty()) {
+    fs::copy(test::source_dir() + "/samples/" + c.sample, ckpt_dir, fs::copy_options::recursive);
+    return ckpt_dir;
+  }
+  const auto entry = nlohmann::json::parse(golden.header().metadata.at("golden_checkpoints")).at(c.checkpoint);
+  const st::TensorInfo* model = golden.find(entry.at("model").get<std::string>());
+  if (model == nullptr) throw std::runtime_error(c.name + ": the golden file lacks the checkpoint bytes");
+  const std::span<const uint8_t> bytes = golden.data(*model);
+  fs::create_directories(ckpt_dir);
+  test::write_file(ckpt_dir + "/model.safetensors", std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  test::write_text(ckpt_dir + "/config.json", entry.at("config").get<std::string>());
+  return ckpt_dir;
+}
+
+// One rank's tensors against what vLLM holds on that rank.
+void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
+                const std::vector<Output>& outputs, bool partial) {
+  for (const Output& o : outputs) {
+    SCOPED_TRACE(o.role);
+    const auto it = tensors.find(o.role);
+    if (it == tensors.end()) {
+      ADD_FAILURE() << "vLLM holds " << o.role << " after process_weights_after_loading; the artifact has no such tensor";
+      continue;
+    }
+    const artifact::PackedTensor& t = it->second;
+    const st::File f((fs::path(out) / t.file).string());
+    const st::TensorInfo* info = f.find(t.name);
+    ASSERT_NE(info, nullptr) << t.name;
+    const std::span<const uint8_t> got = f.data(*info);
+    EXPECT_EQ(t.dtype, safetensors_dtype(o.dtype));
+    EXPECT_EQ(t.shape, o.shape);
+    ASSERT_EQ(got.size(), o.bytes);
+    if (!o.key.empty()) {
+      const st::TensorInfo* want = golden.find(o.key);
+      ASSERT_NE(want, nullptr) << o.key;
+      const std::span<const uint8_t> upstream = golden.data(*want);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), upstream.begin(), upstream.end())) << first_mismatch(got, upstream);
+    } else {
+      EXPECT_EQ(test::sha256_hex(got), o.sha256) << "the bytes differ from upstream's (the golden keeps their SHA-256 only)";
+    }
+  }
+  // The artifact holds nothing the kernel reads that vLLM does not hold: every other role of
+  // the artifact is one vLLM keeps outside the recorded list (CompressedTensors' weight_shape).
+  if (partial) return;
+  for (const auto& entry : tensors) {
+    const std::string& role = entry.first;
+    if (std::none_of(outputs.begin(), outputs.end(), [&](const Output& o) { return o.role == role; })) {
+      EXPECT_NE(role.find("weight_shape"), std::string::npos) << "the artifact has " << role << ", which vLLM's Marlin layer does not hold";
+    }
+  }
+}
+
+class Wna16Golden : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(Wna16Golden, ConvertsToTheBytesUpstreamHolds) {
+  const LayerCase& c = GetParam();
+  for (const std::string& note : c.notes) RecordProperty("upstream_note", note);
+  const st::File golden(golden_file());
+  test::TempDir dir;
+  const std::string ckpt_dir = write_checkpoint(c, golden, dir.path());
+  ASSERT_EQ(test::sha256_hex(test::read_file(ckpt_dir + "/model.safetensors")), c.sha256)
+      << (c.sample.empty() ? "the stored checkpoint is damaged"
+                           : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_wna16_goldens.py");
+
+  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
+  if (!c.moe_backend.empty()) d.moe_backend = oracle::normalize_moe_backend(c.moe_backend);
+  if (c.model_dtype == "float16") d.model_dtype = oracle::FloatType::float16;
+  d.parallel.tp = c.tp;
+  d.parallel.enable_expert_parallel = c.ep;
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
+  ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, d), ConvertRequest{});
+  const std::string out = dir.path() + "/out";
+  fs::create_directories(out);
+  const artifact::Manifest m = execute_plan(plan, out, ExecutorOptions{});
+  ASSERT_EQ(m.layers.size(), 1u);
+  ASSERT_EQ(m.layers[0].backend, c.backend);
+  ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
+  for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_EQ(m.layers[0].ranks[rank].rank, static_cast<int>(rank));
+    check_rank(out, golden, m.layers[0].ranks[rank].tensors, c.ranks[rank], c.partial);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UpstreamWna16, Wna16Golden, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return case_name(info.param); });
+
+TEST(Wna16GoldenFile, RanTheCompiledRepackOnEveryMethodAndBothParallelisms) {
+  const st::File f(golden_file());
+  const auto& meta = f.header().metadata;
+  ASSERT_TRUE(meta.count("provenance"));
+  const auto provenance = nlohmann::json::parse(meta.at("provenance"));
+  EXPECT_EQ(provenance.at("vllm"), "e9d1398d9");
+  EXPECT_EQ(provenance.at("device"), "cuda");
+  EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();  // the compiled ops ran, not a dry run
+  EXPECT_EQ(provenance.at("ops").at("sources").size(), 3u) << provenance.dump();
+  std::set<std::string> seen;
+  for (const LayerCase& c : all_cases()) seen.insert(c.method + "/tp" + std::to_string(c.tp));
+  for (const char* want : {"gptq/tp1", "gptq/tp2", "awq/tp1", "awq/tp2", "compressed-tensors/tp1", "compressed-tensors/tp2"})
+    EXPECT_TRUE(seen.count(want)) << want << " has no golden layer case";
+}
+
+}  // namespace
+}  // namespace moepack::convert
