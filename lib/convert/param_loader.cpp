@@ -64,7 +64,21 @@ namespace {
 
 // normalize_e4m3fn_to_e4m3fnuz's weight half (w8a8_utils.py @ e9d1398d9): the weight's int8
 // view has -128 set to 0, then the bytes are read as E4M3FNUZ (its scales: load_fp8_scale).
+//
+// compressed-tensors' weight_shape ([2] integers per expert) goes into a parameter made with
+// torch.empty(num_experts, 2) while the model dtype is torch's default (DefaultModelLoader's
+// set_default_torch_dtype): vLLM holds it as a float of the model dtype, rounded like torch's
+// integer-to-float copy (RNE). Nothing reads it afterwards; it is kept as vLLM keeps it.
 OwnedTensor held_on_device(const std::string& role, OwnedTensor t, const RankGeometry& g) {
+  if (role.ends_with("weight_shape") && (t.dtype == DType::I64 || t.dtype == DType::I32)) {
+    OwnedTensor f32(DType::F32, t.shape);
+    const std::vector<int64_t> v = integer_values(t);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float x = static_cast<float>(v[i]);
+      std::memcpy(f32.bytes.data() + 4 * i, &x, 4);
+    }
+    return cast_float_tensor(f32, g.params_dtype);
+  }
   if (!g.fp8_fnuz || t.dtype != DType::F8_E4M3 || (role != "w13_weight" && role != "w2_weight")) return t;
   for (uint8_t& b : t.bytes)
     if (b == 0x80) b = 0x00;

@@ -181,6 +181,25 @@ TEST(ParamLoader, ScalarsPassThroughAndBadShapesAreInternalErrors) {
   EXPECT_THROW(load_expert_param("router", numbered(64, 32), g), std::exception);
 }
 
+// compressed-tensors' weight_shape lands in a parameter of the model dtype (torch.empty under
+// vLLM's default dtype): the integers are rounded to it, 1407 -> 1408 in bf16, exact in f32.
+TEST(ParamLoader, WeightShapeIsHeldInTheModelDtype) {
+  for (uint64_t tp : {1u, 2u}) {
+    RankGeometry g{.hidden = 2880, .intermediate = 1407, .padded_hidden = 2880, .padded_intermediate = 1407 / tp, .tp_size = tp};
+    OwnedTensor shape(DType::I64, {2});
+    const int64_t v[2] = {1407, 2880};
+    std::memcpy(shape.bytes.data(), v, sizeof v);
+    for (auto [dtype, first] : {std::pair{DType::BF16, 1408.0f}, std::pair{DType::F16, 1407.0f}, std::pair{DType::F32, 1407.0f}}) {
+      g.params_dtype = dtype;
+      const OwnedTensor held = load_expert_param("w13_weight_shape", shape, g);
+      ASSERT_EQ(held.dtype, dtype);
+      ASSERT_EQ(held.shape, (std::vector<uint64_t>{2}));
+      EXPECT_EQ(float_element(held, 0), first) << dtype_name(dtype);  // the full sizes, on every rank
+      EXPECT_EQ(float_element(held, 1), 2880.0f);
+    }
+  }
+}
+
 // WNA16 act-order (load_full_w2): at TP 2 the w2 group scales stay whole while the w2 codes are
 // sliced; with the Marlin intermediate padding vLLM asserts, so the loader refuses; float scales
 // land in the params dtype.
