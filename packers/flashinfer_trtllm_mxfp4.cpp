@@ -11,7 +11,8 @@ std::string FlashinferTrtllmMxfp4Layout::name() const {
     case TrtllmTensor::weight:
       return "flashinfer.trtllm_shuffle_matrix_a(" + rows + ",epilogue_tile_m=128," + version + ")";
     case TrtllmTensor::scale:
-      return "flashinfer.trtllm_shuffle_matrix_sf_a(" + rows + ",epilogue_tile_m=128,sf=128x4," + version + ")";
+      return "flashinfer.trtllm_shuffle_matrix_sf_a(" + rows + ",epilogue_tile_m=128,sf=128x4," +
+             (scale_dtype_ == TrtllmScaleDtype::u8 ? "u8," : "") + version + ")";
     case TrtllmTensor::bias:
       return "flashinfer.trtllm_shuffle_bias(" + rows + ",epilogue_tile_m=128,f32," + version + ")";
   }
@@ -21,7 +22,8 @@ std::string FlashinferTrtllmMxfp4Layout::name() const {
 DType FlashinferTrtllmMxfp4Layout::packed_dtype(DType canonical) const {
   switch (tensor_) {
     case TrtllmTensor::weight: return canonical;
-    case TrtllmTensor::scale: return DType::F8_E4M3;  // vLLM's `.view(torch.float8_e4m3fn)`
+    case TrtllmTensor::scale:  // MXFP4: vLLM's `.view(torch.float8_e4m3fn)`; MXFP8: uint8 as shuffled
+      return scale_dtype_ == TrtllmScaleDtype::u8 ? DType::U8 : DType::F8_E4M3;
     case TrtllmTensor::bias: return DType::F32;
   }
   return canonical;

@@ -32,7 +32,8 @@
 //   weight : U8 [N, K/2] FP4 pairs           -> U8 [N, K/2]; N % 32 == 0
 //   scale  : U8 [N, K/32] E8M0               -> rows gathered, then the CUTLASS 128x4 swizzle
 //            (sf_128x4_offset, common.h) of the gathered matrix; vLLM views the bytes as float8_e4m3fn
-//            [N, K/32], so the packed dtype is F8_E4M3 (the bytes are still E8M0 codes);
+//            [N, K/32], so the packed dtype is F8_E4M3 (the bytes are still E8M0 codes; the
+//            `u8` variant, MXFP8's, keeps U8);
 //            N % 128 == 0 and (K/32) % 4 == 0, as vLLM's reshape back to [N, K/32] requires
 //   bias   : BF16/F16/F32 [N]                -> F32 [N] (vLLM `.to(torch.float32)`), rows gathered
 // The row order of w13 tensors must be the checkpoint family's: `swap_pairs` expects gpt-oss'
@@ -51,12 +52,19 @@ namespace moepack::packers {
 
 enum class TrtllmTensor { weight, scale, bias };
 
+// The dtype vLLM keeps the shuffled E8M0 scales in: MXFP4 views them as float8_e4m3fn
+// (oracle/mxfp4.py); MXFP8 keeps block_scale_interleave's uint8 (flashinfer_utils.py
+// `_shuffle_mxfp8_moe_weights` reshapes the stacked result back to the param's shape, no view),
+// named by a `u8` in the id. The bytes are the same.
+enum class TrtllmScaleDtype { e4m3_view, u8 };
+
 class FlashinferTrtllmMxfp4Layout final : public IndexMap<FlashinferTrtllmMxfp4Layout> {
  public:
   // Rows per shuffle block for epilogue_tile_m = 128 (flashinfer `get_shuffle_block_size`).
   static constexpr uint64_t kShuffleBlock = 32;
 
-  FlashinferTrtllmMxfp4Layout(TrtllmTensor tensor, RowOrder rows) : tensor_(tensor), rows_(rows) {}
+  FlashinferTrtllmMxfp4Layout(TrtllmTensor tensor, RowOrder rows, TrtllmScaleDtype scale_dtype = TrtllmScaleDtype::e4m3_view)
+      : tensor_(tensor), rows_(rows), scale_dtype_(scale_dtype) {}
 
   std::string name() const override;
   DType packed_dtype(DType canonical) const override;
@@ -92,6 +100,7 @@ class FlashinferTrtllmMxfp4Layout final : public IndexMap<FlashinferTrtllmMxfp4L
  private:
   TrtllmTensor tensor_;
   RowOrder rows_;
+  TrtllmScaleDtype scale_dtype_;
 };
 
 // gemm1_alpha, gemm1_beta, gemm1_clamp_limit as vLLM keeps them: F32 [num_experts] each, every

@@ -53,6 +53,46 @@ class W13MaxScale final : public LayerReduction {
   }
 };
 
+// FlashInfer CUTLASS, per-tensor weights: make_fp8_moe_quant_config registers
+// g1_alphas = w1_scale * a1_scale and g2_alphas = w2_scale * a2_scale on the layer.
+class FiCutlassAlphas final : public LayerReduction {
+ public:
+  FiCutlassAlphas(int gemm, bool all_experts) : gemm_(gemm), all_experts_(all_experts) {}
+  std::string name() const override {
+    return "vllm.fp8_fi_cutlass_alphas(gemm" + std::to_string(gemm_) + (all_experts_ ? ",all_experts" : "") + ",e9d1398d9)";
+  }
+  DType dtype() const override { return DType::F32; }
+  std::vector<uint64_t> shape(uint64_t local_experts) const override { return {local_experts}; }
+  bool reads_other_roles() const override { return true; }
+  void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
+    const std::string w = gemm_ == 1 ? "w13" : "w2";
+    // The input scale: the maximum over the experts, NaN winning as in torch.max.
+    bool first = true;
+    float a = 0.0f;
+    in.each(w + "_input_scale", all_experts_, [&](uint64_t, const OwnedTensor& s) {
+      const float v = float_element(s, 0);
+      if (first || std::isnan(v) || (!std::isnan(a) && v > a)) a = v;
+      first = false;
+    });
+    if (first) throw_internal(name() + ": the layer has no static input scales");
+    uint64_t i = 0;
+    in.each(w + "_weight_scale", false, [&](uint64_t expert, const OwnedTensor& s) {
+      float m = float_element(s, 0);
+      if (s.num_elements() == 2) {
+        const auto [s1, s3] = shard_scales(s, in.where(w + "_weight_scale", expert));
+        m = std::max(s1, s3);
+      }
+      const float alpha = m * a;
+      std::memcpy(out.data() + 4 * i++, &alpha, 4);
+    });
+    if (4 * i != out.size()) throw_internal(name() + ": expert count");
+  }
+
+ private:
+  int gemm_;
+  bool all_experts_;
+};
+
 class RequantW13 final : public ValueStage {
  public:
   std::string name() const override { return "vllm.fp8_requant_w13_max_scale(e9d1398d9)"; }
@@ -112,7 +152,11 @@ class ClampBlockScales final : public ValueStage {
 
 const LayerReduction* find_fp8_reduction(std::string_view id) {
   static const W13MaxScale w13_max;
-  return id == w13_max.name() ? &w13_max : nullptr;
+  static const FiCutlassAlphas alphas[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+  if (id == w13_max.name()) return &w13_max;
+  for (const FiCutlassAlphas& a : alphas)
+    if (id == a.name()) return &a;
+  return nullptr;
 }
 
 const ValueStage* find_fp8_value_stage(std::string_view id) {

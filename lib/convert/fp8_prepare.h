@@ -24,6 +24,13 @@
 //   Example: s1 = 0.5, s3 = 2 (m = 2). A gate 1.0 (0x38): d = 0.5, 0.5 * 0.5 = 0.25 -> 0x28;
 //   an up 1.0 stays 0x38. With s1 = 0.3f (fp16 0.300048828125), m = 1: 1.375 (0x3B) -> fp16
 //   0.41259765625 -> 0x2D (0.40625).
+//   vllm.fp8_fi_cutlass_alphas(gemm1,e9d1398d9), (gemm2,...)   F32 [E_local]: FlashInfer CUTLASS
+//     with per-tensor weights (oracle/fp8.py `make_fp8_moe_quant_config`) registers
+//     g1_alphas = w13_weight_scale * w13_input_scale and g2_alphas = w2_weight_scale *
+//     w2_input_scale as layer parameters: the expert's one weight scale (m[e] above for w13) times
+//     the layer's input scale (the maximum over the rank's experts, over all of them with EPLB:
+//     the `,all_experts` ids), one fp32 multiply. Example: s1 = 0.5, s3 = 2, input scales {0.25,
+//     0.75} -> g1_alphas[e] = 2 * 0.75 = 1.5.
 //   vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)   value stage of FlashInfer's block scales
 //     (prepare_fp8_moe_layer_for_fi: clamp_(min=1e-10) against NaN outputs of dead experts on
 //     Hopper): every fp32 scale below 1e-10f becomes 1e-10f; NaN stays.

@@ -241,6 +241,13 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
       id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + kFp8Unchanged;
     }
   }
+  // CUTLASS per-tensor: make_fp8_moe_quant_config registers the dequantization alphas (weight
+  // scale times input scale) as layer parameters g1_alphas / g2_alphas.
+  if (!trtllm && per_tensor && c.query.static_input_scales) {
+    const std::string over = c.moe.parallel.enable_eplb ? ",all_experts" : "";
+    r.push_back({"g1_alphas", "vllm.fp8_fi_cutlass_alphas(gemm1" + over + ",e9d1398d9)"});
+    r.push_back({"g2_alphas", "vllm.fp8_fi_cutlass_alphas(gemm2" + over + ",e9d1398d9)"});
+  }
   return r;
 }
 
@@ -460,13 +467,14 @@ void online_mxfp8_blocks(int hidden, int inter, int, int) {
 // `_shuffle_mxfp8_moe_weights` @ e9d1398d9): gated w13 and its E8M0 scales become [w3; w1]
 // (swap_w13_to_w31), then reorder_rows_for_gated_act_gemm interleaves the rows, then
 // shuffle_matrix_a / shuffle_matrix_sf_a with epilogue_tile_m 128; w2 is only shuffled. These
-// are the MXFP4 TRT-LLM packers' row orders on one-byte FP8 elements.
+// are the MXFP4 TRT-LLM packers' row orders on one-byte FP8 elements; the scales stay uint8
+// (no float8 view, unlike MXFP4's: the `u8` scale ids).
 Roles mxfp8_trtllm_roles(const SelectionContext& c, const Selection&) {
   const std::string rows = c.moe.is_act_and_mul() ? "w3w1_interleave" : "identity";
   return {{"w13_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=" + rows + ",epilogue_tile_m=128,v0.6.17)"},
           {"w2_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)"},
-          {"w13_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,v0.6.17)"},
-          {"w2_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)"}};
+          {"w13_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,u8,v0.6.17)"},
+          {"w2_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,u8,v0.6.17)"}};
 }
 
 // Marlin MXFP8 (marlin_utils_fp8.py `prepare_mxfp8_moe_layer_for_marlin` @ e9d1398d9): the FP8

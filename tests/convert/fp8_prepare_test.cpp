@@ -155,6 +155,51 @@ TEST(Fp8Prepare, InputScaleMaximumOverTheRankOrTheLayer) {
   EXPECT_EQ(b, 4.0f);
 }
 
+// FlashInfer CUTLASS per-tensor: g1_alphas[e] = max(s1, s3)[e] * max(a13), g2_alphas[e] = s2[e] *
+// max(a2), one fp32 multiply each (the input maximum over the rank's experts, or the layer's).
+TEST(Fp8Prepare, FlashInferCutlassAlphasAreWeightScaleTimesInputMaximum) {
+  const LayerReduction* g1 = find_reduction("vllm.fp8_fi_cutlass_alphas(gemm1,e9d1398d9)");
+  const LayerReduction* g2 = find_reduction("vllm.fp8_fi_cutlass_alphas(gemm2,e9d1398d9)");
+  const LayerReduction* g1_layer = find_reduction("vllm.fp8_fi_cutlass_alphas(gemm1,all_experts,e9d1398d9)");
+  ASSERT_NE(g1, nullptr);
+  ASSERT_NE(g2, nullptr);
+  ASSERT_NE(g1_layer, nullptr);
+  EXPECT_TRUE(g1->reads_other_roles());
+  EXPECT_EQ(g1->shape(2), (std::vector<uint64_t>{2}));
+  // 0.1f * 3 rounds in fp32 (to 0x3E99999A): the alpha is that product, not 0.3 computed otherwise.
+  const float a13_max = 3.0f, s = 0.1f;
+  ReductionInput in;
+  in.role = "g1_alphas";
+  in.local_experts = 2;
+  in.each = [&](const std::string& role, bool whole, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
+    if (role == "w13_input_scale") {
+      fn(0, f32({}, {0.5f}));
+      fn(1, f32({}, {a13_max}));
+      if (whole) fn(2, f32({}, {8.0f}));
+    } else if (role == "w2_input_scale") {
+      fn(0, f32({}, {0.25f}));
+      fn(1, f32({}, {0.125f}));
+    } else if (role == "w13_weight_scale") {
+      fn(0, f32({2}, {s, 0.05f}));
+      fn(1, f32({2}, {0.5f, 2.0f}));
+    } else if (role == "w2_weight_scale") {
+      fn(0, f32({}, {0.75f}));
+      fn(1, f32({}, {3.0f}));
+    }
+  };
+  in.where = [](const std::string& r, uint64_t e) { return "expert " + std::to_string(e) + ", " + r; };
+  std::vector<float> out(2);
+  const auto bytes = [&] { return std::span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()), 8); };
+  g1->reduce(in, bytes());
+  EXPECT_EQ(std::bit_cast<uint32_t>(out[0]), std::bit_cast<uint32_t>(s * a13_max));
+  EXPECT_EQ(out[1], 6.0f);
+  g1_layer->reduce(in, bytes());
+  EXPECT_EQ(out[1], 16.0f);
+  in.role = "g2_alphas";
+  g2->reduce(in, bytes());
+  EXPECT_EQ(out, (std::vector<float>{0.1875f, 0.75f}));
+}
+
 TEST(Fp8Prepare, ScaleLoaderSlicesBlocksAndChannelsAndWidens) {
   RankGeometry g{.hidden = 256, .intermediate = 512, .padded_hidden = 256, .padded_intermediate = 256, .tp_size = 2, .tp_rank = 1};
   g.fp8_scales = true;

@@ -10,6 +10,7 @@
 #include "lib/core/error.h"
 #include "tests/packers/flashinfer_test_support.h"
 #include "packers/flashinfer_trtllm_mxfp4.h"
+#include "packers/registry.h"
 
 namespace moepack::packers {
 namespace {
@@ -94,6 +95,23 @@ TEST(FlashinferTrtllmMxfp4, NamesAndDtypes) {
             "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,v0.6.17)");
   EXPECT_EQ(FlashinferTrtllmMxfp4Layout(TrtllmTensor::bias, RowOrder::w3w1_interleave).name(),
             "flashinfer.trtllm_shuffle_bias(rows=w3w1_interleave,epilogue_tile_m=128,f32,v0.6.17)");
+}
+
+// MXFP8's scales (flashinfer_utils.py `_shuffle_mxfp8_moe_weights`) stay uint8: the same bytes
+// under a `u8` id with a U8 packed dtype.
+TEST(FlashinferTrtllmMxfp4, Mxfp8ScalesKeepUint8) {
+  const FlashinferTrtllmMxfp4Layout e4m3(TrtllmTensor::scale, RowOrder::w3w1_interleave);
+  const FlashinferTrtllmMxfp4Layout u8(TrtllmTensor::scale, RowOrder::w3w1_interleave, TrtllmScaleDtype::u8);
+  EXPECT_EQ(u8.packed_dtype(DType::U8), DType::U8);
+  EXPECT_EQ(u8.name(), "flashinfer.trtllm_shuffle_matrix_sf_a(rows=w3w1_interleave,epilogue_tile_m=128,sf=128x4,u8,v0.6.17)");
+  ASSERT_NE(find_layout(u8.name()), nullptr);
+  std::vector<uint8_t> canonical(256 * 4);
+  for (size_t i = 0; i < canonical.size(); ++i) canonical[i] = static_cast<uint8_t>(i * 37 + 11);
+  const std::vector<uint64_t> shape{256, 4};
+  std::vector<uint8_t> a(canonical.size()), b(canonical.size());
+  e4m3.pack(TensorView{DType::U8, shape, canonical}, a);
+  u8.pack(TensorView{DType::U8, shape, canonical}, b);
+  EXPECT_EQ(a, b);
 }
 
 TEST(FlashinferTrtllmMxfp4, Gemm1ScalarsArePerExpertF32) {

@@ -1,0 +1,233 @@
+// Layer cases made by running upstream's process_weights_after_loading (tests/golden/make_*_goldens.py):
+// reading them from a golden safetensors file, converting the same checkpoint with moepack's plan
+// and executor for the same deployment, and comparing every tensor vLLM holds with the artifact's.
+// Shared by tests/convert/nvfp4_golden_test.cpp and fp8_golden_test.cpp.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "formats/safetensors/file.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "support/sha256.h"
+#include "support/test_support.h"
+
+namespace moepack::test::golden {
+
+struct Output {
+  std::string role, key, sha256, dtype, note;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct LayerCase {
+  std::string name, sample, target, moe_backend, model_dtype, backend;
+  std::map<std::string, std::string> sample_sha256;  // checkpoint file -> SHA-256 ("" key: model.safetensors)
+  std::vector<std::string> env;                      // NAME=VALUE
+  int tp = 1;
+  bool ep = false;
+  std::map<std::string, std::string> patches;  // checkpoint tensor -> golden tensor holding its new bytes
+  std::vector<std::vector<Output>> ranks;      // per rank, what vLLM holds
+};
+
+inline void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
+
+// The cases of `golden_file` ("golden_layer_cases" and "golden_patch_sets" in its metadata);
+// empty when the file or the keys are missing (a test on the file itself reports that).
+inline std::vector<LayerCase> load_layer_cases(const std::string& golden_file) {
+  std::vector<LayerCase> cases;
+  std::unique_ptr<st::File> file;
+  try {
+    file = std::make_unique<st::File>(golden_file);
+  } catch (const std::exception&) {
+    return cases;
+  }
+  const auto& meta = file->header().metadata;
+  const auto it = meta.find("golden_layer_cases");
+  const auto sets_it = meta.find("golden_patch_sets");
+  if (it == meta.end() || sets_it == meta.end()) return cases;
+  const auto patch_sets = nlohmann::json::parse(sets_it->second);
+  for (const auto& j : nlohmann::json::parse(it->second)) {
+    LayerCase c;
+    c.name = j.at("name");
+    c.sample = j.at("sample");
+    const auto& sha = j.at("sample_sha256");
+    if (sha.is_string())
+      c.sample_sha256["model.safetensors"] = sha.get<std::string>();
+    else
+      c.sample_sha256 = sha.get<std::map<std::string, std::string>>();
+    c.target = j.at("target");
+    c.moe_backend = j.at("moe_backend");
+    c.model_dtype = j.at("model_dtype");
+    c.backend = j.at("backend");
+    c.tp = j.at("tp");
+    c.ep = j.at("ep");
+    if (j.contains("env")) c.env = j.at("env").get<std::vector<std::string>>();
+    if (const std::string set = j.at("patch"); !set.empty())
+      c.patches = patch_sets.at(c.sample + "/" + set).get<std::map<std::string, std::string>>();
+    for (const auto& r : j.at("ranks")) {
+      if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
+      std::vector<Output> outputs;
+      for (const auto& o : r.at("outputs")) {
+        Output out;
+        out.role = o.at("role");
+        out.key = o.value("key", "");
+        out.sha256 = o.value("sha256", "");
+        out.dtype = o.at("dtype");
+        out.note = o.value("note", "");
+        out.shape = o.at("shape").get<std::vector<uint64_t>>();
+        out.bytes = o.at("bytes");
+        outputs.push_back(std::move(out));
+      }
+      c.ranks.push_back(std::move(outputs));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+inline std::string safetensors_dtype(const std::string& torch_name) {
+  static const std::map<std::string, std::string> map = {
+      {"uint8", "U8"},       {"int32", "I32"},  {"float32", "F32"}, {"bfloat16", "BF16"},
+      {"float16", "F16"},    {"float8_e4m3fn", "F8_E4M3"}, {"float8_e8m0fnu", "F8_E8M0"}};
+  const auto it = map.find(torch_name);
+  return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
+}
+
+inline std::string first_mismatch(std::span<const uint8_t> got, std::span<const uint8_t> want) {
+  if (got.size() != want.size()) return "sizes differ: moepack " + std::to_string(got.size()) + ", upstream " + std::to_string(want.size());
+  uint64_t count = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && count++ == 0) first = i;
+  std::ostringstream s;
+  s << count << " of " << want.size() << " bytes differ; first at byte " << first << ": moepack 0x" << std::hex << int{got[first]}
+    << ", upstream 0x" << int{want[first]};
+  return s.str();
+}
+
+// Overwrites the bytes of `tensor` in whichever safetensors file of `dir` holds it (same size).
+inline void patch_tensor(const std::string& dir, const std::string& tensor, std::span<const uint8_t> bytes) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    const std::string file = entry.path().string();
+    uint64_t begin = 0;
+    {
+      const st::File f(file);
+      const st::TensorInfo* t = f.find(tensor);
+      if (t == nullptr) continue;
+      ASSERT_EQ(t->num_bytes(), bytes.size()) << tensor;
+      begin = t->begin;
+    }
+    std::vector<uint8_t> data = read_file(file);
+    uint64_t header = 0;
+    std::memcpy(&header, data.data(), 8);
+    std::copy(bytes.begin(), bytes.end(), data.begin() + static_cast<std::ptrdiff_t>(8 + header + begin));
+    write_file(file, data);
+    return;
+  }
+  ADD_FAILURE() << "no safetensors file of " << dir << " holds " << tensor;
+}
+
+// "sm100_auto" and the like: readable test names.
+inline std::string case_name(const LayerCase& c) {
+  std::string name = c.name;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+// One rank's tensors against what vLLM holds on that rank.
+inline void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
+                       const std::vector<Output>& outputs) {
+  for (const Output& o : outputs) {
+    SCOPED_TRACE(o.role + (o.note.empty() ? "" : " (" + o.note + ")"));
+    const auto it = tensors.find(o.role);
+    if (it == tensors.end()) {
+      ADD_FAILURE() << "vLLM holds " << o.role << " after process_weights_after_loading; the artifact has no such tensor";
+      continue;
+    }
+    const artifact::PackedTensor& t = it->second;
+    const st::File f((std::filesystem::path(out) / t.file).string());
+    const st::TensorInfo* info = f.find(t.name);
+    ASSERT_NE(info, nullptr) << t.name;
+    const std::span<const uint8_t> got = f.data(*info);
+    EXPECT_EQ(t.dtype, safetensors_dtype(o.dtype));
+    EXPECT_EQ(t.shape, o.shape);
+    ASSERT_EQ(got.size(), o.bytes);
+    if (!o.key.empty()) {
+      const st::TensorInfo* want = golden.find(o.key);
+      ASSERT_NE(want, nullptr) << o.key;
+      const std::span<const uint8_t> upstream = golden.data(*want);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), upstream.begin(), upstream.end())) << first_mismatch(got, upstream);
+    } else {
+      EXPECT_EQ(sha256_hex(got), o.sha256) << "the bytes differ from upstream's (the golden keeps their SHA-256 only)";
+    }
+  }
+
+  // What the artifact has beyond vLLM's parameters (kernel scalars vLLM keeps on the experts
+  // object, or tensors upstream did not produce here), for the record.
+  std::string extra;
+  for (const auto& entry : tensors) {
+    const std::string& role = entry.first;
+    if (std::none_of(outputs.begin(), outputs.end(), [&](const Output& o) { return o.role == role; })) extra += " " + role;
+  }
+  if (!extra.empty()) ::testing::Test::RecordProperty("not_compared", extra);
+}
+
+// Converts the case's checkpoint (patched) with moepack for its deployment and compares every rank.
+inline void check_layer_case(const LayerCase& c, const std::string& golden_file, const std::string& script) {
+  namespace fs = std::filesystem;
+  const st::File golden(golden_file);
+  const std::string sample = source_dir() + "/samples/" + c.sample;
+  for (const auto& [file, sha] : c.sample_sha256)
+    ASSERT_EQ(sha256_hex(read_file(sample + "/" + file)), sha)
+        << "samples/" << c.sample << "/" << file << " changed since the goldens were made: rerun " << script;
+
+  TempDir dir;
+  const std::string ckpt_dir = dir.path() + "/" + c.sample;
+  fs::copy(sample, ckpt_dir, fs::copy_options::recursive);
+  for (const auto& [tensor, key] : c.patches) {
+    const st::TensorInfo* t = golden.find(key);
+    ASSERT_NE(t, nullptr) << key;
+    patch_tensor(ckpt_dir, tensor, golden.data(*t));
+  }
+
+  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
+  if (!c.moe_backend.empty()) d.moe_backend = oracle::normalize_moe_backend(c.moe_backend);
+  if (c.model_dtype == "float16") d.model_dtype = oracle::FloatType::float16;
+  for (const std::string& kv : c.env) {
+    const auto eq = kv.find('=');
+    ASSERT_NE(eq, std::string::npos) << kv;
+    d.env.set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  d.parallel.tp = c.tp;
+  d.parallel.enable_expert_parallel = c.ep;
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
+  convert::ConversionPlan plan = convert::build_conversion_plan(ck, convert::decide_layers(ck, d), convert::ConvertRequest{});
+  const std::string out = dir.path() + "/out";
+  fs::create_directories(out);
+  const artifact::Manifest m = convert::execute_plan(plan, out, convert::ExecutorOptions{});
+  ASSERT_EQ(m.layers.size(), 1u);
+  ASSERT_EQ(m.layers[0].backend, c.backend);
+  ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
+  for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_EQ(m.layers[0].ranks[rank].rank, static_cast<int>(rank));
+    check_rank(out, golden, m.layers[0].ranks[rank].tensors, c.ranks[rank]);
+  }
+}
+
+}  // namespace moepack::test::golden
