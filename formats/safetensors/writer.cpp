@@ -96,11 +96,15 @@ Writer::Writer(std::string path, std::vector<TensorSpec> tensors, std::map<std::
   for (const auto& t : tensors_) sizes_.push_back(tensor_byte_size(t.dtype, t.shape, path_, t.name));
   fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io(partial_path_, "cannot create", errno);
+  uint64_t file_bytes = header.size();
+  for (uint64_t n : sizes_) file_bytes += n;
+  sink_ = std::make_unique<SequentialSink>(fd_, partial_path_, file_bytes);
   write_raw(header, {});
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
 }
 
 Writer::~Writer() {
+  sink_.reset();  // stops its background writes before the file goes
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(partial_path_.c_str());
 }
@@ -114,7 +118,7 @@ void Writer::write_raw(std::span<const uint8_t> bytes, const Feed& also) {
       if (also) also(piece);
       file_hash_.update(piece);
     }
-    write_all(fd_, chunk, partial_path_);
+    sink_->append(chunk);
     total_bytes_ += chunk.size();
     bytes = bytes.subspan(chunk.size());
   }
@@ -151,6 +155,7 @@ void Writer::write_fed(std::span<const uint8_t> bytes, const Feed& also) {
 void Writer::commit() {
   if (current_ != tensors_.size())
     throw_internal("writer: tensor `" + tensors_[current_].name + "` of " + path_ + " was not fully written");
+  sink_->finish();
   if (durability_ == Durability::now) {
     if (::fsync(fd_) != 0) throw_io(partial_path_, "fsync failed", errno);
   } else {

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "lib/core/dtype.h"
 #include "lib/core/hash.h"
+#include "lib/core/sequential_sink.h"
 
 namespace moepack::st {
 
@@ -78,6 +80,8 @@ class Writer {
   uint64_t written_in_current_ = 0;
   uint64_t total_bytes_ = 0;
   int fd_ = -1;
+  // Large files go to the device directly (lib/core/sequential_sink.h), others through the page cache.
+  std::unique_ptr<SequentialSink> sink_;
   Durability durability_ = Durability::now;
   bool committed_ = false;
   Xxh3Stream file_hash_;

@@ -1,0 +1,98 @@
+// SequentialSink: the file holds exactly the appended bytes, whichever way they went (direct
+// with padded-then-truncated tails, or through the page cache), for awkward sizes and chunkings;
+// a failing device surfaces as Error(io) from the background writes.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/core/error.h"
+#include "lib/core/sequential_sink.h"
+#include "support/test_support.h"
+
+namespace moepack {
+namespace {
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Writes `data` in chunks of varying size (1 byte up to a few MiB) and reads the file back.
+void round_trip(const std::string& path, const std::vector<uint8_t>& data, uint64_t threshold, bool* went_direct) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  {
+    SequentialSink sink(fd, path, data.size(), threshold);
+    std::mt19937 rng(static_cast<uint32_t>(data.size()));
+    size_t at = 0;
+    while (at < data.size()) {
+      const size_t n = std::min<size_t>(data.size() - at, 1 + rng() % (rng() % 2 ? 5000 : (3u << 20)));
+      sink.append(std::span<const uint8_t>(data).subspan(at, n));
+      at += n;
+    }
+    sink.finish();
+    EXPECT_EQ(sink.bytes_appended(), data.size());
+    *went_direct = sink.direct();
+  }
+  ::close(fd);
+  EXPECT_EQ(file_bytes(path), data);
+}
+
+TEST(SequentialSink, FileHoldsExactlyTheBytesForAwkwardSizes) {
+  test::TempDir dir;
+  const size_t mib = 1u << 20;
+  // Whether this filesystem takes O_DIRECT at all (tmpfs may not): then the direct path must be used.
+  const int direct_probe = ::open(dir.file("probe").c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  const bool fs_takes_direct = direct_probe >= 0;
+  if (direct_probe >= 0) ::close(direct_probe);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, 4 * mib - 1, 4 * mib, 4 * mib + 1, 13 * mib + 12345}) {
+    for (uint64_t threshold : {uint64_t{0}, ~uint64_t{0}}) {
+      SCOPED_TRACE("size " + std::to_string(size) + (threshold == 0 ? ", direct when the filesystem allows it" : ", page cache"));
+      bool direct = false;
+      round_trip(dir.file("out.bin"), random_bytes(size, static_cast<uint32_t>(size)), threshold, &direct);
+      if (threshold != 0) {
+        EXPECT_FALSE(direct);
+      } else if (fs_takes_direct) {
+        EXPECT_TRUE(direct);
+      }
+    }
+  }
+}
+
+// /dev/full takes the open (and O_DIRECT) but fails every write with ENOSPC: the background
+// write's error reaches the caller as the writer's usual disk-full Error(io).
+TEST(SequentialSink, BackgroundWriteFailureIsAnIoError) {
+  const int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) GTEST_SKIP() << "no /dev/full here";
+  for (uint64_t threshold : {uint64_t{0}, ~uint64_t{0}}) {
+    try {
+      SequentialSink sink(fd, "/dev/full", 16u << 20, threshold);
+      const std::vector<uint8_t> data(16u << 20, 7);
+      sink.append(data);
+      sink.finish();
+      ADD_FAILURE() << "expected a disk-full error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::io);
+      EXPECT_NE(std::string(e.what()).find("disk full"), std::string::npos) << e.what();
+    }
+  }
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace moepack
