@@ -5,8 +5,14 @@
 
 #include "lib/experts/cpu_gemm.h"
 
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -24,10 +30,13 @@ MOEPACK_AVX512_BF16 void to_bf16_avx512(const float* in, uint16_t* out, uint64_t
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
 }
 
+// Whether the level's kernels read the activations as BF16 only (AVX2 and portable read floats).
+bool reads_bf16(CpuIsa isa) { return isa == CpuIsa::amx_bf16 || isa == CpuIsa::avx512_bf16; }
+
 // `in` rounded to BF16 into `out`; with `widened`, the rounded values back as floats too (the
 // AVX2 and portable kernels read floats).
 void to_bf16(CpuIsa isa, const float* in, uint16_t* out, float* widened, uint64_t n) {
-  if (isa == CpuIsa::avx512_bf16) to_bf16_avx512(in, out, n);
+  if (reads_bf16(isa)) to_bf16_avx512(in, out, n);
   else
     for (uint64_t i = 0; i < n; ++i) out[i] = float_to_bf16(in[i]);
   if (widened)
@@ -49,6 +58,7 @@ std::string_view cpu_layout_name(CpuLayout layout) {
 
 std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::amx_bf16: return "amx_bf16";
     case CpuIsa::avx512_bf16: return "avx512_bf16";
     case CpuIsa::avx2: return "avx2";
     case CpuIsa::scalar: return "scalar";
@@ -56,25 +66,84 @@ std::string_view cpu_isa_name(CpuIsa isa) {
   return "scalar";
 }
 
-bool cpu_supports(CpuIsa isa) {
+namespace {
+
+std::string avx512_missing() {
   __builtin_cpu_init();
-  switch (isa) {
-    case CpuIsa::avx512_bf16:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
-             __builtin_cpu_supports("avx512vbmi");
-    case CpuIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case CpuIsa::scalar: return true;
-  }
-  return false;
+  // __builtin_cpu_supports takes literals only.
+  const std::pair<bool, const char*> features[] = {{__builtin_cpu_supports("avx512f"), "AVX-512F"},   {__builtin_cpu_supports("avx512bw"), "AVX-512BW"},
+                                                   {__builtin_cpu_supports("avx512vl"), "AVX-512VL"}, {__builtin_cpu_supports("avx512bf16"), "AVX-512 BF16"},
+                                                   {__builtin_cpu_supports("avx512vbmi"), "AVX-512 VBMI"}};
+  for (const auto& [has, name] : features)
+    if (!has) return std::string("the CPU has no ") + name;
+  return {};
 }
+
+// The AMX level's own conditions, checked once per process (the permission is the process's).
+std::string amx_missing() {
+  static const std::string why = []() -> std::string {
+#ifdef MOEPACK_AMX_EMULATE
+    return {};  // the tile instructions are emulated (lib/experts/cpu_gemm.h)
+#endif
+    // CPUID leaf 7, subleaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24))) return "the CPU has no AMX-TILE (CPUID.(EAX=7,ECX=0):EDX[24])";
+    if (!(d & (1u << 22))) return "the CPU has no AMX-BF16 (CPUID.(EAX=7,ECX=0):EDX[22])";
+    // The OS must enable the tile configuration and data state (XCR0 bits 17 and 18), which
+    // XGETBV reads where OSXSAVE (CPUID.1:ECX[27]) says it may run.
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return "the OS does not enable XSAVE (CPUID.1:ECX[27])";
+    uint32_t xcr0_lo = 0, xcr0_hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) return "the OS does not enable the AMX tile state (XCR0 bits 17 and 18)";
+    // Linux (5.16 and later) hands the tile data state to a process that asks for it:
+    // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), then ARCH_GET_XCOMP_PERM shows it.
+    constexpr long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtileData = 18;
+    if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
+      return std::string("Linux refused the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM: ") + std::strerror(errno) + ")";
+    uint64_t granted = 0;
+    if (syscall(SYS_arch_prctl, kGetXcompPerm, &granted) != 0 || !(granted & (uint64_t{1} << kXtileData)))
+      return "Linux did not grant the AMX tile data (arch_prctl ARCH_GET_XCOMP_PERM)";
+    return {};
+  }();
+  return why;
+}
+
+}  // namespace
+
+std::string cpu_isa_unavailable(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::amx_bf16: {
+      // The level runs the AVX-512 kernels for few tokens and decodes with them.
+      const std::string why = avx512_missing();
+      return why.empty() ? amx_missing() : why;
+    }
+    case CpuIsa::avx512_bf16: return avx512_missing();
+    case CpuIsa::avx2:
+      __builtin_cpu_init();
+      if (!__builtin_cpu_supports("avx2")) return "the CPU has no AVX2";
+      if (!__builtin_cpu_supports("fma")) return "the CPU has no FMA";
+      return {};
+    case CpuIsa::scalar: return {};
+  }
+  return "unknown instruction set";
+}
+
+bool cpu_supports(CpuIsa isa) { return cpu_isa_unavailable(isa).empty(); }
 
 CpuIsa best_cpu_isa() {
   static const CpuIsa isa = [] {
-    // The ordered list, best first, ending in the portable kernel; MOEPACK_CPU_ISA caps it.
+    // The ordered list, best first, ending in the portable kernel; MOEPACK_CPU_ISA starts it
+    // at the level it names.
     const char* forced = std::getenv("MOEPACK_CPU_ISA");
-    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
-      if (forced && cpu_isa_name(isa) != forced && isa != CpuIsa::scalar) continue;
-      if (cpu_supports(isa)) return isa;
+    bool started = !forced || !*forced;
+    for (CpuIsa level : kCpuIsas) {
+      started = started || cpu_isa_name(level) == forced;
+      if (started && cpu_supports(level)) return level;
+    }
+    if (!started) {
+      std::string names;
+      for (CpuIsa level : kCpuIsas) names += (names.empty() ? "" : ", ") + std::string(cpu_isa_name(level));
+      throw Error(ErrorKind::usage, "MOEPACK_CPU_ISA=" + std::string(forced) + " is not one of the CPU kernels' instruction sets (" + names + ")");
     }
     return CpuIsa::scalar;
   }();
@@ -85,9 +154,9 @@ bool cpu_layout_fits(CpuLayout, uint64_t n, uint64_t k) { return n > 0 && k > 0 
 
 void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out) {
   if (!cpu_layout_fits(layout, n, k)) throw Error(ErrorKind::bad_input, "cpu_packed_gemm: " + std::to_string(n) + " x " + std::to_string(k) + " does not fit the layout");
-  if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels");
+  if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels: " + cpu_isa_unavailable(isa));
   std::vector<float> xf;
-  if (isa != CpuIsa::avx512_bf16) {
+  if (!reads_bf16(isa)) {
     xf.resize(static_cast<size_t>(m * k));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(x_bf16[i]);
   }
@@ -109,9 +178,10 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
     throw Error(ErrorKind::bad_input, "the CPU " + std::string(cpu_layout_name(layout)) + " layout needs hidden and intermediate sizes that are multiples of 32 (got " +
                                           std::to_string(Hp) + ", " + std::to_string(P) + ")");
   if (hidden > Hp || x.size() != tokens * hidden || routing.tokens != tokens) throw_internal("cpu_experts_moe: sizes");
-  if (!cpu_supports(options.isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels");
+  if (!cpu_supports(options.isa))
+    throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels: " + cpu_isa_unavailable(options.isa));
   const CpuIsa isa = options.isa;
-  const bool floats = isa != CpuIsa::avx512_bf16;  // the AVX2 and portable kernels read floats
+  const bool floats = !reads_bf16(isa);  // the AVX2 and portable kernels read floats
 
   CpuExpertsWorkspace local;
   CpuExpertsWorkspace& ws = workspace ? *workspace : local;

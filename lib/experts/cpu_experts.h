@@ -26,11 +26,17 @@
 // quantizes activations per token to int8 (these kernels keep BF16 activations instead, the
 // same precision as every other layout, so one tolerance serves them all).
 //
-// Instruction sets: AVX-512 BF16 (`vdpbf16ps`, with VBMI's byte permutes for the FP8 decode:
-// Sapphire Rapids and later, Zen 4 and later), AVX2 + FMA (weights decoded to FP32), and portable
-// C++ elsewhere; best_cpu_isa() picks the first this machine runs. AMX tiles are not
-// used. Each output value is summed by one thread in one fixed order, so the bytes do not
-// depend on the thread count.
+// Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
+// steps, 16 of them at a time, as the B operand of `tdpbf16ps` tiles; the BF16 AMX prepack is
+// read by the tiles as it lies), AVX-512 BF16 (`vdpbf16ps`, with VBMI's byte permutes for the
+// FP8 decode: Sapphire Rapids and later, Zen 4 and later), AVX2 + FMA (weights decoded to FP32),
+// and portable C++ elsewhere; best_cpu_isa() picks the first this machine runs. The AMX level
+// needs the CPU's AMX-TILE and AMX-BF16 (CPUID), the tile state enabled by the OS (XCR0) and
+// Linux's permission to use it (arch_prctl ARCH_REQ_XCOMP_PERM); without any of them the list
+// goes on with AVX-512. Tiles pay off from 5 tokens per expert (sgl-kernel's threshold for its
+// AMX brgemm, `can_use_brgemm`: M > 4); fewer tokens run the AVX-512 kernels at that level too.
+// Each output value is summed by one thread in one fixed order (set by the token count, never
+// by the thread count), so the bytes do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -67,11 +73,16 @@ struct CpuExpert {
 };
 
 // The instruction sets a kernel can use, best first; the list ends with the portable one.
-enum class CpuIsa { avx512_bf16, avx2, scalar };
+enum class CpuIsa { amx_bf16, avx512_bf16, avx2, scalar };
+inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::amx_bf16, CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar};
 std::string_view cpu_isa_name(CpuIsa isa);
 bool cpu_supports(CpuIsa isa);
-// The best kernel this machine runs, from the ordered list avx512_bf16, avx2, scalar (CPU
-// features probed once). MOEPACK_CPU_ISA=avx2 or =scalar picks that one (tests compare them).
+// Why this machine cannot run the level (the missing CPU feature, or what the OS refused), or
+// empty when it can.
+std::string cpu_isa_unavailable(CpuIsa isa);
+// The best kernel this machine runs, from the ordered list amx_bf16, avx512_bf16, avx2, scalar
+// (CPU features probed once). MOEPACK_CPU_ISA=NAME starts the list at that level (tests and
+// benchmarks compare them); a name not in the list throws Error(usage).
 CpuIsa best_cpu_isa();
 
 struct CpuExpertsOptions {

@@ -11,6 +11,9 @@
 //                 32-bit lane one row's kStepK/2 (1 or 2) column pairs of the step, multiplied
 //                 by the step's activations broadcast the same way (x_operand); rows(acc, r[2])
 //                 turns the kVecs accumulators into rows 0-15 and 16-31; scale(g, sc[2]) per row
+//   AMX           the same load(), its registers rearranged into VNNI-2 rows of the two 16-row
+//                 halves (vnni2_rows below: rows() for pairs, pairs() for quads), kChunkSteps
+//                 steps at a time; kAmxDirect layouts are B tiles as they lie (tile_rows(half, step))
 //   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
 //                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
@@ -210,6 +213,276 @@ MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t
       for (uint64_t s = c0; s < c1; ++s) t.load(s, buffer + (s - c0) * T::kVecs);
       const Decoded<T> d{t, buffer, c0};
       avx512_tokens<Decoded<T>, T::kVecs == 2 ? 6 : 4>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
+    }
+  }
+}
+
+// ---- AMX ---------------------------------------------------------------------------------
+// Tiles of 16 rows x 64 bytes (palette 1). tdpbf16ps C[M x 16] += A[M x 32] · B[16 x 32]: A is M
+// tokens' 32 BF16 activations of one k-tile, B 16 VNNI-2 rows (column pairs 2p, 2p+1 of 16 output
+// rows), C FP32. A 32-row block is two 16-row halves, so a k-tile takes two B tiles (h = 0, 1),
+// and two token tiles share them: C tiles 0-3 (token tile i, half h: 2i + h), A tiles 4-5, B 6-7.
+// Token tiles start at 0, 16, ...; the last starts at m - 16 when m > 16 is not a multiple of 16,
+// so every tile holds min(m, 16) rows and one tile configuration serves the whole call; the rows
+// it shares with the tile before are not written again.
+//
+// A scale multiplies each group's FP32 partial sums as on the other levels: C is zeroed, the
+// group's k-tiles accumulate into it, and out = fma(C, scale, out) in group order (MXFP4 groups
+// are one k-tile, FP8's four, INT8 W8A8's eight); unscaled layouts add chunk by chunk (decoded)
+// or store C once (as they lie).
+//
+// The tile instructions are written as asm with memory clobbers (GCC 12's _tile_* macros tell
+// the compiler neither what they read nor what they write), in functions built for AMX by target
+// attributes: the binary runs everywhere and reaches them only where cpu_supports(amx_bf16).
+// A build with MOEPACK_AMX_EMULATE runs them as C++ instead (below), for tests without AMX.
+#define MOEPACK_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,amx-tile,amx-bf16")))
+#define MOEPACK_AMX_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,amx-tile,amx-bf16"), always_inline)) inline
+
+constexpr uint64_t kAmxMinTokens = 5;       // sgl-kernel can_use_brgemm<BFloat16>: M > 4
+constexpr uint64_t kTileRows = 16;          // tokens per A and C tile; pairs per B tile
+constexpr uint64_t kTileK = 32;             // columns per k-tile
+constexpr uint64_t kTileBytes = 64;         // bytes per tile row
+constexpr uint64_t kAmxChunkPairs = 128;    // decoded VNNI-2 rows per half and chunk (256 columns, 16 KiB)
+
+namespace amx {
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+#ifdef MOEPACK_AMX_EMULATE
+// The tile instructions as plain C++ on eight tiles in memory (CMake -DMOEPACK_AMX_EMULATE=ON):
+// the AMX level's tile logic (configuration, strides, overlapping tiles, flushes) then runs and
+// is tested on a machine without AMX. tdpbf16ps follows Intel's pseudocode: per output, the
+// pairs in order, each of the pair's two products added and rounded in FP32 (no DAZ/FTZ).
+struct EmulatedTiles {
+  uint8_t tile[8][kTileRows][kTileBytes];
+  uint64_t rows[8];
+};
+inline thread_local EmulatedTiles emulated;
+inline void configure(uint64_t rows) {
+  for (int t = 0; t < 8; ++t) emulated.rows[t] = t < 6 ? rows : kTileRows;
+  std::memset(emulated.tile, 0x5A, sizeof emulated.tile);  // garbage until loaded or zeroed
+}
+inline void release() {}
+template <int T>
+inline void zero() {
+  std::memset(emulated.tile[T], 0, sizeof emulated.tile[T]);
+}
+template <int T>
+inline void load(const void* base, uint64_t stride) {
+  for (uint64_t r = 0; r < emulated.rows[T]; ++r) std::memcpy(emulated.tile[T][r], static_cast<const uint8_t*>(base) + r * stride, kTileBytes);
+}
+template <int T>
+inline void store(void* base, uint64_t stride) {
+  for (uint64_t r = 0; r < emulated.rows[T]; ++r) std::memcpy(static_cast<uint8_t*>(base) + r * stride, emulated.tile[T][r], kTileBytes);
+}
+inline float bf16_at(const uint8_t* row, int i) {
+  uint16_t h;
+  std::memcpy(&h, row + 2 * i, 2);
+  const uint32_t bits = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+template <int C, int A, int B>
+inline void dot() {
+  for (uint64_t m = 0; m < emulated.rows[C]; ++m) {
+    float acc[16];
+    std::memcpy(acc, emulated.tile[C][m], kTileBytes);
+    for (int p = 0; p < 16; ++p)
+      for (int n = 0; n < 16; ++n) {
+        acc[n] += bf16_at(emulated.tile[A][m], 2 * p) * bf16_at(emulated.tile[B][p], 2 * n);
+        acc[n] += bf16_at(emulated.tile[A][m], 2 * p + 1) * bf16_at(emulated.tile[B][p], 2 * n + 1);
+      }
+    std::memcpy(emulated.tile[C][m], acc, kTileBytes);
+  }
+}
+#else
+// Tiles 0-5 (C and A) hold `rows` rows, 6-7 (B) 16; all 64 bytes wide.
+MOEPACK_AMX_INLINE void configure(uint64_t rows) {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = kTileBytes;
+    c.rows[t] = static_cast<uint8_t>(t < 6 ? rows : kTileRows);
+  }
+  __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+}
+MOEPACK_AMX_INLINE void release() { __asm__ volatile("tilerelease" ::: "memory"); }
+template <int T>
+MOEPACK_AMX_INLINE void zero() {
+  __asm__ volatile("tilezero %%tmm%c0" ::"i"(T));
+}
+template <int T>
+MOEPACK_AMX_INLINE void load(const void* base, uint64_t stride) {
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(base), "r"(stride), "i"(T) : "memory");
+}
+template <int T>
+MOEPACK_AMX_INLINE void store(void* base, uint64_t stride) {
+  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(stride), "i"(T) : "memory");
+}
+template <int C, int A, int B>  // C += A · B
+MOEPACK_AMX_INLINE void dot() {
+  __asm__ volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
+}
+
+#endif
+}  // namespace amx
+
+// The decoded registers of one step as VNNI-2 rows: out[2c + h] is half h's column pair c of
+// the step (16 rows in order), kStepK entries.
+template <class T>
+MOEPACK_AMX_INLINE void vnni2_rows(const __m512bh* w, __m512bh* out) {
+  if constexpr (T::kStepK == 2) {
+    // Each 32-bit lane is one row's pair: rows() puts lanes in row order, on weights as on sums.
+    const __m512 in[2] = {(__m512)w[0], (__m512)w[1]};
+    __m512 r[2];
+    T::rows(in, r);
+    out[0] = (__m512bh)r[0];
+    out[1] = (__m512bh)r[1];
+  } else {
+    T::pairs(w, out);
+  }
+}
+
+// Token tiles i (and i + 1 when Two) over k-tiles [0, n): B of half h at b[h] + 1024 j, A at
+// x[i] + 32 j (tokens ldx_bytes apart). C tiles are accumulated as they are.
+template <bool Two>
+MOEPACK_AMX_INLINE void amx_dot(const uint16_t* const* x, uint64_t ldx_bytes, const uint8_t* const* b, uint64_t n) {
+  for (uint64_t j = 0; j < n; ++j) {
+    amx::load<6>(b[0] + j * kTileRows * kTileBytes, kTileBytes);
+    amx::load<7>(b[1] + j * kTileRows * kTileBytes, kTileBytes);
+    amx::load<4>(x[0] + j * kTileK, ldx_bytes);
+    amx::dot<0, 4, 6>();
+    amx::dot<1, 4, 7>();
+    if constexpr (Two) {
+      amx::load<5>(x[1] + j * kTileK, ldx_bytes);
+      amx::dot<2, 5, 6>();
+      amx::dot<3, 5, 7>();
+    }
+  }
+}
+
+template <bool Two>
+MOEPACK_AMX_INLINE void amx_zero() {
+  amx::zero<0>();
+  amx::zero<1>();
+  if constexpr (Two) {
+    amx::zero<2>();
+    amx::zero<3>();
+  }
+}
+
+// The C tiles into c[tile][row][16] (tile = 2i + h).
+template <bool Two>
+MOEPACK_AMX_INLINE void amx_store(float (*c)[kTileRows][16]) {
+  amx::store<0>(c[0], kTileBytes);
+  amx::store<1>(c[1], kTileBytes);
+  if constexpr (Two) {
+    amx::store<2>(c[2], kTileBytes);
+    amx::store<3>(c[3], kTileBytes);
+  }
+}
+
+// Rows [skip, rows) of token tile i's stored C (tokens from `first`, ldo apart in out, 32
+// values each) into out: set (first group), or added (scaled by sc when Scaled).
+template <bool Scaled>
+MOEPACK_AMX_INLINE void amx_flush(const float (*c)[kTileRows][16], uint64_t skip, uint64_t rows, float* out, uint64_t ldo, const __m512* sc, bool set) {
+  for (uint64_t r = skip; r < rows; ++r)
+    for (int h = 0; h < 2; ++h) {
+      float* o = out + r * ldo + 16 * h;
+      const __m512 v = _mm512_load_ps(c[h][r]);
+      __m512 y;
+      if constexpr (Scaled) y = set ? _mm512_mul_ps(v, sc[h]) : _mm512_fmadd_ps(v, sc[h], _mm512_loadu_ps(o));
+      else y = set ? v : _mm512_add_ps(v, _mm512_loadu_ps(o));
+      _mm512_storeu_ps(o, y);
+    }
+}
+
+// Where token tile i starts, and how many of its rows the tile before already wrote.
+struct TokenTiles {
+  uint64_t m, rows;  // rows = min(m, 16)
+  uint64_t start(uint64_t i) const { return std::min(i * kTileRows, m - rows); }
+  uint64_t skip(uint64_t i) const { return i * kTileRows - start(i); }
+};
+
+// A layout AMX reads as it lies: token tiles i (and i + 1) over every k-tile, C stored once.
+template <class T, bool Two>
+MOEPACK_AMX void amx_direct_tiles(const T& t, const Gemm& g, const TokenTiles& tt, uint64_t i, const uint16_t* x, float* o, float (*c)[kTileRows][16]) {
+  const uint16_t* xs[2] = {x + tt.start(i) * g.k, Two ? x + tt.start(i + 1) * g.k : nullptr};
+  const uint8_t* b[2] = {t.tile_rows(0, 0), t.tile_rows(1, 0)};
+  amx_zero<Two>();
+  amx_dot<Two>(xs, g.k * 2, b, g.k / kTileK);
+  const uint64_t ldo_bytes = g.n * 4;
+  if (tt.skip(i) == 0) amx::store<0>(o + tt.start(i) * g.n, ldo_bytes), amx::store<1>(o + tt.start(i) * g.n + 16, ldo_bytes);
+  if constexpr (Two)
+    if (tt.skip(i + 1) == 0) amx::store<2>(o + tt.start(i + 1) * g.n, ldo_bytes), amx::store<3>(o + tt.start(i + 1) * g.n + 16, ldo_bytes);
+  // The last tile overlaps the one before: only its new rows are written.
+  const uint64_t last = Two ? i + 1 : i;
+  if (tt.skip(last) > 0) {
+    amx_store<Two>(c);
+    amx_flush<false>(c + 2 * (last - i), tt.skip(last), tt.rows, o + tt.start(last) * g.n, g.n, nullptr, true);
+  }
+}
+
+// A decoded chunk (k-tiles [j0, j1), VNNI-2 rows of half h at b[h]): token tiles i (and i + 1),
+// one scale group at a time.
+template <class T, bool Two>
+MOEPACK_AMX void amx_decoded_tiles(const T& t, const Gemm& g, const TokenTiles& tt, uint64_t i, const uint16_t* x, const uint8_t* const* b, uint64_t j0,
+                                   uint64_t j1, float* o, float (*c)[kTileRows][16]) {
+  constexpr uint64_t kGroupTiles = (T::kScaled ? T::kGroupSteps : T::kChunkSteps) * T::kStepK / kTileK;
+  static_assert(kGroupTiles > 0 && (kAmxChunkPairs * 2 / kTileK) % kGroupTiles == 0, "chunks hold whole scale groups");
+  for (uint64_t g0 = j0; g0 < j1; g0 += kGroupTiles) {
+    const uint64_t g1 = std::min(j1, g0 + kGroupTiles);
+    const uint16_t* xg[2] = {x + tt.start(i) * g.k + g0 * kTileK, Two ? x + tt.start(i + 1) * g.k + g0 * kTileK : nullptr};
+    const uint8_t* bg[2] = {b[0] + (g0 - j0) * kTileRows * kTileBytes, b[1] + (g0 - j0) * kTileRows * kTileBytes};
+    amx_zero<Two>();
+    amx_dot<Two>(xg, g.k * 2, bg, g1 - g0);
+    amx_store<Two>(c);
+    __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
+    if constexpr (T::kScaled) t.scale(g0 / kGroupTiles, sc);
+    for (uint64_t u = 0; u < (Two ? 2u : 1u); ++u)
+      amx_flush<T::kScaled>(c + 2 * u, tt.skip(i + u), tt.rows, o + tt.start(i + u) * g.n, g.n, sc, g0 == 0);
+  }
+}
+
+// One 32-row block for m >= kAmxMinTokens tokens, the tiles configured for min(m, 16) rows.
+template <class T>
+MOEPACK_AMX void amx_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64_t m, float* out) {
+  const T t(g, nb);
+  const TokenTiles tt{m, std::min(m, kTileRows)};
+  const uint64_t tiles = (m + kTileRows - 1) / kTileRows;
+  float* o = out + nb * kBlockRows;
+  alignas(64) float c[4][kTileRows][16];
+  if constexpr (T::kAmxDirect) {
+    uint64_t i = 0;
+    for (; i + 2 <= tiles; i += 2) amx_direct_tiles<T, true>(t, g, tt, i, x, o, c);
+    if (i < tiles) amx_direct_tiles<T, false>(t, g, tt, i, x, o, c);
+  } else {
+    static_assert(T::kChunkSteps * T::kStepK / 2 == kAmxChunkPairs, "a chunk is 256 columns");
+    alignas(64) __m512bh buffer[2 * kAmxChunkPairs];  // [half][pair]
+    const uint8_t* b[2] = {reinterpret_cast<const uint8_t*>(buffer), reinterpret_cast<const uint8_t*>(buffer + kAmxChunkPairs)};
+    const uint64_t steps = g.k / T::kStepK;
+    for (uint64_t c0 = 0; c0 < steps; c0 += T::kChunkSteps) {
+      const uint64_t c1 = std::min(steps, c0 + T::kChunkSteps);
+      for (uint64_t s = c0; s < c1; ++s) {
+        __m512bh w[T::kVecs], v[T::kStepK];
+        t.load(s, w);
+        vnni2_rows<T>(w, v);
+        for (uint64_t q = 0; q < T::kStepK / 2; ++q) {
+          const uint64_t p = (s - c0) * (T::kStepK / 2) + q;
+          buffer[p] = v[2 * q];
+          buffer[kAmxChunkPairs + p] = v[2 * q + 1];
+        }
+      }
+      const uint64_t j0 = c0 * T::kStepK / kTileK, j1 = c1 * T::kStepK / kTileK;
+      uint64_t i = 0;
+      for (; i + 2 <= tiles; i += 2) amx_decoded_tiles<T, true>(t, g, tt, i, x, b, j0, j1, o, c);
+      if (i < tiles) amx_decoded_tiles<T, false>(t, g, tt, i, x, b, j0, j1, o, c);
     }
   }
 }

@@ -48,7 +48,7 @@ MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(const uint8_t* s) {
 struct Mxfp4Tiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 16, kChunkSteps = 128;
   static constexpr int kVecs = 2;
-  static constexpr bool kScaled = true, kDirect = false;
+  static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const uint8_t* w;  // the block's bytes: [k/2][32]
   const uint8_t* s;  // the block's scales: [k/32][32]
   Mxfp4Tiles(const Gemm& g, uint64_t nb)
@@ -90,7 +90,7 @@ struct Mxfp4Tiles {
 struct Bf16AmxTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 0;
   static constexpr int kVecs = 2;
-  static constexpr bool kScaled = false, kDirect = true;
+  static constexpr bool kScaled = false, kDirect = true, kAmxDirect = true;
   const uint16_t* lo;  // rows 0-15 of the block
   const uint16_t* hi;  // rows 16-31
   Bf16AmxTiles(const Gemm& g, uint64_t nb)
@@ -100,6 +100,8 @@ struct Bf16AmxTiles {
     out[0] = (__m512bh)_mm512_loadu_si512(lo + step * kBlockRows);
     out[1] = (__m512bh)_mm512_loadu_si512(hi + step * kBlockRows);
   }
+  // AMX: 16 consecutive steps of a half are one B tile (16 rows of 64 bytes) as they lie.
+  const uint8_t* tile_rows(int half, uint64_t step) const { return reinterpret_cast<const uint8_t*>((half ? hi : lo) + step * kBlockRows); }
   MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512*) const {}
 
@@ -119,9 +121,9 @@ struct Bf16AmxTiles {
 // (columns 2s, 2s+1) is 32 contiguous words: rows 0-15 at column 2s, then at column 2s+1. One
 // word permute per group interleaves them into (column 2s, 2s+1) pairs, the VNNI-2 operand.
 struct Bf16VecTiles {
-  static constexpr uint64_t kStepK = 2, kGroupSteps = 0;
+  static constexpr uint64_t kStepK = 2, kGroupSteps = 0, kChunkSteps = 128;  // AMX decodes the pairs by chunks
   static constexpr int kVecs = 2;
-  static constexpr bool kScaled = false, kDirect = true;
+  static constexpr bool kScaled = false, kDirect = true, kAmxDirect = false;
   const uint16_t* lo;  // rows 0-15 of the block: [k][16]
   const uint16_t* hi;  // rows 16-31
   Bf16VecTiles(const Gemm& g, uint64_t nb)
@@ -201,7 +203,7 @@ MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
 struct Fp8BlockTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = kCpuFp8Block / 2, kChunkSteps = 128;
   static constexpr int kVecs = 2;
-  static constexpr bool kScaled = true, kDirect = false;
+  static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const uint8_t* w;      // the block's bytes: [k/2][32][2]
   const float* scales;   // the scale row of the block's 128 rows: [ceil(k/128)]
   Fp8BlockTiles(const Gemm& g, uint64_t nb)
@@ -241,7 +243,7 @@ struct Fp8BlockTiles {
 struct Int8Vnni4Tiles {
   static constexpr uint64_t kStepK = 4, kGroupSteps = 64, kChunkSteps = 64;
   static constexpr int kVecs = 4;
-  static constexpr bool kScaled = true, kDirect = false;
+  static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const int8_t* w;     // the block's bytes: [k/4][32][4]
   const float* s;      // the block's row scales: [32]
   Int8Vnni4Tiles(const Gemm& g, uint64_t nb)
@@ -261,6 +263,16 @@ struct Int8Vnni4Tiles {
     for (int h = 0; h < 2; ++h)
       r[h] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * h], even, acc[2 * h + 1]), _mm512_permutex2var_ps(acc[2 * h], odd, acc[2 * h + 1]));
   }
+  // AMX: the same lanes without the sum, as VNNI-2 rows: out[2c + h] is half h's pair c (columns
+  // 4s + 2c, 4s + 2c + 1), its 16 rows in order.
+  MOEPACK_AVX512_BF16_INLINE static void pairs(const __m512bh* w, __m512bh* out) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < 2; ++h) {
+      out[h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], even, (__m512i)w[2 * h + 1]);
+      out[2 + h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], odd, (__m512i)w[2 * h + 1]);
+    }
+  }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512* sc) const {
     sc[0] = _mm512_loadu_ps(s);
     sc[1] = _mm512_loadu_ps(s + 16);
@@ -276,8 +288,21 @@ struct Int8Vnni4Tiles {
   float scale_at(uint64_t r, uint64_t) const { return s[r]; }
 };
 
+// The AMX level: tiles configured once for the call's rows, released at its end (so the thread
+// gives the tile state back between calls); few tokens run the AVX-512 kernels.
+template <class T>
+MOEPACK_AMX void amx_blocks(const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, uint64_t m, float* out) {
+  amx::configure(std::min(m, kTileRows));
+  for (uint64_t nb = nb0; nb < nb1; ++nb) amx_block<T>(g, nb, xb, m, out);
+  amx::release();
+}
+
 template <class T>
 void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+  if (isa == CpuIsa::amx_bf16) {
+    if (m >= kAmxMinTokens) return amx_blocks<T>(g, nb0, nb1, xb, m, out);
+    isa = CpuIsa::avx512_bf16;
+  }
   for (uint64_t nb = nb0; nb < nb1; ++nb) {
     if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
     else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, m, out);

@@ -1,6 +1,7 @@
 // `moepack verify` through the binary: exit codes, the text and JSON reports, golden files.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,26 @@ TEST(VerifyCli, ConvertedSamplesVerifyForAGpuAndTheCpuTarget) {
     EXPECT_EQ(doc["layers"][0]["compared_with"], "source");
     EXPECT_LE(doc["layers"][0]["max_rel_error"].get<double>(), doc["layers"][0]["tolerance"].get<double>());
   }
+}
+
+// MOEPACK_CPU_ISA starts the fast CPU experts' ordered list at the level it names (the portable
+// one runs everywhere); an unknown name is a usage error that lists the levels.
+TEST(VerifyCli, CpuIsaEnvironmentStartsTheKernelList) {
+  TempDir dir;
+  const std::string src = source_dir() + "/samples/gpt-oss-mxfp4", out = dir.file("a");
+  ASSERT_EQ(run_moepack({"convert", src, "--target", "cpu-amx", "-o", out, "-q"}).exit_code, 0);
+  struct Restore {
+    ~Restore() { unsetenv("MOEPACK_CPU_ISA"); }
+  } restore;
+  setenv("MOEPACK_CPU_ISA", "scalar", 1);
+  CommandResult r = run_moepack({"verify", out, "--source", src, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["layers"][0]["fast_cpu"]["isa"], "scalar");
+  setenv("MOEPACK_CPU_ISA", "avx512", 1);
+  CommandResult bad = run_moepack({"verify", out, "--source", src});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("MOEPACK_CPU_ISA=avx512 is not one of the CPU kernels' instruction sets (amx_bf16, avx512_bf16, avx2, scalar)"), std::string::npos)
+      << bad.err;
 }
 
 TEST(VerifyCli, TamperedArtifactIsExitFiveAndGoldenRoundTrip) {

@@ -3,7 +3,10 @@
 // against a double-precision sum computed from the canonical values by the format's definition
 // (E2M1 and E8M0 per OCP MX, E4M3 with subnormals, int8, BF16 in both prepacks), on sizes that are multiples of 32
 // but not of 64 or 128, with token counts that take every path (one token, the tile kernel with
-// a remainder, the decode-once chunks), and byte-identical results for 1 and 2 threads.
+// a remainder, the decode-once chunks; on the AMX level the AVX-512 kernels below 5 tokens, one
+// partial tile, whole tiles, pairs of tiles and a last tile overlapping the one before), and
+// byte-identical results for 1, 2 and 3 threads. Each instruction set is its own test: a level
+// this machine cannot run is skipped with the reason (GTEST_SKIP), never passed silently.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -135,13 +138,23 @@ struct GemmCase {
   CpuLayout layout;
   uint64_t n, k;
 };
+void PrintTo(const GemmCase& c, std::ostream* os) { *os << cpu_layout_name(c.layout) << " " << c.n << " x " << c.k; }
 
-class CpuPackedGemm : public ::testing::TestWithParam<GemmCase> {};
+// Skips the test, naming what this machine lacks, when it cannot run the level.
+#define SKIP_UNLESS_SUPPORTED(isa)                                                                                   \
+  do {                                                                                                              \
+    if (!cpu_supports(isa)) GTEST_SKIP() << cpu_isa_name(isa) << " does not run here: " << cpu_isa_unavailable(isa); \
+  } while (0)
 
-TEST_P(CpuPackedGemm, EveryIsaMatchesTheDefinitionAndIsThreadCountStable) {
-  const GemmCase c = GetParam();
+std::string isa_param_name(CpuIsa isa) { return std::string(cpu_isa_name(isa)); }
+
+class CpuPackedGemm : public ::testing::TestWithParam<std::tuple<GemmCase, CpuIsa>> {};
+
+TEST_P(CpuPackedGemm, MatchesTheDefinitionAndIsThreadCountStable) {
+  const auto [c, isa] = GetParam();
+  SKIP_UNLESS_SUPPORTED(isa);
   const Packed p = make(c.layout, c.n, c.k, 7 + c.n + c.k, true);
-  for (uint64_t m : {1u, 3u, 8u, 13u}) {
+  for (uint64_t m : {1u, 3u, 4u, 5u, 8u, 13u, 16u, 32u, 37u, 50u}) {
     const std::vector<uint16_t> x = bf16_activations(m, c.k, m);
     // The reference, and the sum of magnitudes each value's float rounding is relative to.
     std::vector<double> ref(static_cast<size_t>(m * c.n)), mag(ref.size());
@@ -156,32 +169,36 @@ TEST_P(CpuPackedGemm, EveryIsaMatchesTheDefinitionAndIsThreadCountStable) {
         ref[i * c.n + r] = s;
         mag[i * c.n + r] = a;
       }
-    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
-      if (!cpu_supports(isa)) continue;
-      SCOPED_TRACE(std::string(cpu_isa_name(isa)) + ", " + std::to_string(m) + " tokens");
-      const std::vector<float> one = gemm(c.layout, isa, p, c.n, c.k, x, m, 1), two = gemm(c.layout, isa, p, c.n, c.k, x, m, 2);
-      EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4)) << "the same bytes for 1 and 2 threads";
-      size_t bad = 0;
-      for (size_t i = 0; i < ref.size(); ++i)
-        if (!(std::fabs(one[i] - ref[i]) <= 1e-5 * mag[i] + 1e-30)) ++bad;
-      EXPECT_EQ(bad, 0u) << "of " << ref.size() << " values; first: got " << one[0] << ", expected " << ref[0];
-    }
+    SCOPED_TRACE(std::to_string(m) + " tokens");
+    const std::vector<float> one = gemm(c.layout, isa, p, c.n, c.k, x, m, 1);
+    for (int threads : {2, 3}) EXPECT_EQ(0, std::memcmp(one.data(), gemm(c.layout, isa, p, c.n, c.k, x, m, threads).data(), one.size() * 4)) << "the same bytes for 1 and " << threads << " threads";
+    size_t bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i)
+      if (!(std::fabs(one[i] - ref[i]) <= 1e-5 * mag[i] + 1e-30)) ++bad;
+    EXPECT_EQ(bad, 0u) << "of " << ref.size() << " values; first: got " << one[0] << ", expected " << ref[0];
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CpuPackedGemm,
-                         ::testing::Values(GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32}, GemmCase{CpuLayout::bf16_amx, 96, 416},
-                                           GemmCase{CpuLayout::bf16_amx, 160, 32}, GemmCase{CpuLayout::bf16_vec, 96, 416},
-                                           GemmCase{CpuLayout::bf16_vec, 32, 64}, GemmCase{CpuLayout::fp8_block, 160, 416},
-                                           GemmCase{CpuLayout::fp8_block, 96, 96}, GemmCase{CpuLayout::int8_vnni4, 96, 416},
-                                           GemmCase{CpuLayout::int8_vnni4, 32, 32}),
-                         [](const ::testing::TestParamInfo<GemmCase>& i) {
-                           return std::string(cpu_layout_name(i.param.layout)) + "_" + std::to_string(i.param.n) + "x" + std::to_string(i.param.k);
+                         ::testing::Combine(::testing::Values(GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32},
+                                                              GemmCase{CpuLayout::bf16_amx, 96, 416}, GemmCase{CpuLayout::bf16_amx, 160, 32},
+                                                              GemmCase{CpuLayout::bf16_vec, 96, 416}, GemmCase{CpuLayout::bf16_vec, 32, 64},
+                                                              GemmCase{CpuLayout::fp8_block, 160, 416}, GemmCase{CpuLayout::fp8_block, 96, 96},
+                                                              GemmCase{CpuLayout::int8_vnni4, 96, 416}, GemmCase{CpuLayout::int8_vnni4, 32, 32}),
+                                            ::testing::ValuesIn(kCpuIsas)),
+                         [](const ::testing::TestParamInfo<std::tuple<GemmCase, CpuIsa>>& i) {
+                           const GemmCase& c = std::get<0>(i.param);
+                           return std::string(cpu_layout_name(c.layout)) + "_" + std::to_string(c.n) + "x" + std::to_string(c.k) + "_" +
+                                  isa_param_name(std::get<1>(i.param));
                          });
+
+class CpuIsaLevel : public ::testing::TestWithParam<CpuIsa> {};
 
 // A NaN weight (E4M3 0x7F / 0xFF) makes its row's outputs NaN and leaves the other rows alone,
 // on every path.
-TEST(CpuPackedGemm, Fp8NanWeightsPoisonOnlyTheirRow) {
+TEST_P(CpuIsaLevel, Fp8NanWeightsPoisonOnlyTheirRow) {
+  const CpuIsa isa = GetParam();
+  SKIP_UNLESS_SUPPORTED(isa);
   const uint64_t n = 64, k = 64;
   OwnedTensor w(DType::F8_E4M3, {n, k});
   for (auto& b : w.bytes) b = 0x38;  // 1.0
@@ -190,37 +207,50 @@ TEST(CpuPackedGemm, Fp8NanWeightsPoisonOnlyTheirRow) {
   Packed p;
   p.weight = pack_with(packers::CpuSglWeightPackedFp8Layout(), w);
   p.scale_f32 = {1.0f};
-  for (uint64_t m : {1u, 3u, 9u}) {
+  for (uint64_t m : {1u, 3u, 9u, 21u}) {
     const std::vector<uint16_t> x = bf16_activations(m, k, 3);
-    for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
-      if (!cpu_supports(isa)) continue;
-      SCOPED_TRACE(std::string(cpu_isa_name(isa)) + ", " + std::to_string(m) + " tokens");
-      const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, m, 1);
-      for (uint64_t i = 0; i < m; ++i)
-        for (uint64_t r = 0; r < n; ++r) EXPECT_EQ(std::isnan(out[i * n + r]), r == 5 || r == 40) << "token " << i << " row " << r;
-    }
+    SCOPED_TRACE(std::to_string(m) + " tokens");
+    const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, m, 1);
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t r = 0; r < n; ++r) EXPECT_EQ(std::isnan(out[i * n + r]), r == 5 || r == 40) << "token " << i << " row " << r;
   }
 }
 
-// Every E4M3 code decodes to its exact value: one row per code, an activation of 1 on one column.
-TEST(CpuPackedGemm, Fp8EveryCodeIsExact) {
+// Every E4M3 code decodes to its exact value: one row per code, an activation of 1 on one column
+// (of one token, and of six, which the AMX level runs through its tiles).
+TEST_P(CpuIsaLevel, Fp8EveryCodeIsExact) {
+  const CpuIsa isa = GetParam();
+  SKIP_UNLESS_SUPPORTED(isa);
   const uint64_t n = 256, k = 32;
   OwnedTensor w(DType::F8_E4M3, {n, k});
   for (uint64_t r = 0; r < n; ++r) w.bytes[r * k + 7] = static_cast<uint8_t>(r);
   Packed p;
   p.weight = pack_with(packers::CpuSglWeightPackedFp8Layout(), w);
   p.scale_f32 = {1.0f, 1.0f};
-  std::vector<uint16_t> x(k, 0);
-  x[7] = float_to_bf16(1.0f);
-  for (CpuIsa isa : {CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar}) {
-    if (!cpu_supports(isa)) continue;
-    SCOPED_TRACE(std::string(cpu_isa_name(isa)));
-    const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, 1, 1);
-    for (uint64_t r = 0; r < n; ++r) {
-      const float want = e4m3_to_float(static_cast<uint8_t>(r));
-      if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[r])) << r;
-      else EXPECT_EQ(out[r], want) << "code " << r;
-    }
+  for (uint64_t m : {1u, 6u}) {
+    std::vector<uint16_t> x(m * k, 0);
+    for (uint64_t i = 0; i < m; ++i) x[i * k + 7] = float_to_bf16(1.0f);
+    const std::vector<float> out = gemm(CpuLayout::fp8_block, isa, p, n, k, x, m, 1);
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t r = 0; r < n; ++r) {
+        const float want = e4m3_to_float(static_cast<uint8_t>(r)), got = out[i * n + r];
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << r;
+        else EXPECT_EQ(got, want) << "code " << r << ", token " << i << " of " << m;
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, CpuIsaLevel, ::testing::ValuesIn(kCpuIsas), [](const ::testing::TestParamInfo<CpuIsa>& i) { return isa_param_name(i.param); });
+
+// The best level is one this machine runs, and a level it cannot run says why.
+TEST(CpuIsaList, TheBestLevelRunsHereAndEveryLevelIsNamed) {
+  EXPECT_TRUE(cpu_supports(best_cpu_isa()));
+  EXPECT_TRUE(cpu_supports(CpuIsa::scalar));
+  EXPECT_TRUE(cpu_isa_unavailable(CpuIsa::scalar).empty());
+  for (CpuIsa isa : kCpuIsas) EXPECT_EQ(cpu_supports(isa), cpu_isa_unavailable(isa).empty()) << cpu_isa_name(isa);
+  // The AMX level needs the AVX-512 one (few tokens and the decode run its kernels).
+  if (cpu_supports(CpuIsa::amx_bf16)) {
+    EXPECT_TRUE(cpu_supports(CpuIsa::avx512_bf16));
   }
 }
 
