@@ -1,0 +1,263 @@
+// x86 CPU MoE conversions (targets cpu-amx and cpu-avx512) against bytes produced by the REAL
+// upstream code, vLLM's compiled CPU weight packs included, end to end.
+//
+// tests/golden/make_cpu_goldens.py compiled vLLM e9d1398d9's csrc/cpu/sgl-kernels/gemm.cpp
+// (convert_weight_packed, convert_scale_packed), gemm_int4.cpp (convert_weight_packed_scale_zp)
+// and csrc/cpu/cpu_fused_moe.cpp (prepack_moe_weight) unchanged with the flags of vLLM's
+// AVX512+AMX extension, on an AMX host, and ran vLLM's own Python over the repository's samples
+// and seeded synthetic checkpoints: INT4 W4A16 (GPTQ, AWQ, compressed-tensors) and unquantized
+// BF16 through create_weights, RoutedExperts.weight_loader and the CPU
+// process_weights_after_loading whole; FP8 block, INT8 W8A8 and MXFP4 in part (stand-in
+// parameters loaded by the real loader, then the upstream preparation run whole: the cases
+// marked "partial"). tests/packers/golden/README.md says how, on what, and what was stood in for.
+//
+// For each case ("golden_layer_cases" in golden_cpu.safetensors) this test converts the same
+// checkpoint with moepack for the same target and parallelism, checks that the oracle picks the
+// CPU backend with vLLM's experts class, and that every tensor vLLM's layer then holds for the
+// kernel is in the artifact under its role and rank with vLLM's dtype, shape and bytes: compared
+// whole where the golden stores them, by SHA-256 otherwise. For whole cases the artifact holds
+// nothing else.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "formats/safetensors/file.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "support/sha256.h"
+#include "support/test_support.h"
+
+namespace moepack::convert {
+namespace {
+namespace fs = std::filesystem;
+
+std::string golden_file() { return test::source_dir() + "/tests/packers/golden/golden_cpu.safetensors"; }
+
+struct Output {
+  std::string role, key, sha256, dtype;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct RankCase {
+  std::vector<Output> outputs;   // what vLLM holds
+  std::vector<std::string> empty;  // parameters vLLM holds with no elements
+};
+
+struct LayerCase {
+  std::string name, sample, checkpoint, sha256, target, backend, experts_class, method;
+  int tp = 1;
+  bool partial = false;  // only some of the layer's tensors were made by upstream
+  std::vector<RankCase> ranks;
+};
+
+void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<LayerCase> load_cases() {
+  std::vector<LayerCase> cases;
+  std::unique_ptr<st::File> file;
+  try {
+    file = std::make_unique<st::File>(golden_file());
+  } catch (const std::exception&) {
+    return cases;  // CpuGoldenFile reports it
+  }
+  const auto& meta = file->header().metadata;
+  const auto it = meta.find("golden_layer_cases");
+  if (it == meta.end()) return cases;
+  for (const auto& j : nlohmann::json::parse(it->second)) {
+    LayerCase c;
+    c.name = j.at("name");
+    c.sample = j.at("sample");
+    c.checkpoint = j.at("checkpoint");
+    c.sha256 = j.at("sha256");
+    c.target = j.at("target");
+    c.backend = j.at("backend");
+    c.experts_class = j.at("experts_class");
+    c.method = j.at("method");
+    c.tp = j.at("tp");
+    c.partial = j.at("partial");
+    for (const auto& r : j.at("ranks")) {
+      if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
+      RankCase rank;
+      for (const auto& o : r.at("outputs")) {
+        Output out;
+        out.role = o.at("role");
+        out.key = o.value("key", "");
+        out.sha256 = o.value("sha256", "");
+        out.dtype = o.at("dtype");
+        out.shape = o.at("shape").get<std::vector<uint64_t>>();
+        out.bytes = o.at("bytes");
+        rank.outputs.push_back(std::move(out));
+      }
+      rank.empty = r.at("empty").get<std::vector<std::string>>();
+      c.ranks.push_back(std::move(rank));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+const std::vector<LayerCase>& all_cases() {
+  static const std::vector<LayerCase> cases = load_cases();
+  return cases;
+}
+
+std::string safetensors_dtype(const std::string& torch_name) {
+  static const std::map<std::string, std::string> map = {
+      {"uint8", "U8"},  {"int8", "I8"},      {"int32", "I32"},     {"int64", "I64"},
+      {"float32", "F32"}, {"bfloat16", "BF16"}, {"float16", "F16"}, {"float8_e4m3fn", "F8_E4M3"}};
+  const auto it = map.find(torch_name);
+  return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
+}
+
+std::string first_mismatch(std::span<const uint8_t> got, std::span<const uint8_t> want) {
+  if (got.size() != want.size()) return "sizes differ: moepack " + std::to_string(got.size()) + ", upstream " + std::to_string(want.size());
+  uint64_t count = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && count++ == 0) first = i;
+  if (count == 0) return "equal";
+  std::ostringstream s;
+  s << count << " of " << want.size() << " bytes differ; first at byte " << first << ": moepack 0x" << std::hex << int{got[first]}
+    << ", upstream 0x" << int{want[first]};
+  return s.str();
+}
+
+std::string case_name(const LayerCase& c) {
+  std::string name = c.name;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+// The SHA-256 the script records for a checkpoint: of model.safetensors, or, for a sharded one,
+// of its shards' SHA-256 hex digests concatenated in file-name order.
+std::string checkpoint_sha256(const std::string& dir) {
+  std::vector<std::string> shards;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors") shards.push_back(entry.path().filename().string());
+  std::sort(shards.begin(), shards.end());
+  if (shards.size() == 1 && shards[0] == "model.safetensors") return test::sha256_hex(test::read_file(dir + "/model.safetensors"));
+  std::string digests;
+  for (const std::string& s : shards) digests += test::sha256_hex(test::read_file(dir + "/" + s));
+  return test::sha256_hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(digests.data()), digests.size()));
+}
+
+// The checkpoint directory of a case: the sample copied, or the synthetic checkpoint written out.
+std::string write_checkpoint(const LayerCase& c, const st::File& golden, const std::string& dir) {
+  const std::string ckpt_dir = dir + "/ckpt";
+  if (!c.sample.empty()) {
+    fs::copy(test::source_dir() + "/samples/" + c.sample, ckpt_dir, fs::copy_options::recursive);
+    return ckpt_dir;
+  }
+  const auto entry = nlohmann::json::parse(golden.header().metadata.at("golden_checkpoints")).at(c.checkpoint);
+  const st::TensorInfo* model = golden.find(entry.at("model").get<std::string>());
+  if (model == nullptr) throw std::runtime_error(c.name + ": the golden file lacks the checkpoint bytes");
+  const std::span<const uint8_t> bytes = golden.data(*model);
+  fs::create_directories(ckpt_dir);
+  test::write_file(ckpt_dir + "/model.safetensors", std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  test::write_text(ckpt_dir + "/config.json", entry.at("config").get<std::string>());
+  return ckpt_dir;
+}
+
+// One rank's tensors against what vLLM holds on that rank.
+void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
+                const RankCase& rank, bool partial) {
+  for (const Output& o : rank.outputs) {
+    SCOPED_TRACE(o.role);
+    const auto it = tensors.find(o.role);
+    if (it == tensors.end()) {
+      ADD_FAILURE() << "vLLM holds " << o.role << " after process_weights_after_loading; the artifact has no such tensor";
+      continue;
+    }
+    const artifact::PackedTensor& t = it->second;
+    const st::File f((fs::path(out) / t.file).string());
+    const st::TensorInfo* info = f.find(t.name);
+    ASSERT_NE(info, nullptr) << t.name;
+    const std::span<const uint8_t> got = f.data(*info);
+    EXPECT_EQ(t.dtype, safetensors_dtype(o.dtype));
+    EXPECT_EQ(t.shape, o.shape);
+    ASSERT_EQ(got.size(), o.bytes);
+    if (!o.key.empty()) {
+      const st::TensorInfo* want = golden.find(o.key);
+      ASSERT_NE(want, nullptr) << o.key;
+      const std::span<const uint8_t> upstream = golden.data(*want);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), upstream.begin(), upstream.end())) << first_mismatch(got, upstream);
+    } else {
+      EXPECT_EQ(test::sha256_hex(got), o.sha256) << "the bytes differ from upstream's (the golden keeps their SHA-256 only)";
+    }
+  }
+  // What vLLM holds with no elements (AutoGPTQ's sort indices on CPU) the artifact leaves out.
+  for (const std::string& role : rank.empty) EXPECT_EQ(tensors.count(role), 0u) << role << " is empty in vLLM's layer";
+  // A whole case: the artifact holds nothing the kernel reads that vLLM does not hold.
+  if (partial) return;
+  for (const auto& entry : tensors) {
+    const std::string& role = entry.first;
+    EXPECT_TRUE(std::any_of(rank.outputs.begin(), rank.outputs.end(), [&](const Output& o) { return o.role == role; }))
+        << "the artifact has " << role << ", which vLLM's layer does not hold after process_weights_after_loading";
+  }
+}
+
+class CpuGolden : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(CpuGolden, ConvertsToTheBytesUpstreamHolds) {
+  const LayerCase& c = GetParam();
+  const st::File golden(golden_file());
+  test::TempDir dir;
+  const std::string ckpt_dir = write_checkpoint(c, golden, dir.path());
+  ASSERT_EQ(checkpoint_sha256(ckpt_dir), c.sha256)
+      << (c.sample.empty() ? "the stored checkpoint is damaged"
+                           : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_cpu_goldens.py");
+
+  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
+  d.parallel.tp = c.tp;
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
+  ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, d), ConvertRequest{});
+  const std::string out = dir.path() + "/out";
+  fs::create_directories(out);
+  const artifact::Manifest m = execute_plan(plan, out, ExecutorOptions{});
+  ASSERT_EQ(m.layers.size(), 1u);
+  ASSERT_EQ(m.layers[0].backend, c.backend);
+  EXPECT_EQ(m.layers[0].experts_class, c.experts_class);
+  ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
+  for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_EQ(m.layers[0].ranks[rank].rank, static_cast<int>(rank));
+    check_rank(out, golden, m.layers[0].ranks[rank].tensors, c.ranks[rank], c.partial);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UpstreamCpu, CpuGolden, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return case_name(info.param); });
+
+TEST(CpuGoldenFile, RanTheCompiledPacksOnEveryFamilyAndBothParallelisms) {
+  const st::File f(golden_file());
+  const auto& meta = f.header().metadata;
+  ASSERT_TRUE(meta.count("provenance"));
+  const auto provenance = nlohmann::json::parse(meta.at("provenance"));
+  EXPECT_EQ(provenance.at("vllm"), "e9d1398d9");
+  EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();  // the compiled ops ran, not a dry run
+  EXPECT_EQ(provenance.at("ops").at("sources").size(), 5u) << provenance.dump();
+  const auto flags = provenance.at("cpu_flags").get<std::vector<std::string>>();
+  for (const char* want : {"avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"})
+    EXPECT_NE(std::find(flags.begin(), flags.end(), want), flags.end()) << "made on a host without " << want;
+  std::set<std::string> seen;
+  for (const LayerCase& c : all_cases()) seen.insert(c.method + "/" + c.target + "/tp" + std::to_string(c.tp));
+  for (const char* want : {"wna16/cpu-amx/tp1", "wna16/cpu-amx/tp2", "bf16/cpu-amx/tp1", "bf16/cpu-amx/tp2", "bf16/cpu-avx512/tp1",
+                           "bf16/cpu-avx512/tp2", "fp8/cpu-amx/tp1", "int8/cpu-amx/tp1", "int8/cpu-amx/tp2",
+                           "gpt-oss-mxfp4/cpu-amx/tp1", "gpt-oss-mxfp4/cpu-amx/tp2", "quark-mxfp4/cpu-amx/tp1",
+                           "quark-mxfp4/cpu-amx/tp2"})
+    EXPECT_TRUE(seen.count(want)) << want << " has no golden layer case";
+}
+
+}  // namespace
+}  // namespace moepack::convert
