@@ -2,6 +2,7 @@
 // printing only; everything it reports comes from formats/checkpoints, and the JSON document
 // from lib/report.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
+#include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
@@ -98,10 +100,15 @@ void print_value_scan(const ckpt::ValueScan& scan, std::ostringstream& out) {
   }
 }
 
-void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan) {
+void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan, const artifact::Manifest* packed) {
   const auto& f = c.facts;
   std::ostringstream out;
   out << o.checkpoint << "\n";
+  if (packed) {
+    out << "  artifact     " << report::artifact_line(*packed) << "\n";
+    out << "               (its experts are packed for that target: `moepack verify` runs them, `moepack diff` compares them;\n"
+        << "               what follows is the directory read as a checkpoint)\n";
+  }
   out << "  format       " << report::family_text(c) << ": " << c.scheme << "\n";
   if (!f.model_type.empty() || !f.architecture.empty())
     out << "  model        " << (f.model_type.empty() ? "?" : f.model_type) << (f.architecture.empty() ? "" : " (" + f.architecture + ")") << (f.dtype.empty() ? "" : ", " + f.dtype) << "\n";
@@ -137,15 +144,27 @@ void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt:
   std::cout << out.str();
 }
 
+// The manifest when CKPT is a moepack artifact's directory (nullopt otherwise; a manifest that
+// does not read is reported as bad input, as verify would).
+std::optional<artifact::Manifest> artifact_manifest(const std::string& path) {
+  const std::filesystem::path manifest = std::filesystem::path(path) / "moepack.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(manifest, ec)) return std::nullopt;
+  return artifact::read_manifest(manifest.string());
+}
+
 int run_inspect(const InspectOptions& o) {
   ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
+  const std::optional<artifact::Manifest> packed = artifact_manifest(o.checkpoint);
   std::optional<ckpt::ValueScan> scan;
   if (o.check_values) scan = ckpt::scan_values(c);
   const std::string error = scan ? report::bad_values_message(*scan) : std::string();
   if (o.json) {
-    std::cout << safe_json_text(report::inspect_json(c, o.checkpoint, scan ? &*scan : nullptr)) << std::endl;
+    nlohmann::json j = report::inspect_json(c, o.checkpoint, scan ? &*scan : nullptr);
+    if (packed) j["artifact"] = report::artifact_json(*packed);
+    std::cout << safe_json_text(j) << std::endl;
   } else {
-    print_human(c, o, scan ? &*scan : nullptr);
+    print_human(c, o, scan ? &*scan : nullptr, packed ? &*packed : nullptr);
   }
   if (!error.empty()) {
     std::fprintf(stderr, "moepack: error: %s\n", error.c_str());

@@ -1,5 +1,7 @@
 #include "lib/report/inspect_report.h"
 
+#include <map>
+
 #include <optional>
 
 #include "lib/core/json_output.h"
@@ -130,6 +132,26 @@ nlohmann::json inspect_json(const ckpt::Checkpoint& c, const std::string& path, 
     if (!error.empty()) j["error"] = error_json(ErrorKind::bad_input, error)["error"];
   }
   return j;
+}
+
+std::string artifact_line(const artifact::Manifest& m) {
+  std::string device = m.target.contains("device") && m.target["device"].is_string() ? m.target["device"].get<std::string>() : "?";
+  std::string line = m.format + " artifact for " + device;
+  if (m.target.contains("tp_size") && m.target["tp_size"].is_number_integer()) line += " (tp " + std::to_string(m.target["tp_size"].get<int64_t>()) + ")";
+  line += ", converted from " + (m.source_scheme_description.empty() ? m.source_scheme : m.source_scheme_description) + ": ";
+  std::map<std::string, size_t> backends;
+  for (const auto& l : m.layers) ++backends[l.backend];
+  line += std::to_string(m.layers.size()) + " MoE layer" + (m.layers.size() == 1 ? "" : "s") + " packed";
+  std::string names;
+  for (const auto& [backend, n] : backends) names += (names.empty() ? "" : ", ") + backend + (backends.size() > 1 ? " x" + std::to_string(n) : "");
+  if (!names.empty()) line += " for " + names;
+  return line;
+}
+
+nlohmann::json artifact_json(const artifact::Manifest& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : m.layers) layers.push_back({{"prefix", l.prefix}, {"backend", l.backend}, {"experts_class", l.experts_class}});
+  return {{"format", m.format}, {"source_scheme", m.source_scheme}, {"target", m.target}, {"layers", layers}};
 }
 
 }  // namespace moepack::report

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 
 namespace moepack::report {
@@ -25,5 +26,12 @@ std::string bad_values_message(const ckpt::ValueScan& scan);
 // of --check-values (nullptr when it did not run). A scan with bad values adds an "error"
 // object of the same shape as a failed run's.
 nlohmann::json inspect_json(const ckpt::Checkpoint& checkpoint, const std::string& path, const ckpt::ValueScan* scan);
+
+// A moepack artifact inspected as a checkpoint: its packed experts carry the backends' names
+// (w13_weight, ...), so the checkpoint view finds no MoE layers. This says what it is instead:
+// one line for people, and the "artifact" object of the JSON document (format, source scheme,
+// target, and per layer its prefix, backend and experts class).
+std::string artifact_line(const artifact::Manifest& manifest);
+nlohmann::json artifact_json(const artifact::Manifest& manifest);
 
 }  // namespace moepack::report

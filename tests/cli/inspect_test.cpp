@@ -147,6 +147,29 @@ TEST(Inspect, LoneFileWithoutConfigIsDescribed) {
   EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));
 }
 
+// A converted artifact read as a checkpoint has no MoE layers under the checkpoint names; inspect
+// says what it is (the manifest's format, target, source scheme and per-layer backends).
+TEST(Inspect, ArtifactIsNamedAsOne) {
+  TempDir tmp;
+  const std::string out = tmp.file("out");
+  ASSERT_EQ(run_moepack({"convert", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "sm90", "-o", out, "-q"}).exit_code, 0);
+  CommandResult r = run_moepack({"inspect", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("artifact     moepack/1 artifact for sm90 (tp 1), converted from mxfp4 (gpt-oss): 1 MoE layer packed for TRITON"), std::string::npos)
+      << r.out;
+  CommandResult j = run_moepack({"inspect", out, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const json doc = json::parse(j.out);
+  ASSERT_TRUE(doc.contains("artifact"));
+  EXPECT_EQ(doc["artifact"]["format"], "moepack/1");
+  EXPECT_EQ(doc["artifact"]["source_scheme"], "gpt-oss-mxfp4");
+  EXPECT_EQ(doc["artifact"]["target"]["device"], "sm90");
+  ASSERT_EQ(doc["artifact"]["layers"].size(), 1u);
+  EXPECT_EQ(doc["artifact"]["layers"][0]["backend"], "TRITON");
+  // A checkpoint has no "artifact" key.
+  EXPECT_FALSE(json::parse(run_moepack({"inspect", source_dir() + "/samples/gpt-oss-mxfp4", "--json"}).out).contains("artifact"));
+}
+
 TEST(Inspect, MissingPathIsBadInput) {
   auto r = run_moepack({"inspect", "/nonexistent/moepack/ckpt"});
   EXPECT_EQ(r.exit_code, 4);
