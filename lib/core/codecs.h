@@ -31,7 +31,9 @@ inline bool e4m3_is_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
 float e4m3fnuz_to_float(uint8_t code);
 // HIP's __hip_cvt_float_to_fp8(v, __HIP_SATFINITE, __HIP_E4M3_FNUZ), what vLLM's ROCm kernels
 // write on MI300: RNE, subnormals RNE (quantum 2^-10), |v| beyond 240 saturates to ±240 (0x7F),
-// NaN → 0x80, and a result of zero is 0x00 whatever its sign (0x80 would be NaN).
+// NaN → 0x80, and a result of zero is 0x00 whatever its sign (0x80 would be NaN). Within vLLM's
+// ±224 clamp this equals torch's own float→float8_e4m3fnuz cast (c10, CPU and CUDA): no code
+// differed over 25 million values (every code, every midpoint and its neighbours, subnormals).
 uint8_t float_to_e4m3fnuz(float v);
 // E5M2 (IEEE-like): bias 15, inf and NaN.
 float e5m2_to_float(uint8_t code);
