@@ -35,6 +35,9 @@ one of the repository's FP8 or BF16 sample checkpoints, some with seeded adversa
 in ("golden_patch_sets"), loaded into one layer per rank (TP 1 or 2, or EP 2) as vLLM allocates and
 loads it, then the quantization method's own process_weights_after_loading, run whole:
   * Fp8MoEMethod (quantization/fp8.py; with _setup_kernel and get_fused_moe_quant_config),
+    on MARLIN too: marlin_utils_fp8.py's prepare_fp8_moe_layer_for_marlin /
+    prepare_mxfp8_moe_layer_for_marlin over vLLM's compiled gptq_marlin_repack, built as
+    make_wna16_goldens.py builds it (its docstring's Marlin sources are needed too),
   * CompressedTensorsW8A8Fp8MoEMethod, ModelOptFp8MoEMethod, ModelOptMxFp8FusedMoE,
   * UnquantizedFusedMoEMethod (the class itself, executed with stub bases),
 which run the per-tensor requantization of w13 to the larger scale and the input-scale maximum

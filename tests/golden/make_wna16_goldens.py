@@ -52,6 +52,13 @@ What vLLM's layer then holds for the Marlin kernel (weights, scales, zero points
 indices, biases, input global scales) is recorded by role and rank: whole when at most
 WHOLE_BYTES bytes, as the SHA-256 of its storage bytes otherwise (the repacked weights).
 
+Other backends, the same methods run whole (DEPLOYMENTS' 5-tuples): compressed-tensors on TRITON
+(convert_to_wna16_moe_kernel_format's transposes and uint8 views, zero points regrouped), GPTQ and
+compressed-tensors on XPU (_process_weights_xpu), and CompressedTensorsW8A8Int8MoEMethod on TRITON
+(create_weights, the loader, convert_to_int8_moe_kernel_format; its quant config and kernel are
+records whose experts run FusedMoEExperts' own process_weights_after_loading). Each method is set
+up as its __init__ leaves it for that backend.
+
 FP8 on Marlin, in part (cases marked "partial"): the compressed-tensors FP8 samples' expert
 weights and scales, stacked as vLLM's loader stacks them, through
 `prepare_fp8_moe_layer_for_marlin` run whole (see run_fp8_rank).
