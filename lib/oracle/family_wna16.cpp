@@ -326,8 +326,19 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
   const auto [weight, scale, zeros, g_idx] = param_names(ct);
   const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.wna16_triton_transpose(e9d1398d9)",
                     z = "vllm.wna16_triton_zero_points(transpose,int32_as_u8,e9d1398d9)";
+  // Zero points [E, K / group, N / 8] with a single group along K: upstream's
+  // transpose(1, 2).contiguous() keeps the [E, N / 8, 1] result as the transposed view (a size-1
+  // last dim counts as contiguous, so its stride stays N / 8) and the int32 -> uint8 view that
+  // follows raises "self.stride(-1) must be 1 to view Int as Byte". vLLM cannot load such a layer
+  // on TRITON (found running the upstream code, tests/golden/make_wna16_goldens.py); no packer has
+  // this id, so the layer is refused naming it.
+  const std::string fails = "vllm.wna16_triton_zero_points(one group along K: upstream's uint8 view of the transposed zero points raises "
+                            "RuntimeError stride(-1) must be 1,not_reproduced)";
+  const bool asym_groups = ct && !q.symmetric && q.group_size > 0;
+  const std::string z13 = asym_groups && c.moe.hidden_dim / q.group_size == 1 ? fails : z;
+  const std::string z2 = asym_groups && c.moe.intermediate_size_per_partition / q.group_size == 1 ? fails : z;
   Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
-             {"w13_" + zeros, z}, {"w2_" + zeros, z}, {"w13_" + g_idx, "dropped"}, {"w2_" + g_idx, "dropped"},
+             {"w13_" + zeros, z13}, {"w2_" + zeros, z2}, {"w13_" + g_idx, "dropped"}, {"w2_" + g_idx, "dropped"},
              {"w13_g_idx_sort_indices", "dropped"}, {"w2_g_idx_sort_indices", "dropped"}};
   if (ct) {
     add_both(r, "weight_shape", "vllm.unchanged");

@@ -263,7 +263,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct-w4a16", "sm100", {}, "MARLIN"}, Case{"ct-w4a16-asym", "sm90", {}, "MARLIN"},
                       Case{"ct-w4a16-actorder", "sm90", {"dtype=fp16"}, "MARLIN"}, Case{"ct-w8a16", "sm90", {"tp=2"}, "MARLIN"},
                       Case{"gptq-int4", "sm90", {"tp=2"}, ""},          // HUMMING: the external humming package prepares it
-                      Case{"ct-w4a16-asym", "sm90", {"moe-backend=triton"}, "TRITON"},  // N-first bytes, transposed scales and zero points
+                      // One zero-point group along K: vLLM's uint8 view of the transposed zero points raises
+                      Case{"ct-w4a16-asym", "sm90", {"moe-backend=triton"}, ""},
                       Case{"ct-w4a16-asym", "sm90", {"tp=2"}, ""},  // 64 rows per rank split a group of 128: vLLM's ValueError
                       Case{"ct-w4a16", "sm90", {"moe-backend=triton"}, "TRITON"},
                       Case{"ct-w8a16", "sm90", {"moe-backend=triton"}, ""},  // channel-wise off Marlin: CompressedTensorsWNA16MoEMethod's assert

@@ -8,7 +8,8 @@
 // UnquantizedFusedMoEMethod) for one backend: the per-tensor requantization of w13, the input-scale
 // maximum, convert_to_fp8_moe_kernel_format / convert_to_unquantized_kernel_format whole (DeepGEMM's
 // UE8M0 requantization and packed scales, FlashInfer 0.6.17's shuffles and swaps, XPU transposes,
-// AITER v0.1.19's shuffle_weight) and make_fp8_moe_quant_config. tests/packers/golden/README.md says
+// AITER v0.1.19's shuffle_weight, Marlin's preparations over vLLM's compiled gptq_marlin_repack) and
+// make_fp8_moe_quant_config. tests/packers/golden/README.md says
 // how, on what, and what was stood in for.
 //
 // For each case ("golden_layer_cases" in golden_fp8_bf16.safetensors) this test converts the same
@@ -56,13 +57,15 @@ TEST(Fp8Bf16GoldenFile, HasLayerCasesForEveryBackendWithItsOwnLayout) {
   EXPECT_EQ(provenance.at("aiter"), "v0.1.19");
   EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();  // torch 2.x with float8 on CUDA, not a dry run
   EXPECT_GT(provenance.at("deepgemm_kernel_cross_checks").get<int>(), 0);  // DeepGEMM's compiled kernel ran
+  ASSERT_TRUE(provenance.contains("marlin_ops")) << provenance.dump();  // vLLM's compiled Marlin repack ran
+  EXPECT_EQ(provenance.at("marlin_ops").at("sources").size(), 3u) << provenance.dump();
   // Every backend each family converts to, with its own layout.
   std::map<std::string, int> fp8, bf16;
   for (const LayerCase& c : all_cases()) {
     const bool unquantized = c.sample.find("bf16") != std::string::npos;
     ++(unquantized ? bf16 : fp8)[c.backend];
   }
-  for (const char* b : {"TRITON", "DEEPGEMM", "FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "VLLM_CUTLASS", "XPU", "AITER"})
+  for (const char* b : {"TRITON", "DEEPGEMM", "FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "VLLM_CUTLASS", "XPU", "AITER", "MARLIN"})
     EXPECT_GT(fp8[b], 0) << "FP8 " << b << " has no golden layer case";
   for (const char* b : {"TRITON", "FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS", "XPU", "AITER"})
     EXPECT_GT(bf16[b], 0) << "unquantized " << b << " has no golden layer case";

@@ -203,6 +203,26 @@ TEST(Wna16Convert, EightBitMarlinActivationsRefusedByName) {
   }
 }
 
+// vLLM e9d1398d9 cannot load asymmetric compressed-tensors zero points with one scale group along
+// K on TRITON: convert_to_wna16_moe_kernel_format's transpose(1, 2).contiguous() of [E, 1, N/8]
+// keeps a stride of N/8 on the size-1 last dim and .view(torch.uint8) raises (seen running the
+// upstream code for the goldens). ct-w4a16-asym has hidden = I = group_size = 128: refused by
+// name, where the symmetric sample (no zero points) converts.
+TEST(Wna16Convert, TritonZeroPointsOfOneGroupAlongKRefusedAsUpstreamRaises) {
+  for (const char* target : {"gfx942", "sm70"}) {
+    try {
+      plan_for("ct-w4a16-asym", target);
+      ADD_FAILURE() << "expected a refusal on " << target;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 3) << e.what();
+      EXPECT_NE(std::string(e.what()).find("w13_weight_zero_point"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("stride(-1) must be 1"), std::string::npos) << e.what();
+    }
+  }
+  auto sym = plan_for("ct-w4a16", "gfx942");
+  EXPECT_EQ(by_role(*sym).at("w13_weight_packed")->layout, "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)");
+}
+
 TEST(Wna16Convert, GIdxOutOfRangeIsBadInputNamingTheElement) {
   const std::vector<int32_t> g = {0, 1, 0, 2, 1};
   EXPECT_EQ(stable_g_idx_order(g, 3, "x"), (std::vector<int32_t>{0, 2, 1, 4, 3}));

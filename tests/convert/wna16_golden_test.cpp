@@ -10,9 +10,13 @@
 // compressed-tensors FP8 experts to prepare_fp8_moe_layer_for_marlin (the "partial" cases).
 // tests/packers/golden/README.md says how, on what, and what was stood in for.
 //
+// Beyond Marlin, it ran the same methods for the TRITON and XPU backends (the transposes and
+// uint8 views of convert_to_wna16_moe_kernel_format, _process_weights_xpu) and
+// CompressedTensorsW8A8Int8MoEMethod on TRITON.
+//
 // For each case ("golden_layer_cases" in golden_wna16.safetensors) this test converts the same
 // checkpoint (a repository sample, or a synthetic one stored in the golden file) with moepack for
-// the same deployment, checks that the oracle picks MARLIN, and that every tensor vLLM's layer
+// the same deployment, checks that the oracle picks the case's backend, and that every tensor vLLM's layer
 // then holds for the kernel is in the artifact under its role and rank with vLLM's dtype, shape
 // and bytes: compared whole where the golden stores them, by SHA-256 otherwise.
 #include <gtest/gtest.h>
@@ -110,7 +114,7 @@ const std::vector<LayerCase>& all_cases() {
 }
 
 std::string safetensors_dtype(const std::string& torch_name) {
-  static const std::map<std::string, std::string> map = {{"uint8", "U8"},      {"int32", "I32"},   {"int64", "I64"},
+  static const std::map<std::string, std::string> map = {{"uint8", "U8"},      {"int8", "I8"},       {"int32", "I32"},   {"int64", "I64"},
                                                          {"float32", "F32"}, {"bfloat16", "BF16"}, {"float16", "F16"}};
   const auto it = map.find(torch_name);
   return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
@@ -238,6 +242,13 @@ TEST(Wna16GoldenFile, RanTheCompiledRepackOnEveryMethodAndBothParallelisms) {
   for (const LayerCase& c : all_cases()) seen.insert(c.method + "/tp" + std::to_string(c.tp));
   for (const char* want : {"gptq/tp1", "gptq/tp2", "awq/tp1", "awq/tp2", "compressed-tensors/tp1", "compressed-tensors/tp2"})
     EXPECT_TRUE(seen.count(want)) << want << " has no golden layer case";
+  // The other backends' layouts, run through the methods' own process_weights_after_loading.
+  std::set<std::string> backends;
+  for (const LayerCase& c : all_cases()) backends.insert(c.method + "/" + c.backend + "/tp" + std::to_string(c.tp));
+  for (const char* want : {"compressed-tensors/TRITON/tp1", "compressed-tensors/TRITON/tp2", "compressed-tensors/XPU/tp1",
+                           "compressed-tensors/XPU/tp2", "gptq/XPU/tp1", "gptq/XPU/tp2", "ct-w8a8-int8/TRITON/tp1",
+                           "ct-w8a8-int8/TRITON/tp2"})
+    EXPECT_TRUE(backends.count(want)) << want << " has no golden layer case";
 }
 
 }  // namespace

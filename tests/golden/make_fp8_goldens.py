@@ -35,6 +35,9 @@ one of the repository's FP8 or BF16 sample checkpoints, some with seeded adversa
 in ("golden_patch_sets"), loaded into one layer per rank (TP 1 or 2, or EP 2) as vLLM allocates and
 loads it, then the quantization method's own process_weights_after_loading, run whole:
   * Fp8MoEMethod (quantization/fp8.py; with _setup_kernel and get_fused_moe_quant_config),
+    on MARLIN too: marlin_utils_fp8.py's prepare_fp8_moe_layer_for_marlin /
+    prepare_mxfp8_moe_layer_for_marlin over vLLM's compiled gptq_marlin_repack, built as
+    make_wna16_goldens.py builds it (its docstring's Marlin sources are needed too),
   * CompressedTensorsW8A8Fp8MoEMethod, ModelOptFp8MoEMethod, ModelOptMxFp8FusedMoE,
   * UnquantizedFusedMoEMethod (the class itself, executed with stub bases),
 which run the per-tensor requantization of w13 to the larger scale and the input-scale maximum
@@ -102,6 +105,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_mxfp4_goldens as mx  # noqa: E402
 import make_nvfp4_goldens as nv  # noqa: E402
+import make_wna16_goldens as w16  # noqa: E402  (vLLM's compiled Marlin repack and marlin_utils_fp8)
 
 SEED = 20250711
 FULL_BYTES = 1024
@@ -120,7 +124,7 @@ STAND_IN_DEEPGEMM = ("DeepGEMM transform_sf_into_required_layout: host dispatch 
 # ---------------------------------------------------------------------------------------------
 
 TARGETS = {  # target -> (platform kind, CUDA capability or ROCm arch)
-    "sm89": ("cuda", 89), "sm90": ("cuda", 90), "sm100": ("cuda", 100), "sm110": ("cuda", 110),
+    "sm80": ("cuda", 80), "sm86": ("cuda", 86), "sm89": ("cuda", 89), "sm90": ("cuda", 90), "sm100": ("cuda", 100), "sm110": ("cuda", 110),
     "sm120": ("cuda", 120), "gfx942": ("rocm", "gfx942"), "gfx950": ("rocm", "gfx950"), "xpu": ("xpu", None),
 }
 
@@ -457,10 +461,17 @@ def vllm_namespace(vendor: Path, deepgemm: DeepGemm) -> dict:
                    prepare_fp8_moe_layer_for_xpu=xpu["prepare_fp8_moe_layer_for_xpu"])
 
     # The FP8 oracle's conversion and quant config, the unquantized oracle's conversion.
+    # Marlin: marlin_utils_fp8.py's preparations over vLLM's compiled gptq_marlin_repack (the
+    # namespace of make_wna16_goldens.py, which runs the same file's FP8 helpers).
+    marlin = w16.vllm_namespace(vendor)
+    nv.exec_top_level(utils / "marlin_utils_fp8.py", ["mxfp8_marlin_process_scales", "prepare_mxfp8_moe_layer_for_marlin"],
+                      marlin)
+    mx.stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp8",
+                   prepare_mxfp8_moe_layer_for_marlin=marlin["prepare_mxfp8_moe_layer_for_marlin"])
     ns.update(fp8_w8a8_moe_quant_config=fp8_w8a8_moe_quant_config, fp8_w8a16_moe_quant_config=fp8_w8a16_moe_quant_config,
               FusedMoEQuantConfig=QuantConfigRecord, biased_moe_quant_config=biased_moe_quant_config,
               make_fp8_moe_kernel=make_kernel, make_unquantized_moe_kernel=make_kernel,
-              prepare_fp8_moe_layer_for_marlin=None, normalize_e4m3fn_to_e4m3fnuz=None)
+              prepare_fp8_moe_layer_for_marlin=marlin["prepare_fp8_moe_layer_for_marlin"], normalize_e4m3fn_to_e4m3fnuz=None)
     nv.exec_top_level(moe / "oracle" / "fp8.py", ["Fp8MoeBackend", "convert_to_fp8_moe_kernel_format",
                                                   "make_fp8_moe_quant_config"], ns)
     nv.exec_top_level(moe / "oracle" / "unquantized.py", ["UnquantizedMoeBackend", "convert_to_unquantized_kernel_format"],
@@ -500,6 +511,7 @@ def vllm_namespace(vendor: Path, deepgemm: DeepGemm) -> dict:
 # sample -> (expert prefix, gate/up/down projection names or "fused", method, weight-scale suffix)
 SAMPLES = {
     "deepseek-v3-fp8": ("model.layers.1.mlp.experts.{e}.", ("gate_proj", "up_proj", "down_proj"), "fp8"),
+    "deepseek-v4-fp8": ("layers.0.ffn.experts.{e}.", ("w1", "w3", "w2"), "fp8"),
     "ct-fp8-block": ("model.layers.0.mlp.experts.{e}.", ("gate_proj", "up_proj", "down_proj"), "compressed-tensors"),
     "ct-fp8-channel": ("model.layers.0.mlp.experts.{e}.", ("gate_proj", "up_proj", "down_proj"), "compressed-tensors"),
     "ct-fp8-tensor": ("model.layers.0.mlp.experts.{e}.", ("gate_proj", "up_proj", "down_proj"), "compressed-tensors"),
@@ -510,6 +522,11 @@ SAMPLES = {
     "qwen3-moe-bf16": ("model.layers.0.mlp.experts.{e}.", ("gate_proj", "up_proj", "down_proj"), "unquantized"),
     "gpt-oss-bf16": ("model.layers.0.mlp.experts.", "fused-gpt-oss", "unquantized"),
 }
+
+
+# Checkpoint names of the block scales where they differ from the parameter's (DeepSeek-V4's
+# "w1.scale" loads into w13_weight_scale_inv, deepseek_v4.py's expert mapping).
+CKPT_SCALE_NAME = {"deepseek-v4-fp8": "scale"}
 
 
 def sample_files(samples: Path, sample: str):
@@ -631,6 +648,7 @@ def load_rank(ckpt: dict, sample: str, config: dict, scheme: dict, experts, tp_r
         return p
 
     scale_name = "weight_scale_inv" if method == "fp8" and scheme["block"] else "weight_scale"
+    ckpt_scale = CKPT_SCALE_NAME.get(sample, scale_name)
     if method == "modelopt-mxfp8":
         p["w13_weight_scale"] = stack(lambda e: torch.cat([rows(get(e, g, scale_name)), rows(get(e, u, scale_name))]))
         p["w2_weight_scale"] = stack(lambda e: get(e, d, scale_name))
@@ -639,8 +657,8 @@ def load_rank(ckpt: dict, sample: str, config: dict, scheme: dict, experts, tp_r
         return p
     f32 = torch.float32
     if scheme["block"]:
-        p["w13_" + scale_name] = stack(lambda e: torch.cat([rows(get(e, g, scale_name)), rows(get(e, u, scale_name))]).to(f32))
-        p["w2_" + scale_name] = stack(lambda e: cols(get(e, d, scale_name)).to(f32))
+        p["w13_" + scale_name] = stack(lambda e: torch.cat([rows(get(e, g, ckpt_scale)), rows(get(e, u, ckpt_scale))]).to(f32))
+        p["w2_" + scale_name] = stack(lambda e: cols(get(e, d, ckpt_scale)).to(f32))
     elif method == "compressed-tensors" and scheme["weight"] == "channel":
         p["w13_weight_scale"] = stack(lambda e: torch.cat([rows(get(e, g, "weight_scale")),
                                                            rows(get(e, u, "weight_scale"))]).to(f32))
@@ -730,7 +748,15 @@ def run_rank(ns, case: dict, ckpt: dict, config: dict, rank: int, dev) -> dict:
             layer.weight_block_size = scheme["block"]
         if not scheme["static_inputs"]:
             layer.w13_input_scale, layer.w2_input_scale = None, None
-    method.process_weights_after_loading(layer)
+    # vLLM's DefaultModelLoader runs process_weights_after_loading under the model dtype as
+    # torch's default dtype (set_default_torch_dtype in base_loader.load_model); MXFP8 Marlin
+    # reads it (torch.get_default_dtype()).
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(params_dtype)
+    try:
+        method.process_weights_after_loading(layer)
+    finally:
+        torch.set_default_dtype(default)
     return dict(layer.named_parameters())
 
 
@@ -778,6 +804,29 @@ def fp8_tensor(sample, patch="", cutlass=False):
     return out
 
 
+def fp8_marlin():
+    """FP8 and MXFP8 weight-only on Marlin (MarlinExperts), asked for on sm90 or the default on
+    GPUs without FP8 (sm80, sm86), through each method's own process_weights_after_loading."""
+    m = "marlin"
+    return [
+        dep("deepseek-v3-fp8", "sm90", "MARLIN", m), dep("deepseek-v3-fp8", "sm86", "MARLIN"),
+        dep("deepseek-v3-fp8", "sm90", "MARLIN", m, model_dtype="float16"),
+        dep("deepseek-v3-fp8", "sm90", "MARLIN", m, patch="block_scales"),
+        dep("deepseek-v4-fp8", "sm90", "MARLIN", m), dep("deepseek-v4-fp8", "sm86", "MARLIN", model_dtype="float16"),
+        dep("ct-fp8-block", "sm90", "MARLIN", m),
+        dep("ct-fp8-channel", "sm86", "MARLIN"), dep("ct-fp8-channel", "sm80", "MARLIN", tp=2),
+        dep("ct-fp8-tensor", "sm90", "MARLIN", m), dep("ct-fp8-tensor", "sm80", "MARLIN", tp=2),
+        dep("ct-fp8-tensor", "sm90", "MARLIN", m, patch="per_tensor_scales"),
+        dep("ct-fp8-tensor", "sm86", "MARLIN", patch="per_tensor_scales", model_dtype="float16", tp=2),
+        dep("modelopt-fp8", "sm90", "MARLIN", m), dep("modelopt-fp8", "sm90", "MARLIN", m, model_dtype="float16"),
+        dep("modelopt-fp8", "sm90", "MARLIN", m, patch="per_tensor_scales", model_dtype="float16"),
+        dep("modelopt-fp8", "sm80", "MARLIN", patch="per_tensor_scales", tp=2),
+        dep("llama4-fp8", "sm90", "MARLIN", m),
+        dep("modelopt-mxfp8", "sm90", "MARLIN", m), dep("modelopt-mxfp8", "sm86", "MARLIN"),
+        dep("modelopt-mxfp8", "sm80", "MARLIN", tp=2),
+    ]
+
+
 def unquantized(sample):
     return [
         dep(sample, "sm90", "TRITON"),
@@ -803,6 +852,7 @@ DEPLOYMENTS = (
     + fp8_tensor("modelopt-fp8") + fp8_tensor("modelopt-fp8", "per_tensor_scales")
     + fp8_tensor("llama4-fp8")
     + [dep("modelopt-mxfp8", "sm100", "FLASHINFER_TRTLLM"), dep("modelopt-mxfp8", "sm100", "FLASHINFER_TRTLLM", tp=2, ep=True)]
+    + fp8_marlin()
     + unquantized("mixtral-bf16") + unquantized("qwen3-moe-bf16")
     + [dep("gpt-oss-bf16", "sm90", "TRITON"), dep("gpt-oss-bf16", "sm90", "TRITON", tp=2),
        dep("gpt-oss-bf16", "sm90", "FLASHINFER_CUTLASS", "flashinfer_cutlass"),
@@ -867,7 +917,8 @@ def role_note(case: dict, role: str) -> str:
         notes.append(STAND_IN_DEEPGEMM)
     if role == "w13_weight" and case["sample"] in ("ct-fp8-tensor", "modelopt-fp8", "llama4-fp8"):  # per-tensor
         notes.append(STAND_IN_SCALED_FP8_QUANT)
-    if case["sample"] == "modelopt-mxfp8" and role in ("w13_weight_scale", "w2_weight_scale"):
+    if case["sample"] == "modelopt-mxfp8" and case["backend"] == "FLASHINFER_TRTLLM" and role in ("w13_weight_scale",
+                                                                                                 "w2_weight_scale"):
         notes.append(mx.STAND_IN_128X4)
     return "; ".join(notes)
 
@@ -946,6 +997,7 @@ def main():
     ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
     ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
     ap.add_argument("--out", type=Path, help="where golden_fp8_bf16.safetensors goes (omit for a dry run)")
+    ap.add_argument("--build", type=Path, default=Path("/tmp/moepack_marlin_ops"), help="where the Marlin ops are compiled")
     ap.add_argument("--only", default="", help="run only the cases whose name contains this text")
     args = ap.parse_args()
 
@@ -971,6 +1023,12 @@ def main():
     global DEPLOYMENTS
     if args.only:
         DEPLOYMENTS = [d for d in DEPLOYMENTS if args.only in case_name(d)]
+    marlin_ops, keep = {}, None
+    if dev == "cuda":
+        marlin_ops = w16.load_marlin_ops(args.vendor, args.build)
+    else:
+        keep = w16.zeros_repack_library()  # noqa: F841  (kept alive while the ops are used)
+        compat.append("no CUDA: the Marlin repack ops return zeros (plumbing only)")
     deepgemm = DeepGemm(args.vendor)
     if deepgemm.pack.error:
         compat.append("DeepGEMM pack kernel unavailable (" + deepgemm.pack.error[:200] + "): its torch fallback used")
@@ -978,7 +1036,7 @@ def main():
     ns = vllm_namespace(args.vendor, deepgemm)
     provenance = {"vllm": VLLM, "flashinfer": FI, "aiter": AITER, "deep_gemm": DEEPGEMM, "seed": SEED,
                   "torch": torch.__version__, "device": torch.cuda.get_device_name() if dev == "cuda" else dev,
-                  "compat": compat}
+                  "marlin_ops": marlin_ops, "compat": compat}
     g = nv.Golden()
     errors = []
     layer_cases(ns, g, args.samples, torch.Generator().manual_seed(SEED), dev, errors)

@@ -52,6 +52,13 @@ What vLLM's layer then holds for the Marlin kernel (weights, scales, zero points
 indices, biases, input global scales) is recorded by role and rank: whole when at most
 WHOLE_BYTES bytes, as the SHA-256 of its storage bytes otherwise (the repacked weights).
 
+Other backends, the same methods run whole (DEPLOYMENTS' 5-tuples): compressed-tensors on TRITON
+(convert_to_wna16_moe_kernel_format's transposes and uint8 views, zero points regrouped), GPTQ and
+compressed-tensors on XPU (_process_weights_xpu), and CompressedTensorsW8A8Int8MoEMethod on TRITON
+(create_weights, the loader, convert_to_int8_moe_kernel_format; its quant config and kernel are
+records whose experts run FusedMoEExperts' own process_weights_after_loading). Each method is set
+up as its __init__ leaves it for that backend.
+
 FP8 on Marlin, in part (cases marked "partial"): the compressed-tensors FP8 samples' expert
 weights and scales, stacked as vLLM's loader stacks them, through
 `prepare_fp8_moe_layer_for_marlin` run whole (see run_fp8_rank).
@@ -192,6 +199,16 @@ class QuantizationArgs:
         self.symmetric, self.actorder = symmetric, actorder
 
 
+class QuantizationStrategy(str, Enum):
+    """compressed-tensors' QuantizationStrategy (an external package): its values."""
+
+    TENSOR = "tensor"
+    CHANNEL = "channel"
+    GROUP = "group"
+    BLOCK = "block"
+    TOKEN = "token"
+
+
 class TorchWithStableArgsort:
     """The torch module, except that argsort is stable while `stable` is set: the stand-in for
     vLLM's torch.argsort of a g_idx when the GPU's sort orders equal keys otherwise (see
@@ -214,7 +231,7 @@ def vllm_namespace(vendor: Path) -> dict:
     quant = layers / "quantization"
     utils = quant / "utils"
     mx.stub_module("vllm.platforms", current_platform=types.SimpleNamespace(use_sync_weight_loader=lambda: False))
-    ns = {"torch": TorchWithStableArgsort(), "math": math, "numpy": numpy, "Enum": Enum, "Fraction": Fraction, "Any": typing.Any, "Union": typing.Union,
+    ns = {"torch": TorchWithStableArgsort(), "sys": sys, "math": math, "numpy": numpy, "Enum": Enum, "Fraction": Fraction, "Any": typing.Any, "Union": typing.Union,
           "Literal": typing.Literal, "cast": typing.cast,
           "Parameter": torch.nn.Parameter, "logger": mx.QuietLogger(), "TYPE_CHECKING": False,
           "QuantizationConfig": QuantizationConfig, "QuantizationArgs": QuantizationArgs,
@@ -240,7 +257,7 @@ def vllm_namespace(vendor: Path) -> dict:
     mx.stub_module("vllm.model_executor.layers.quantization.auto_awq", AutoAWQConfig=ns["AutoAWQConfig"])
     nv.exec_top_level(layers / "fused_moe" / "oracle" / "int_wna16.py", [
         "WNA16MoEBackend", "_pad_w13_shard_cols", "_pad_rows", "_pad_w13_bias", "_process_weights_marlin",
-        "_process_awq_weights_marlin", "convert_to_wna16_moe_kernel_format"], ns)
+        "_process_awq_weights_marlin", "_process_weights_xpu", "convert_to_wna16_moe_kernel_format"], ns)
 
     ns["get_marlin_input_dtype"] = lambda *a, **k: None  # 16-bit activations
     nv.exec_top_level(utils / "marlin_utils_fp8.py", ["fp8_fused_exponent_bias_into_scales", "_moe_pad_shard_rows",
@@ -261,12 +278,28 @@ def vllm_namespace(vendor: Path) -> dict:
         return type(name, (), body)
 
     ct_path = quant / "compressed_tensors" / "compressed_tensors_moe" / "compressed_tensors_moe_wna16.py"
+    # INT8 W8A8 (compressed-tensors): the int8 oracle's conversion, run whole; the quant config and
+    # the modular kernel are records, whose experts run FusedMoEExperts' own (base)
+    # process_weights_after_loading (TritonExperts does not override it).
+    int8_ns = dict(ct_ns, QuantizationStrategy=QuantizationStrategy)
+    nv.exec_top_level(layers / "fused_moe" / "oracle" / "int8.py", ["Int8MoeBackend", "convert_to_int8_moe_kernel_format"],
+                      int8_ns)
+    experts_pwal = nv.exec_method(layers / "fused_moe" / "modular_kernel.py", "FusedMoEExperts",
+                                  "process_weights_after_loading", dict(ns))
+    int8_ns["make_int8_moe_quant_config"] = lambda **kw: types.SimpleNamespace(**kw)
+    int8_ns["make_int8_moe_kernel"] = lambda **kw: types.SimpleNamespace(
+        fused_experts=types.SimpleNamespace(process_weights_after_loading=lambda layer: experts_pwal(None, layer)))
+    ns["Int8MoeBackend"] = int8_ns["Int8MoeBackend"]
+    int8_path = quant / "compressed_tensors" / "compressed_tensors_moe" / "compressed_tensors_moe_w8a8_int8.py"
     ns["methods"] = {
         "gptq": method_class("AutoGPTQMoEMethod", quant / "auto_gptq.py", ["create_weights", "process_weights_after_loading"]),
         "awq": method_class("AutoAWQMoEMethod", quant / "auto_awq.py", ["create_weights", "process_weights_after_loading"]),
         "compressed-tensors": method_class("CompressedTensorsWNA16MoEMethod", ct_path,
                                            ["_packed_dim", "get_weight_shape", "create_weights",
                                             "process_weights_after_loading"], ["_w2_scale_sharding"], ns_=ct_ns),
+        "ct-w8a8-int8": method_class("CompressedTensorsW8A8Int8MoEMethod", int8_path,
+                                     ["create_weights", "process_weights_after_loading", "get_fused_moe_quant_config"],
+                                     ns_=int8_ns),
     }
 
     # RoutedExperts' weight loader, as methods of the layer.
@@ -285,7 +318,7 @@ def vllm_namespace(vendor: Path) -> dict:
 # Safetensors in and out (I64 and F16 too; no dependency on the safetensors package)
 # ---------------------------------------------------------------------------------------------
 
-ST_DTYPES = {"U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "F32": torch.float32, "BF16": torch.bfloat16,
+ST_DTYPES = {"U8": torch.uint8, "I8": torch.int8, "I32": torch.int32, "I64": torch.int64, "F32": torch.float32, "BF16": torch.bfloat16,
              "F16": torch.float16}
 if hasattr(torch, "float8_e4m3fn") and torch.float8_e4m3fn is not torch.uint8:
     ST_DTYPES["F8_E4M3"] = torch.float8_e4m3fn
@@ -417,6 +450,10 @@ SYNTHETIC = {
     # compressed-tensors asymmetric groups of 32 (zero points), TP 2.
     "ct-w4a16-asym-g32-h128-i256": ("ct-w4a16-asym", dict(method="compressed-tensors", bits=4, group=32, hidden=128,
                                                           inter=256, experts=2, sym=False)),
+    # compressed-tensors symmetric groups of 32 whose rank intermediate size at TP 2 (96) is three
+    # groups (TRITON and XPU, which neither pad nor permute).
+    "ct-w4a16-g32-h128-i192": ("ct-w4a16", dict(method="compressed-tensors", bits=4, group=32, hidden=128, inter=192,
+                                                experts=2, sym=True)),
     # compressed-tensors act-order ("group") over groups of 64.
     "ct-w4a16-actorder-g64-h128-i256": ("ct-w4a16-actorder", dict(method="compressed-tensors", bits=4, group=64, hidden=128,
                                                                   inter=256, experts=2, sym=True, act_order=True)),
@@ -437,7 +474,10 @@ def synth_config(samples: Path, base: str, spec: dict, quantization: dict) -> st
 
 def method_of(config: dict) -> str:
     q = config["quantization_config"]
-    return {"gptq": "gptq", "awq": "awq", "compressed-tensors": "compressed-tensors"}[q["quant_method"]]
+    m = {"gptq": "gptq", "awq": "awq", "compressed-tensors": "compressed-tensors"}[q["quant_method"]]
+    if m == "compressed-tensors" and q["config_groups"]["group_0"].get("input_activations"):
+        return "ct-w8a8-int8"  # integer weights and activations (the only such sample here)
+    return m
 
 
 def quant_config_of(ns, config: dict):
@@ -450,33 +490,47 @@ def quant_config_of(ns, config: dict):
         return ns["AutoAWQConfig"](weight_bits=q["bits"], group_size=q["group_size"], zero_point=q["zero_point"],
                                    lm_head_quantized=False)
     w = q["config_groups"]["group_0"]["weights"]
+    if m == "ct-w8a8-int8":
+        a = q["config_groups"]["group_0"]["input_activations"]
+        return (QuantizationArgs(w["num_bits"], -1, QuantizationStrategy(w["strategy"]), w["symmetric"], None),
+                types.SimpleNamespace(strategy=QuantizationStrategy(a["strategy"]), dynamic=a["dynamic"]))
     return QuantizationArgs(w["num_bits"], w["group_size"] if w["group_size"] is not None else -1, w["strategy"],
                             w["symmetric"], w["actorder"])
 
 
-def make_method(ns, config: dict, moe):
-    """The method object as its __init__ leaves it for the MARLIN backend, 16-bit activations."""
+def make_method(ns, config: dict, moe, backend: str = "MARLIN"):
+    """The method object as its __init__ leaves it when vLLM's oracle picks `backend` (MARLIN with
+    16-bit activations, TRITON or XPU; TRITON for INT8 W8A8)."""
     m = method_of(config)
     qc = quant_config_of(ns, config)
     method = ns["methods"][m]()
     method.moe = moe
-    method.wna16_moe_backend = ns["WNA16MoEBackend"].MARLIN
+    if m == "ct-w8a8-int8":
+        method.weight_quant, method.input_quant = qc
+        method.static_input_scales = not method.input_quant.dynamic
+        method.int8_backend = ns["Int8MoeBackend"][backend]
+        method.experts_cls = object  # the experts class of the kernel record
+        return method, qc
+    method.wna16_moe_backend = ns["WNA16MoEBackend"][backend]
     method.experts_cls = None
+    marlin = backend == "MARLIN"
     method.input_dtype = None
     if m in ("gptq", "awq"):
         method.quant_config = qc
-        method.use_marlin = True
+        method.use_marlin = True  # set for every backend
     else:
         method.wna16_backend = method.wna16_moe_backend
         method.weight_quant, method.input_quant = qc, None
         method.symmetric, method.num_bits = qc.symmetric, qc.num_bits
         method.packed_factor = Fraction(32, qc.num_bits)
         method.strategy, method.group_size, method.actorder = qc.strategy, qc.group_size, qc.actorder
-        method.is_marlin, method.is_transposed = True, True
+        method.is_marlin, method.is_transposed = marlin, True
+        if not marlin:
+            method.input_dtype = torch.bfloat16
     return method, qc
 
 
-QUANT_NAMES = {"gptq": "gptq", "awq": "awq", "compressed-tensors": "compressed-tensors"}
+QUANT_NAMES = {"gptq": "gptq", "awq": "awq", "compressed-tensors": "compressed-tensors", "ct-w8a8-int8": "compressed-tensors"}
 
 ROLES = {
     "gptq": ["w13_qweight", "w2_qweight", "w13_scales", "w2_scales", "w13_qzeros", "w2_qzeros", "w13_g_idx", "w2_g_idx",
@@ -489,9 +543,20 @@ ROLES = {
 }
 ROLES["awq"] = ROLES["gptq"]
 ROLES["fp8"] = ["w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"]
+ROLES["ct-w8a8-int8"] = ROLES["fp8"]
+# compressed-tensors on TRITON and XPU: the method replaces only the weights, scales and (when
+# asymmetric) zero points; its g_idx and sort-index parameters stay the torch.empty memory that
+# create_weights allocated, never loaded nor read, so they are not recorded.
+ROLES["compressed-tensors/TRITON"] = ["w13_weight_packed", "w2_weight_packed", "w13_weight_scale", "w2_weight_scale",
+                                      "w13_weight_zero_point", "w2_weight_zero_point"]
+ROLES["compressed-tensors/XPU"] = ROLES["compressed-tensors/TRITON"]
 
 
-def run_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev):
+def roles_of(case: dict) -> list:
+    return ROLES.get(case["method"] + "/" + case.get("backend", ""), ROLES[case["method"]])
+
+
+def run_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev, backend: str = "MARLIN"):
     """Loads one rank's layer through vLLM's create_weights and weight_loader, runs
     process_weights_after_loading; returns (layer, method, the act-order note)."""
     hidden = config["hidden_size"]
@@ -505,7 +570,7 @@ def run_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev):
                                 moe_parallel_config=parallel, hidden_dim=hidden, intermediate_size_per_partition=per_rank,
                                 intermediate_size_per_partition_unpadded=per_rank, intermediate_size=inter,
                                 num_local_experts=experts, num_experts=experts)
-    method, _ = make_method(ns, config, moe)
+    method, _ = make_method(ns, config, moe, backend)
     layer = ns["layer_class"]()
     layer.moe_config = moe
     layer.quant_method = method
@@ -547,7 +612,7 @@ def run_rank(ns, ckpt: dict, config: dict, tp: int, rank: int, dev):
 
 def record_rank(g, case: dict, layer, rank: int) -> dict:
     recorded, others = [], []
-    roles = ROLES[case["method"]]
+    roles = roles_of(case)
     for role in roles:
         t = getattr(layer, role, None)
         if t is None:
@@ -656,9 +721,9 @@ class Golden:
         return path
 
 
-# The deployments: (checkpoint, tp). Every one targets sm90 with the default backend choice,
-# bf16 model; vLLM's oracle picks MARLIN for each (tests/convert/wna16_golden_test.cpp checks
-# that moepack's does).
+# The deployments: (checkpoint, tp) on sm90 with the default backend choice, bf16 model, where
+# vLLM's oracle picks MARLIN; or (checkpoint, tp, target, --moe-backend, backend) for the other
+# backends (tests/convert/wna16_golden_test.cpp checks that moepack's oracle picks the same).
 DEPLOYMENTS = [
     ("gptq-int4", 1), ("gptq-int4-desc-act", 1), ("gptq-int8", 1), ("awq-int4", 1), ("ct-w4a16", 1),
     ("ct-w4a16-asym", 1), ("ct-w4a16-actorder", 1), ("ct-w8a16", 1), ("ct-w8a16", 2),
@@ -668,7 +733,21 @@ DEPLOYMENTS = [
     ("awq-int4-g32-h128-i192", 1), ("awq-int4-g32-h128-i192", 2),
     ("ct-w4a16-asym-g32-h128-i256", 2),
     ("ct-w4a16-actorder-g64-h128-i256", 1), ("ct-w4a16-actorder-g64-h128-i256", 2),
+    # TRITON (TritonWNA16Experts): compressed-tensors only (GPTQ and AWQ may have biases, which
+    # vLLM's TRITON WNA16 backend refuses); the default on sm70 and ROCm, or asked for.
+    ("ct-w4a16", 1, "sm70", "", "TRITON"), ("ct-w4a16-asym", 1, "gfx942", "", "TRITON"),
+    ("ct-w4a16-g32-h128-i192", 2, "sm70", "", "TRITON"), ("ct-w4a16-asym-g32-h128-i256", 2, "sm90", "triton", "TRITON"),
+    # XPU (XPUExpertsWNA16): symmetric INT4.
+    ("gptq-int4", 1, "xpu", "", "XPU"), ("ct-w4a16", 1, "xpu", "", "XPU"),
+    ("gptq-int4-g128-h256-i256", 2, "xpu", "", "XPU"), ("ct-w4a16-g32-h128-i192", 2, "xpu", "", "XPU"),
+    # INT8 W8A8 (CompressedTensorsW8A8Int8MoEMethod) on TRITON, the default on CUDA.
+    ("ct-w8a8-int8", 1, "sm90", "", "TRITON"), ("ct-w8a8-int8", 2, "sm90", "", "TRITON"),
 ]
+
+
+def deployment(d: tuple) -> tuple:
+    """(checkpoint, tp, target, moe_backend, backend) of a DEPLOYMENTS entry."""
+    return d if len(d) == 5 else (d[0], d[1], "sm90", "", "MARLIN")
 
 
 def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
@@ -686,23 +765,25 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
         else:
             data = (samples / name / "model.safetensors").read_bytes()
             sources[name] = (data, json.loads((samples / name / "config.json").read_text()), name)
-    for name, tp in DEPLOYMENTS:
+    for d in DEPLOYMENTS:
+        name, tp, target, moe_backend, backend = deployment(d)
         data, config, sample = sources[name]
-        case = {"name": f"{name}_sm90" + (f"_tp{tp}" if tp > 1 else ""), "sample": sample,
-                "checkpoint": "" if sample else name, "sha256": hashlib.sha256(data).hexdigest(), "target": "sm90",
-                "moe_backend": "", "model_dtype": "", "tp": tp, "ep": False, "backend": "MARLIN",
+        suffix = "" if backend == "MARLIN" else "_" + (moe_backend or "auto")
+        case = {"name": f"{name}_{target}{suffix}" + (f"_tp{tp}" if tp > 1 else ""), "sample": sample,
+                "checkpoint": "" if sample else name, "sha256": hashlib.sha256(data).hexdigest(), "target": target,
+                "moe_backend": moe_backend, "model_dtype": "", "tp": tp, "ep": False, "backend": backend,
                 "method": method_of(config), "ranks": [], "notes": []}
         try:
             ckpt = parse_safetensors(data)
             for rank in range(tp):
                 TorchWithStableArgsort.stable = False
-                layer, note = run_rank(ns, ckpt, config, tp, rank, dev)
+                layer, note = run_rank(ns, ckpt, config, tp, rank, dev, backend)
                 if note:
                     # vLLM sorts g_idx with torch.argsort, which does not keep equal keys in
                     # order on this device; moepack (and any reproducible conversion) sorts
                     # stably. Rerun with the stable sort and say so.
                     TorchWithStableArgsort.stable = True
-                    layer, _ = run_rank(ns, ckpt, config, tp, rank, dev)
+                    layer, _ = run_rank(ns, ckpt, config, tp, rank, dev, backend)
                     note += f"; rank {rank} recorded with a stable argsort standing in for it"
                     case["notes"].append(note)
                 case["ranks"].append(record_rank(g, case, layer, rank))
