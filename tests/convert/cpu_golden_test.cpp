@@ -20,34 +20,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "formats/artifact/manifest.h"
-#include "formats/checkpoints/checkpoint.h"
-#include "formats/safetensors/file.h"
-#include "lib/convert/executor.h"
-#include "lib/convert/plan.h"
-#include "support/sha256.h"
-#include "support/test_support.h"
+#include "support/golden_layers.h"
 
 namespace moepack::convert {
 namespace {
-namespace fs = std::filesystem;
+using test::golden::Output;
 
 std::string golden_file() { return test::source_dir() + "/tests/packers/golden/golden_cpu.safetensors"; }
-
-struct Output {
-  std::string role, key, sha256, dtype;
-  std::vector<uint64_t> shape;
-  uint64_t bytes = 0;
-};
 
 struct RankCase {
   std::vector<Output> outputs;   // what vLLM holds
@@ -89,16 +74,7 @@ std::vector<LayerCase> load_cases() {
     for (const auto& r : j.at("ranks")) {
       if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
       RankCase rank;
-      for (const auto& o : r.at("outputs")) {
-        Output out;
-        out.role = o.at("role");
-        out.key = o.value("key", "");
-        out.sha256 = o.value("sha256", "");
-        out.dtype = o.at("dtype");
-        out.shape = o.at("shape").get<std::vector<uint64_t>>();
-        out.bytes = o.at("bytes");
-        rank.outputs.push_back(std::move(out));
-      }
+      rank.outputs = test::golden::outputs_from_json(r.at("outputs"));
       rank.empty = r.at("empty").get<std::vector<std::string>>();
       c.ranks.push_back(std::move(rank));
     }
@@ -112,90 +88,10 @@ const std::vector<LayerCase>& all_cases() {
   return cases;
 }
 
-std::string safetensors_dtype(const std::string& torch_name) {
-  static const std::map<std::string, std::string> map = {
-      {"uint8", "U8"},  {"int8", "I8"},      {"int32", "I32"},     {"int64", "I64"},
-      {"float32", "F32"}, {"bfloat16", "BF16"}, {"float16", "F16"}, {"float8_e4m3fn", "F8_E4M3"}};
-  const auto it = map.find(torch_name);
-  return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
-}
-
-std::string first_mismatch(std::span<const uint8_t> got, std::span<const uint8_t> want) {
-  if (got.size() != want.size()) return "sizes differ: moepack " + std::to_string(got.size()) + ", upstream " + std::to_string(want.size());
-  uint64_t count = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i] && count++ == 0) first = i;
-  if (count == 0) return "equal";
-  std::ostringstream s;
-  s << count << " of " << want.size() << " bytes differ; first at byte " << first << ": moepack 0x" << std::hex << int{got[first]}
-    << ", upstream 0x" << int{want[first]};
-  return s.str();
-}
-
-std::string case_name(const LayerCase& c) {
-  std::string name = c.name;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
-
-// The SHA-256 the script records for a checkpoint: of model.safetensors, or, for a sharded one,
-// of its shards' SHA-256 hex digests concatenated in file-name order.
-std::string checkpoint_sha256(const std::string& dir) {
-  std::vector<std::string> shards;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().extension() == ".safetensors") shards.push_back(entry.path().filename().string());
-  std::sort(shards.begin(), shards.end());
-  if (shards.size() == 1 && shards[0] == "model.safetensors") return test::sha256_hex(test::read_file(dir + "/model.safetensors"));
-  std::string digests;
-  for (const std::string& s : shards) digests += test::sha256_hex(test::read_file(dir + "/" + s));
-  return test::sha256_hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(digests.data()), digests.size()));
-}
-
-// The checkpoint directory of a case: the sample copied, or the synthetic checkpoint written out.
-std::string write_checkpoint(const LayerCase& c, const st::File& golden, const std::string& dir) {
-  const std::string ckpt_dir = dir + "/ckpt";
-  if (!c.sample.empty()) {
-    fs::copy(test::source_dir() + "/samples/" + c.sample, ckpt_dir, fs::copy_options::recursive);
-    return ckpt_dir;
-  }
-  const auto entry = nlohmann::json::parse(golden.header().metadata.at("golden_checkpoints")).at(c.checkpoint);
-  const st::TensorInfo* model = golden.find(entry.at("model").get<std::string>());
-  if (model == nullptr) throw std::runtime_error(c.name + ": the golden file lacks the checkpoint bytes");
-  const std::span<const uint8_t> bytes = golden.data(*model);
-  fs::create_directories(ckpt_dir);
-  test::write_file(ckpt_dir + "/model.safetensors", std::vector<uint8_t>(bytes.begin(), bytes.end()));
-  test::write_text(ckpt_dir + "/config.json", entry.at("config").get<std::string>());
-  return ckpt_dir;
-}
-
 // One rank's tensors against what vLLM holds on that rank.
 void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
                 const RankCase& rank, bool partial) {
-  for (const Output& o : rank.outputs) {
-    SCOPED_TRACE(o.role);
-    const auto it = tensors.find(o.role);
-    if (it == tensors.end()) {
-      ADD_FAILURE() << "vLLM holds " << o.role << " after process_weights_after_loading; the artifact has no such tensor";
-      continue;
-    }
-    const artifact::PackedTensor& t = it->second;
-    const st::File f((fs::path(out) / t.file).string());
-    const st::TensorInfo* info = f.find(t.name);
-    ASSERT_NE(info, nullptr) << t.name;
-    const std::span<const uint8_t> got = f.data(*info);
-    EXPECT_EQ(t.dtype, safetensors_dtype(o.dtype));
-    EXPECT_EQ(t.shape, o.shape);
-    ASSERT_EQ(got.size(), o.bytes);
-    if (!o.key.empty()) {
-      const st::TensorInfo* want = golden.find(o.key);
-      ASSERT_NE(want, nullptr) << o.key;
-      const std::span<const uint8_t> upstream = golden.data(*want);
-      EXPECT_TRUE(std::equal(got.begin(), got.end(), upstream.begin(), upstream.end())) << first_mismatch(got, upstream);
-    } else {
-      EXPECT_EQ(test::sha256_hex(got), o.sha256) << "the bytes differ from upstream's (the golden keeps their SHA-256 only)";
-    }
-  }
+  for (const Output& o : rank.outputs) test::golden::check_output(out, golden, tensors, o);
   // What vLLM holds with no elements (AutoGPTQ's sort indices on CPU) the artifact leaves out.
   for (const std::string& role : rank.empty) EXPECT_EQ(tensors.count(role), 0u) << role << " is empty in vLLM's layer";
   // A whole case: the artifact holds nothing the kernel reads that vLLM does not hold.
@@ -213,18 +109,12 @@ TEST_P(CpuGolden, ConvertsToTheBytesUpstreamHolds) {
   const LayerCase& c = GetParam();
   const st::File golden(golden_file());
   test::TempDir dir;
-  const std::string ckpt_dir = write_checkpoint(c, golden, dir.path());
-  ASSERT_EQ(checkpoint_sha256(ckpt_dir), c.sha256)
+  const std::string ckpt_dir = test::golden::write_checkpoint(c.sample, c.checkpoint, golden, dir.path());
+  ASSERT_EQ(test::golden::checkpoint_sha256(ckpt_dir), c.sha256)
       << (c.sample.empty() ? "the stored checkpoint is damaged"
                            : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_cpu_goldens.py");
-
-  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
-  d.parallel.tp = c.tp;
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
-  ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, d), ConvertRequest{});
   const std::string out = dir.path() + "/out";
-  fs::create_directories(out);
-  const artifact::Manifest m = execute_plan(plan, out, ExecutorOptions{});
+  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, "", "", c.tp, false, {}}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   EXPECT_EQ(m.layers[0].experts_class, c.experts_class);
@@ -237,7 +127,7 @@ TEST_P(CpuGolden, ConvertsToTheBytesUpstreamHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UpstreamCpu, CpuGolden, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<LayerCase>& info) { return case_name(info.param); });
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return test::golden::case_name(info.param); });
 
 TEST(CpuGoldenFile, RanTheCompiledPacksOnEveryFamilyAndBothParallelisms) {
   const st::File f(golden_file());

@@ -22,34 +22,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "formats/artifact/manifest.h"
-#include "formats/checkpoints/checkpoint.h"
-#include "formats/safetensors/file.h"
-#include "lib/convert/executor.h"
-#include "lib/convert/plan.h"
-#include "support/sha256.h"
-#include "support/test_support.h"
+#include "support/golden_layers.h"
 
 namespace moepack::convert {
 namespace {
-namespace fs = std::filesystem;
+using test::golden::Output;
 
 std::string golden_file() { return test::source_dir() + "/tests/packers/golden/golden_wna16.safetensors"; }
-
-struct Output {
-  std::string role, key, sha256, dtype;
-  std::vector<uint64_t> shape;
-  uint64_t bytes = 0;
-};
 
 struct LayerCase {
   std::string name, sample, checkpoint, sha256, target, moe_backend, model_dtype, backend, method;
@@ -90,18 +75,7 @@ std::vector<LayerCase> load_cases() {
     c.partial = j.value("partial", false);
     for (const auto& r : j.at("ranks")) {
       if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
-      std::vector<Output> outputs;
-      for (const auto& o : r.at("outputs")) {
-        Output out;
-        out.role = o.at("role");
-        out.key = o.value("key", "");
-        out.sha256 = o.value("sha256", "");
-        out.dtype = o.at("dtype");
-        out.shape = o.at("shape").get<std::vector<uint64_t>>();
-        out.bytes = o.at("bytes");
-        outputs.push_back(std::move(out));
-      }
-      c.ranks.push_back(std::move(outputs));
+      c.ranks.push_back(test::golden::outputs_from_json(r.at("outputs")));
     }
     cases.push_back(std::move(c));
   }
@@ -113,76 +87,10 @@ const std::vector<LayerCase>& all_cases() {
   return cases;
 }
 
-std::string safetensors_dtype(const std::string& torch_name) {
-  static const std::map<std::string, std::string> map = {{"uint8", "U8"},      {"int8", "I8"},       {"int32", "I32"},   {"int64", "I64"},
-                                                         {"float32", "F32"}, {"bfloat16", "BF16"}, {"float16", "F16"}};
-  const auto it = map.find(torch_name);
-  return it == map.end() ? "unknown torch dtype " + torch_name : it->second;
-}
-
-std::string first_mismatch(std::span<const uint8_t> got, std::span<const uint8_t> want) {
-  if (got.size() != want.size()) return "sizes differ: moepack " + std::to_string(got.size()) + ", upstream " + std::to_string(want.size());
-  uint64_t count = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i] && count++ == 0) first = i;
-  if (count == 0) return "equal";
-  std::ostringstream s;
-  s << count << " of " << want.size() << " bytes differ; first at byte " << first << ": moepack 0x" << std::hex << int{got[first]}
-    << ", upstream 0x" << int{want[first]};
-  return s.str();
-}
-
-std::string case_name(const LayerCase& c) {
-  std::string name = c.name;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
-
-// The checkpoint directory of a case: the sample copied, or the synthetic checkpoint written out.
-std::string write_checkpoint(const LayerCase& c, const st::File& golden, const std::string& dir) {
-  const std::string ckpt_dir = dir + "/ckpt";
-  if (!c.sample.empty()) {
-    fs::copy(test::source_dir() + "/samples/" + c.sample, ckpt_dir, fs::copy_options::recursive);
-    return ckpt_dir;
-  }
-  const auto entry = nlohmann::json::parse(golden.header().metadata.at("golden_checkpoints")).at(c.checkpoint);
-  const st::TensorInfo* model = golden.find(entry.at("model").get<std::string>());
-  if (model == nullptr) throw std::runtime_error(c.name + ": the golden file lacks the checkpoint bytes");
-  const std::span<const uint8_t> bytes = golden.data(*model);
-  fs::create_directories(ckpt_dir);
-  test::write_file(ckpt_dir + "/model.safetensors", std::vector<uint8_t>(bytes.begin(), bytes.end()));
-  test::write_text(ckpt_dir + "/config.json", entry.at("config").get<std::string>());
-  return ckpt_dir;
-}
-
 // One rank's tensors against what vLLM holds on that rank.
 void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
                 const std::vector<Output>& outputs, bool partial) {
-  for (const Output& o : outputs) {
-    SCOPED_TRACE(o.role);
-    const auto it = tensors.find(o.role);
-    if (it == tensors.end()) {
-      ADD_FAILURE() << "vLLM holds " << o.role << " after process_weights_after_loading; the artifact has no such tensor";
-      continue;
-    }
-    const artifact::PackedTensor& t = it->second;
-    const st::File f((fs::path(out) / t.file).string());
-    const st::TensorInfo* info = f.find(t.name);
-    ASSERT_NE(info, nullptr) << t.name;
-    const std::span<const uint8_t> got = f.data(*info);
-    EXPECT_EQ(t.dtype, safetensors_dtype(o.dtype));
-    EXPECT_EQ(t.shape, o.shape);
-    ASSERT_EQ(got.size(), o.bytes);
-    if (!o.key.empty()) {
-      const st::TensorInfo* want = golden.find(o.key);
-      ASSERT_NE(want, nullptr) << o.key;
-      const std::span<const uint8_t> upstream = golden.data(*want);
-      EXPECT_TRUE(std::equal(got.begin(), got.end(), upstream.begin(), upstream.end())) << first_mismatch(got, upstream);
-    } else {
-      EXPECT_EQ(test::sha256_hex(got), o.sha256) << "the bytes differ from upstream's (the golden keeps their SHA-256 only)";
-    }
-  }
+  for (const Output& o : outputs) test::golden::check_output(out, golden, tensors, o);
   // The artifact holds nothing the kernel reads that vLLM does not hold: every other role of
   // the artifact is one vLLM keeps outside the recorded list (CompressedTensors' weight_shape).
   if (partial) return;
@@ -201,21 +109,12 @@ TEST_P(Wna16Golden, ConvertsToTheBytesUpstreamHolds) {
   for (const std::string& note : c.notes) RecordProperty("upstream_note", note);
   const st::File golden(golden_file());
   test::TempDir dir;
-  const std::string ckpt_dir = write_checkpoint(c, golden, dir.path());
-  ASSERT_EQ(test::sha256_hex(test::read_file(ckpt_dir + "/model.safetensors")), c.sha256)
+  const std::string ckpt_dir = test::golden::write_checkpoint(c.sample, c.checkpoint, golden, dir.path());
+  ASSERT_EQ(test::golden::checkpoint_sha256(ckpt_dir), c.sha256)
       << (c.sample.empty() ? "the stored checkpoint is damaged"
                            : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_wna16_goldens.py");
-
-  oracle::Deployment d = oracle::default_deployment(oracle::parse_target(c.target));
-  if (!c.moe_backend.empty()) d.moe_backend = oracle::normalize_moe_backend(c.moe_backend);
-  if (c.model_dtype == "float16") d.model_dtype = oracle::FloatType::float16;
-  d.parallel.tp = c.tp;
-  d.parallel.enable_expert_parallel = c.ep;
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
-  ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, d), ConvertRequest{});
   const std::string out = dir.path() + "/out";
-  fs::create_directories(out);
-  const artifact::Manifest m = execute_plan(plan, out, ExecutorOptions{});
+  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, {}}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
@@ -227,7 +126,7 @@ TEST_P(Wna16Golden, ConvertsToTheBytesUpstreamHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UpstreamWna16, Wna16Golden, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<LayerCase>& info) { return case_name(info.param); });
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return test::golden::case_name(info.param); });
 
 TEST(Wna16GoldenFile, RanTheCompiledRepackOnEveryMethodAndBothParallelisms) {
   const st::File f(golden_file());
