@@ -75,8 +75,14 @@ uint64_t CutlassW4a8ScaleLayout::encode_unit(DType, uint64_t value, uint64_t) co
   return word;
 }
 
-uint64_t CutlassW4a8ScaleLayout::decode_unit(DType, uint64_t value, uint64_t) const {
-  return ((value >> 56) & 0xFF) ^ 0x80;  // byte 7 = e4m3(-s8) = -s8
+uint64_t CutlassW4a8ScaleLayout::decode_unit(DType canonical, uint64_t value, uint64_t canonical_unit) const {
+  const uint64_t s8 = ((value >> 56) & 0xFF) ^ 0x80;  // byte 7 = e4m3(-s8) = -s8
+  // Only the tables pack writes read back: a stranger's artifact whose table is not the one of a
+  // scale in [0, 448] has no canonical scale (and would not pack again).
+  if (s8 > accepts().largest_value.value_or(0xFF) || encode_unit(canonical, s8, canonical_unit) != value)
+    throw Error(ErrorKind::bad_input, name() + ": packed lookup table " + std::to_string(value) + " for canonical scale " +
+                                          std::to_string(canonical_unit) + " is not the table of an FP8 group scale in [0, 448]");
+  return s8;
 }
 
 }  // namespace moepack::packers

@@ -266,6 +266,29 @@ TEST(CutlassW4a8, ScalesRefuseNegativeAndNanCodes) {
   }
 }
 
+// unpack reads only tables pack writes: a foreign table (a negative scale's, or bytes that are no
+// scale's table at all) is bad input, not a canonical scale that would not pack again (found by
+// fuzz_packer_unpack; tests/fuzz/regressions/packer_unpack/cutlass_w4a8_foreign_table_of_negative_scale).
+TEST(CutlassW4a8, UnpackRefusesTablesPackDoesNotWrite) {
+  const CutlassW4a8ScaleLayout layout;
+  std::vector<uint8_t> good = reference_table(0x38);  // one [1, 1] scale
+  OwnedTensor back(DType::F8_E4M3, {1, 1});
+  layout.unpack(good, back);
+  EXPECT_EQ(back.bytes, (std::vector<uint8_t>{0x38}));
+  std::vector<uint8_t> negative(8, 0x00);
+  negative[7] = 0x08;  // byte 7 holds -s8: this one says s8 = 0x88, a negative scale
+  std::vector<uint8_t> tampered = good;
+  tampered[3] ^= 0x01;  // byte 7 fine, another entry not the table's
+  for (const auto& table : {negative, tampered}) {
+    try {
+      layout.unpack(table, back);
+      ADD_FAILURE() << "accepted a foreign table";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::bad_input) << e.what();
+    }
+  }
+}
+
 TEST(CutlassW4a8, BothLayoutsAreRegistered) {
   EXPECT_NE(find_layout(CutlassW4a8WeightLayout{}.name()), nullptr);
   EXPECT_NE(find_layout(CutlassW4a8ScaleLayout{}.name()), nullptr);
