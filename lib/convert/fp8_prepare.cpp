@@ -32,6 +32,14 @@ std::pair<float, float> shard_scales(const OwnedTensor& s, const std::string& wh
   return {a, b};
 }
 
+// The one scale a per-tensor expert's w13 ends with: the larger of its [w1, w3] scales, or the
+// scale itself for a non-gated layer (and for w2).
+float expert_tensor_scale(const OwnedTensor& s, const std::string& where) {
+  if (s.num_elements() == 1) return float_element(s, 0);
+  const auto [s1, s3] = shard_scales(s, where);
+  return std::max(s1, s3);
+}
+
 class W13MaxScale final : public LayerReduction {
  public:
   std::string name() const override { return "vllm.fp8_w13_max_scale(e9d1398d9)"; }
@@ -40,13 +48,7 @@ class W13MaxScale final : public LayerReduction {
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
     uint64_t i = 0;
     in.each(in.role, false, [&](uint64_t expert, const OwnedTensor& s) {
-      float m = 0.0f;
-      if (s.num_elements() == 1) {
-        m = float_element(s, 0);  // non-gated: one scale already
-      } else {
-        const auto [s1, s3] = shard_scales(s, in.where(in.role, expert));
-        m = std::max(s1, s3);
-      }
+      const float m = expert_tensor_scale(s, in.where(in.role, expert));
       std::memcpy(out.data() + 4 * i++, &m, 4);
     });
     if (4 * i != out.size()) throw_internal("fp8_w13_max_scale: expert count");
@@ -66,23 +68,11 @@ class FiCutlassAlphas final : public LayerReduction {
   bool reads_other_roles() const override { return true; }
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
     const std::string w = gemm_ == 1 ? "w13" : "w2";
-    // The input scale: the maximum over the experts, NaN winning as in torch.max.
-    bool first = true;
-    float a = 0.0f;
-    in.each(w + "_input_scale", all_experts_, [&](uint64_t, const OwnedTensor& s) {
-      const float v = float_element(s, 0);
-      if (first || std::isnan(v) || (!std::isnan(a) && v > a)) a = v;
-      first = false;
-    });
-    if (first) throw_internal(name() + ": the layer has no static input scales");
+    // The input scale as process_fp8_input_tensor_strategy_moe leaves it: the experts' maximum.
+    const float a = max_scalar_over_experts(in, w + "_input_scale", all_experts_);
     uint64_t i = 0;
     in.each(w + "_weight_scale", false, [&](uint64_t expert, const OwnedTensor& s) {
-      float m = float_element(s, 0);
-      if (s.num_elements() == 2) {
-        const auto [s1, s3] = shard_scales(s, in.where(w + "_weight_scale", expert));
-        m = std::max(s1, s3);
-      }
-      const float alpha = m * a;
+      const float alpha = expert_tensor_scale(s, in.where(w + "_weight_scale", expert)) * a;
       std::memcpy(out.data() + 4 * i++, &alpha, 4);
     });
     if (4 * i != out.size()) throw_internal(name() + ": expert count");

@@ -37,14 +37,8 @@ class MaxOverExpertsF32 final : public LayerReduction {
   DType dtype() const override { return DType::F32; }
   std::vector<uint64_t> shape(uint64_t) const override { return {}; }
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
-    const std::vector<OwnedTensor> experts = in.gather(in.role, all_experts_);
-    if (experts.empty()) throw_internal("max_over_experts of no experts");
     if (out.size() != 4) throw_internal("max_over_experts writes 4 bytes");
-    float best = scalar_as_float(experts[0]);
-    for (size_t e = 1; e < experts.size() && !std::isnan(best); ++e) {
-      const float v = scalar_as_float(experts[e]);
-      if (std::isnan(v) || v > best) best = v;  // NaN wins, as in torch.max
-    }
+    const float best = max_scalar_over_experts(in, in.role, all_experts_);
     std::memcpy(out.data(), &best, 4);
   }
 
@@ -66,6 +60,18 @@ class EmptyInt32 final : public LayerReduction {
 };
 
 }  // namespace
+
+float max_scalar_over_experts(const ReductionInput& in, const std::string& role, bool whole_layer) {
+  bool any = false;
+  float best = 0.0f;
+  in.each(role, whole_layer, [&](uint64_t, const OwnedTensor& t) {
+    const float v = scalar_as_float(t);
+    if (!any || std::isnan(v) || (!std::isnan(best) && v > best)) best = v;  // NaN wins, as in torch.max
+    any = true;
+  });
+  if (!any) throw_internal("max_over_experts of no experts (" + role + ")");
+  return best;
+}
 
 std::vector<OwnedTensor> ReductionInput::gather(const std::string& of_role, bool whole_layer) const {
   std::vector<OwnedTensor> out;

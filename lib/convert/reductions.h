@@ -47,6 +47,11 @@ struct ReductionInput {
   std::vector<OwnedTensor> gather(const std::string& of_role, bool whole_layer = false) const;
 };
 
+// The largest of the experts' scalar `role` (one float per expert), NaN winning as in torch.max:
+// vLLM's maximum of static input scales (process_fp8_input_tensor_strategy_moe, and the a1/a2
+// scale in make_fp8_moe_quant_config). Over the rank's experts, or every expert of the layer.
+float max_scalar_over_experts(const ReductionInput& in, const std::string& role, bool whole_layer);
+
 class LayerReduction {
  public:
   virtual ~LayerReduction() = default;
