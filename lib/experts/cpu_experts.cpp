@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -128,7 +129,16 @@ std::string cpu_isa_unavailable(CpuIsa isa) {
   return "unknown instruction set";
 }
 
-bool cpu_supports(CpuIsa isa) { return cpu_isa_unavailable(isa).empty(); }
+bool cpu_supports(CpuIsa isa) {
+  // Asked on every packed GEMM: the answers are the process's, worked out once.
+  static const auto supported = [] {
+    std::array<bool, std::size(kCpuIsas)> yes{};
+    for (CpuIsa level : kCpuIsas) yes[static_cast<size_t>(level)] = cpu_isa_unavailable(level).empty();
+    return yes;
+  }();
+  const auto i = static_cast<size_t>(isa);
+  return i < supported.size() && supported[i];
+}
 
 CpuIsa best_cpu_isa() {
   static const CpuIsa isa = [] {
