@@ -65,22 +65,27 @@ inline std::vector<Output> outputs_from_json(const nlohmann::json& outputs) {
   return out;
 }
 
+// The JSON a golden file's metadata holds under `key`; null when the file or the key is missing
+// (a test on the file itself reports that; the parameterized tests then have no cases).
+inline nlohmann::json golden_metadata(const std::string& golden_file, const std::string& key) {
+  try {
+    const st::File file(golden_file);
+    const auto& meta = file.header().metadata;
+    const auto it = meta.find(key);
+    return it == meta.end() ? nlohmann::json() : nlohmann::json::parse(it->second);
+  } catch (const std::exception&) {
+    return nlohmann::json();
+  }
+}
+
 // The cases of `golden_file` ("golden_layer_cases" and "golden_patch_sets" in its metadata);
 // empty when the file or the keys are missing (a test on the file itself reports that).
 inline std::vector<LayerCase> load_layer_cases(const std::string& golden_file) {
   std::vector<LayerCase> cases;
-  std::unique_ptr<st::File> file;
-  try {
-    file = std::make_unique<st::File>(golden_file);
-  } catch (const std::exception&) {
-    return cases;
-  }
-  const auto& meta = file->header().metadata;
-  const auto it = meta.find("golden_layer_cases");
-  const auto sets_it = meta.find("golden_patch_sets");
-  if (it == meta.end() || sets_it == meta.end()) return cases;
-  const auto patch_sets = nlohmann::json::parse(sets_it->second);
-  for (const auto& j : nlohmann::json::parse(it->second)) {
+  const nlohmann::json layer_cases = golden_metadata(golden_file, "golden_layer_cases");
+  const nlohmann::json patch_sets = golden_metadata(golden_file, "golden_patch_sets");
+  if (layer_cases.is_null() || patch_sets.is_null()) return cases;
+  for (const auto& j : layer_cases) {
     LayerCase c;
     c.name = j.at("name");
     c.sample = j.at("sample");
