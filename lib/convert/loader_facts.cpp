@@ -247,8 +247,11 @@ void fp8_tensors(std::vector<RunFact>& out, const LoaderQuery& q) {
   const std::string& b = q.backend;
   if (is_one_of(b, {"FLASHINFER_CUTLASS", "HPC"}) && q.per_tensor) {
     // Registered on the layer: g1_alphas = w1_scale * a1_scale, g2_alphas = w2_scale * a2_scale.
-    out.push_back(per_expert(q, "g1_alphas", "F32", "w13_weight_scale * w13_input_scale", Holder::parameter, "g1_alphas", "g1_alphas", kFp8Config));
-    out.push_back(per_expert(q, "g2_alphas", "F32", "w2_weight_scale * w2_input_scale", Holder::parameter, "g2_alphas", "g2_alphas", kFp8Config));
+    // The artifact carries them for FlashInfer CUTLASS (family_fp8.cpp fp8_flashinfer_roles), not
+    // for HPC (its checkpoint-layout roles).
+    const bool written = b == "FLASHINFER_CUTLASS";
+    out.push_back(per_expert(q, "g1_alphas", "F32", "w13_weight_scale * w13_input_scale", Holder::parameter, "g1_alphas", written ? "g1_alphas" : "", kFp8Config));
+    out.push_back(per_expert(q, "g2_alphas", "F32", "w2_weight_scale * w2_input_scale", Holder::parameter, "g2_alphas", written ? "g2_alphas" : "", kFp8Config));
     add_inverse_input_scales(out, kFp8Config);
   }
   if (b == "FLASHINFER_CUTLASS") add_swiglu(out, q, method_swiglu(q), kFiCutlass);

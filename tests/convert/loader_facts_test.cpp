@@ -281,6 +281,12 @@ TEST(LoaderFacts, Fp8PerTensorAlphas) {
   EXPECT_EQ(find(facts, "g1_alphas")->holder, Holder::parameter);
   EXPECT_EQ(find(facts, "g1_alphas")->written_as, "g1_alphas");
   EXPECT_EQ(find(facts, "g2_alphas")->value, "w2_weight_scale * w2_input_scale");
+  // HPC registers the same Parameters; the artifact does not carry them (checkpoint layout).
+  LoaderQuery hpc = q;
+  hpc.backend = "HPC";
+  auto h = load_time_tensors(hpc);
+  EXPECT_EQ(names(h), (std::vector<std::string>{"g1_alphas", "g2_alphas", "a1_gscale", "a2_gscale"}));
+  EXPECT_EQ(find(h, "g1_alphas")->written_as, "");
   q.per_tensor = false;  // block FP8: nothing
   EXPECT_TRUE(load_time_tensors(q).empty());
 
