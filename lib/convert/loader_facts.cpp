@@ -140,10 +140,18 @@ bool is_situ(const LoaderQuery& q) { return q.activation == "situ"; }
 struct Swiglu {
   std::optional<double> limit, alpha, beta;
 };
+// The values the layer itself holds (RoutedExperts.swiglu_*, FusedMoEConfig.swiglu_*): what the
+// model class passes to FusedMoEFactory. gpt_oss.py MLPBlock passes none (its clamp of 7 lives in
+// the swigluoai activation and in GptOssMxfp4MoEMethod's constants), so a manifest's
+// swiglu_limit 7.0 for gpt-oss is not a layer value.
+Swiglu layer_swiglu(const LoaderQuery& q) {
+  if (q.architecture == "GptOssForCausalLM") return {};
+  return {q.swiglu_limit, q.swiglu_alpha, q.swiglu_beta};
+}
 Swiglu method_swiglu(const LoaderQuery& q) {
   if (q.method_class == "GptOssMxfp4MoEMethod") return {7.0, 1.702, 1.0};
-  if (q.method_class == "Mxfp4MoEMethod") return {q.swiglu_limit, std::nullopt, std::nullopt};
-  return {q.swiglu_limit, q.swiglu_alpha, q.swiglu_beta};
+  if (q.method_class == "Mxfp4MoEMethod") return {layer_swiglu(q).limit, std::nullopt, std::nullopt};
+  return layer_swiglu(q);
 }
 
 void add_swiglu(std::vector<RunFact>& out, const LoaderQuery& q, const Swiglu& s, const char* upstream) {
@@ -183,20 +191,21 @@ void nvfp4_tensors(std::vector<RunFact>& out, const LoaderQuery& q) {
     // The per-expert SwiGLU tensors (moe_config's values when the quant config has none),
     // registered as Parameters: the clamp and beta divided by g1_alphas, alpha as is; SiTU maps
     // its beta -> gemm1_alpha and linear beta -> gemm1_beta, unfolded; none without a gate.
+    const Swiglu sw = layer_swiglu(q);
     if (q.gated) {
       if (is_situ(q)) {
         if (q.situ_beta) out.push_back(per_expert(q, "gemm1_alpha", "F32", "full(" + number(*q.situ_beta) + ")", Holder::parameter, "gemm1_alpha", "", kTrtNvfp4));
         if (q.situ_linear_beta)
           out.push_back(per_expert(q, "gemm1_beta", "F32", "full(" + number(*q.situ_linear_beta) + ")", Holder::parameter, "gemm1_beta", "", kTrtNvfp4));
       } else {
-        if (q.swiglu_limit)
-          out.push_back(per_expert(q, "gemm1_clamp_limit", "F32", "full(" + number(*q.swiglu_limit) + ") / (w13_weight_scale_2 * w13_input_scale)", Holder::parameter,
+        if (sw.limit)
+          out.push_back(per_expert(q, "gemm1_clamp_limit", "F32", "full(" + number(*sw.limit) + ") / (w13_weight_scale_2 * w13_input_scale)", Holder::parameter,
                                    "gemm1_clamp_limit", "gemm1_clamp_limit", kTrtNvfp4));
-        if (q.swiglu_beta)
-          out.push_back(per_expert(q, "gemm1_beta", "F32", "full(" + number(*q.swiglu_beta) + ") / (w13_weight_scale_2 * w13_input_scale)", Holder::parameter, "gemm1_beta",
+        if (sw.beta)
+          out.push_back(per_expert(q, "gemm1_beta", "F32", "full(" + number(*sw.beta) + ") / (w13_weight_scale_2 * w13_input_scale)", Holder::parameter, "gemm1_beta",
                                    "gemm1_beta", kTrtNvfp4));
-        if (q.swiglu_alpha)
-          out.push_back(per_expert(q, "gemm1_alpha", "F32", "full(" + number(*q.swiglu_alpha) + ")", Holder::parameter, "gemm1_alpha", "", kTrtNvfp4));
+        if (sw.alpha)
+          out.push_back(per_expert(q, "gemm1_alpha", "F32", "full(" + number(*sw.alpha) + ")", Holder::parameter, "gemm1_alpha", "", kTrtNvfp4));
       }
     }
     add_inverse_input_scales(out, kNvfp4Config);

@@ -73,7 +73,10 @@ struct LoaderQuery {
   int64_t intermediate_size = 0;        // padded, per rank
   std::string activation = "silu";      // MoEActivation value
   bool gated = true;                    // w13 holds gate and up
-  std::optional<double> swiglu_limit;   // the model's SwiGLU clamp, alpha, beta (null: not set)
+  // The model's SwiGLU clamp, alpha, beta as the manifest records them (null: not set). Only
+  // what the model class passes to FusedMoEFactory reaches vLLM's layer: gpt-oss passes none, so
+  // its recorded clamp of 7.0 is ignored here (GptOssMxfp4MoEMethod uses its own constants).
+  std::optional<double> swiglu_limit;
   std::optional<double> swiglu_alpha;
   std::optional<double> swiglu_beta;
   std::optional<double> situ_beta;        // Kimi SiTU's beta and linear beta

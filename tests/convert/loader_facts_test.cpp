@@ -260,6 +260,14 @@ TEST(LoaderFacts, Mxfp4FlashInferSwigluTensors) {
   EXPECT_EQ(names(load_time_tensors(v4)), (std::vector<std::string>{"gemm1_clamp_limit"}));
   EXPECT_EQ(load_time_tensors(v4)[0].value, "full(10.0)");
 
+  // gpt_oss.py passes no swiglu_* to FusedMoEFactory: a recorded clamp of 7.0 is not the
+  // layer's, so gpt-oss BF16 on FlashInfer CUTLASS gets no SwiGLU tensors.
+  LoaderQuery bf16 = layer("GptOssForCausalLM", "model.layers.0.mlp.experts", "unquantized", "FLASHINFER_CUTLASS");
+  bf16.swiglu_limit = 7.0;
+  EXPECT_TRUE(load_time_tensors(bf16).empty());
+  bf16.architecture = "DeepseekV4ForCausalLM";  // passes swiglu_limit=self.swiglu_limit
+  EXPECT_EQ(names(load_time_tensors(bf16)), (std::vector<std::string>{"gemm1_clamp_limit"}));
+
   // flashinfer_cutlass_moe.py: the same per-expert values, and for MXFP4 x MXFP8 a
   // fake_input_scale of ones.
   LoaderQuery cutlass = q;
