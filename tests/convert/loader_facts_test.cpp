@@ -441,6 +441,10 @@ TEST(LoaderFacts, EverySampleRoleHasAPlace) {
     }
   }
   EXPECT_GT(layers_seen, 0);
+  // The shipped samples cover every model family moepack reads.
+  for (const char* a : {"GptOssForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM",
+                        "Llama4ForConditionalGeneration", "NemotronHForCausalLM"})
+    EXPECT_TRUE(architectures.count(a)) << a;
   for (const std::string& a : architectures) {
     auto known = known_architectures();
     EXPECT_NE(std::find(known.begin(), known.end(), a), known.end()) << a;
