@@ -296,10 +296,17 @@ void w4a8_tensors(std::vector<RunFact>& out, const LoaderQuery& q) {
   out.push_back(per_expert(q, "c_strides2", "I64", "full(" + k + ") (the a_strides1 tensor)", Holder::kernel_attribute, path + "c_strides2", "", kCutlassW4a8));
   out.push_back(RunFact{"s_strides1", "I64", {q.num_local_experts, 2}, "[num_local_experts, 2]", "rows (" + n2 + ", 0)", Holder::kernel_attribute, path + "s_strides1", "", "", kCutlassW4a8});
   out.push_back(RunFact{"s_strides2", "I64", {q.num_local_experts, 2}, "[num_local_experts, 2]", "rows (" + k + ", 0)", Holder::kernel_attribute, path + "s_strides2", "", "", kCutlassW4a8});
-  out.push_back(RunFact{"b_strides1", "I64", {}, "as ops.cutlass_encode_and_reorder_int4b_grouped returns it", "the strides of the encoded w13_weight_packed",
-                        Holder::kernel_attribute, "quant_method.b_strides1", "", "", kCutlassW4a8});
-  out.push_back(RunFact{"b_strides2", "I64", {}, "as ops.cutlass_encode_and_reorder_int4b_grouped returns it", "the strides of the encoded w2_weight_packed",
-                        Holder::kernel_attribute, "quant_method.b_strides2", "", "", kCutlassW4a8});
+  // ops.cutlass_encode_and_reorder_int4b_grouped (csrc/libtorch_stable/quantization/cutlass_w4a8/
+  // w4a8_grouped_mm_entry.cu) returns, beside the encoded weights, an int32 tensor
+  // [E, sizeof(LayoutB_Reordered) / 4] holding the bytes of one CuTe layout object
+  // (tile_to_shape(LayoutAtomQuant, (N, K, 1)) of that projection), the same for every expert.
+  for (const char* proj : {"1", "2"}) {
+    const std::string weight = std::string(proj) == "1" ? "w13_weight_packed" : "w2_weight_packed";
+    out.push_back(RunFact{std::string("b_strides") + proj, "I32", {}, "[num_local_experts, sizeof(LayoutB_Reordered) / 4]",
+                          "the bytes of CUTLASS's reordered int4 layout (LayoutB_Reordered) for " + weight + "'s (N, K), per expert", Holder::kernel_attribute,
+                          std::string("quant_method.b_strides") + proj, "", "",
+                          std::string(kCutlassW4a8) + "; csrc/libtorch_stable/quantization/cutlass_w4a8/w4a8_grouped_mm_entry.cu (encode_and_reorder_int4b)"});
+  }
 }
 
 void unquantized_tensors(std::vector<RunFact>& out, const LoaderQuery& q) {
@@ -403,6 +410,41 @@ std::vector<ParamFlag> param_flags(const LoaderQuery& q) {
   if (shuffled)
     for (const char* role : {"w13_weight", "w2_weight"}) out.push_back(ParamFlag{role, "is_shuffled", "True", kAiterReads, upstream});
   return out;
+}
+
+nlohmann::ordered_json place_json(const ParamPlace& place) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["path"] = place.path;
+  j["holder"] = holder_name(place.holder);
+  return j;
+}
+
+nlohmann::ordered_json flags_json(const std::vector<ParamFlag>& flags, const std::string& role) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const ParamFlag& f : flags) {
+    if (f.role != role) continue;
+    if (f.value == "True" || f.value == "False")
+      j[f.attribute] = f.value == "True";
+    else
+      j[f.attribute] = f.value;
+  }
+  return j;
+}
+
+nlohmann::ordered_json run_fact_json(const RunFact& f) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s); };
+  j["name"] = f.name;
+  j["dtype"] = f.dtype;
+  j["shape"] = f.shape.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.shape);
+  j["shape_text"] = f.shape_text;
+  j["value"] = f.value;
+  j["holder"] = holder_name(f.holder);
+  j["path"] = f.path;
+  j["written_as"] = or_null(f.written_as);
+  j["view_of"] = or_null(f.view_of);
+  j["upstream"] = f.upstream;
+  return j;
 }
 
 }  // namespace moepack::convert

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace moepack::convert {
 
 // How vLLM holds a tensor once the layer is loaded.
@@ -128,5 +130,15 @@ struct ParamFlag {
 
 // The flags of a layer's parameters, in role order. Empty for backends that set none.
 std::vector<ParamFlag> param_flags(const LoaderQuery& q);
+
+// The manifest form of the facts (the keys the docs suggest; the manifest writer places them):
+//   per tensor  "vllm_param": {"path": ..., "holder": "parameter"}   (place_json)
+//               "flags": {"is_shuffled": true}                         (flags_json; {} when none)
+//   per layer   "load_time_tensors": [run_fact_json(...), ...]
+nlohmann::ordered_json place_json(const ParamPlace& place);
+nlohmann::ordered_json flags_json(const std::vector<ParamFlag>& flags, const std::string& role);
+// {"name", "dtype", "shape" (or null), "shape_text", "value", "holder", "path", "written_as" (or
+// null), "view_of" (or null), "upstream"}.
+nlohmann::ordered_json run_fact_json(const RunFact& fact);
 
 }  // namespace moepack::convert

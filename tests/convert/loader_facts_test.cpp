@@ -336,6 +336,8 @@ TEST(LoaderFacts, CutlassStrides) {
   EXPECT_EQ(find(wf, "s_strides1")->value, "rows (256, 0)");
   EXPECT_EQ(find(wf, "s_strides2")->value, "rows (256, 0)");
   EXPECT_EQ(find(wf, "b_strides1")->path, "quant_method.b_strides1");
+  EXPECT_EQ(find(wf, "b_strides1")->dtype, "I32");  // an int32 copy of a CuTe layout object
+  EXPECT_TRUE(find(wf, "b_strides2")->shape.empty());
 }
 
 TEST(LoaderFacts, BackendsThatMakeNothing) {
@@ -393,7 +395,27 @@ TEST(LoaderFacts, IsShuffledOnAiterWeights) {
   EXPECT_TRUE(flags_of("mxfp4", "FLASHINFER_TRTLLM_MXFP4_BF16", "GptOssMxfp4MoEMethod", "sm100").empty());
 }
 
-// ---- 4. Every shipped sample ---------------------------------------------------------------
+// ---- 4. The manifest form --------------------------------------------------------------------
+
+TEST(LoaderFacts, JsonForTheManifest) {
+  LoaderQuery q = layer("Qwen3MoeForCausalLM", "model.layers.0.mlp.experts", "nvfp4", "FLASHINFER_B12X", 2);
+  EXPECT_EQ(place_json(*vllm_param_place(q, "w13_weight")).dump(),
+            R"({"path":"model.layers.0.mlp.experts.routed_experts.w13_weight","holder":"parameter"})");
+  auto facts = load_time_tensors(q);
+  auto j = run_fact_json(facts[0]);
+  EXPECT_EQ(j["name"], "_fc2_input_scale");
+  EXPECT_EQ(j["shape"].dump(), "[2]");
+  EXPECT_EQ(j["written_as"], "fc2_input_scale");
+  EXPECT_TRUE(j["view_of"].is_null());
+  EXPECT_EQ(run_fact_json(facts[1])["view_of"], "w13_weight_scale");
+  EXPECT_TRUE(run_fact_json(facts[1])["shape"].is_null());
+
+  LoaderQuery aiter = layer("Qwen3MoeForCausalLM", "model.layers.0.mlp.experts", "unquantized", "AITER");
+  EXPECT_EQ(flags_json(param_flags(aiter), "w2_weight").dump(), R"({"is_shuffled":true})");
+  EXPECT_EQ(flags_json(param_flags(aiter), "w13_bias").dump(), "{}");
+}
+
+// ---- 5. Every shipped sample ---------------------------------------------------------------
 
 // Every sample's architecture is known, and every role the oracle plans on a few targets gets a
 // place under the experts module: a Parameter at <module>.routed_experts.<role>, or one of the
