@@ -139,6 +139,7 @@ ojson to_json(const Manifest& m) {
       layer["w13_rows"] = l.w13_rows;
       layer["gated"] = l.gated;
     }
+    if (!l.vllm.is_null()) layer["vllm"] = l.vllm;
     layer["ranks"] = ranks;
     layers.push_back(std::move(layer));
   }
@@ -247,6 +248,11 @@ Layer read_layer(const Reader& r, const json& lj, const std::string& w) {
       r.fail(w + ".intermediate_size_scope", "is `" + *l.intermediate_size_scope + "`, this moepack knows `" + kPerRankScope + "`");
   }
   if (lj.contains("routing")) read_run_facts(r, lj, w, l);
+  if (lj.contains("vllm")) {
+    const json& v = r.member(lj, "vllm", w);
+    if (!v.is_object()) r.fail(w + ".vllm", "is not an object");
+    l.vllm = ojson::parse(v.dump());
+  }
   const json& ranks = r.array(lj, "ranks", w);
   for (size_t k = 0; k < ranks.size(); ++k) l.ranks.push_back(read_rank(r, ranks[k], w + ".ranks[" + std::to_string(k) + "]"));
   return l;

@@ -88,6 +88,11 @@ struct Layer {
   bool has_bias = false;
   std::string w13_rows;  // "gate_up_halves", "interleaved", "up_gate_halves" (of the canonical w13)
   bool gated = true;
+  // Where vLLM holds the layer once loaded (docs/ARTIFACT.md "Loading into vLLM"): the experts
+  // module, each role's live parameter path and holder, the flags vLLM sets on parameters, and
+  // the tensors a backend makes at load time. Null when not recorded (an older manifest, or a
+  // model class whose module tree moepack does not know). Read back as it is.
+  nlohmann::ordered_json vllm = nullptr;
   std::vector<RankTensors> ranks;
 };
 

@@ -447,4 +447,19 @@ nlohmann::ordered_json run_fact_json(const RunFact& f) {
   return j;
 }
 
+nlohmann::ordered_json vllm_layer_json(const LoaderQuery& q, const std::vector<std::string>& roles) {
+  const auto module = vllm_moe_module_path(q.architecture, q.checkpoint_expert_prefix);
+  if (!module) return nullptr;
+  nlohmann::ordered_json params = nlohmann::ordered_json::object(), flags = nlohmann::ordered_json::object();
+  const std::vector<ParamFlag> all_flags = param_flags(q);
+  for (const auto& role : roles) {
+    if (auto place = vllm_param_place(q, role)) params[role] = place_json(*place);
+    nlohmann::ordered_json f = flags_json(all_flags, role);
+    if (!f.empty()) flags[role] = f;
+  }
+  nlohmann::ordered_json made = nlohmann::ordered_json::array();
+  for (const RunFact& fact : load_time_tensors(q)) made.push_back(run_fact_json(fact));
+  return {{"module", *module}, {"params", params}, {"flags", flags}, {"load_time_tensors", made}};
+}
+
 }  // namespace moepack::convert

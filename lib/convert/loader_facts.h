@@ -141,4 +141,10 @@ nlohmann::ordered_json flags_json(const std::vector<ParamFlag>& flags, const std
 // null), "view_of" (or null), "upstream"}.
 nlohmann::ordered_json run_fact_json(const RunFact& fact);
 
+// The manifest's per-layer `vllm` object for a converted layer whose packed roles are `roles`:
+// {"module": the experts module's path, "params": {role: place_json}, "flags": {role: {...}}
+// (roles with flags only), "load_time_tensors": [run_fact_json...]}. Null when the
+// architecture is unknown (nothing is guessed).
+nlohmann::ordered_json vllm_layer_json(const LoaderQuery& q, const std::vector<std::string>& roles);
+
 }  // namespace moepack::convert

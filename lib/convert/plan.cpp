@@ -10,6 +10,7 @@
 
 #include "lib/convert/cpu_int4.h"
 #include "lib/convert/derivations.h"
+#include "lib/convert/loader_facts.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
@@ -529,6 +530,38 @@ PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::M
 }
 
 // One MoE layer's plan: its refusals, its manifest entry and every rank's tensors.
+// What decides where vLLM holds the layer's tensors (lib/convert/loader_facts.h).
+LoaderQuery loader_query(const LayerDecision& ld, const artifact::Layer& m, const ConvertRequest& request, uint64_t local_experts) {
+  LoaderQuery q;
+  q.architecture = ld.query.architecture;
+  q.checkpoint_expert_prefix = m.prefix;
+  q.family = m.family;
+  q.backend = m.backend;
+  q.experts_class = m.experts_class;
+  q.method_class = ld.decision.method_class;
+  const auto& device = request.target_json.find("device");
+  q.device = device != request.target_json.end() && device->is_string() ? device->get<std::string>() : "";
+  q.lora = request.target_json.value("lora", false);
+  q.num_local_experts = static_cast<int64_t>(local_experts);
+  q.hidden_size = static_cast<int64_t>(m.padded_hidden_size);
+  q.intermediate_size = static_cast<int64_t>(m.padded_intermediate_size);
+  q.activation = m.activation;
+  q.gated = m.gated;
+  q.swiglu_limit = ld.query.swiglu_limit;
+  q.swiglu_alpha = ld.query.swiglu_alpha;
+  q.swiglu_beta = ld.query.swiglu_beta;
+  q.situ_beta = ld.query.situ_beta;
+  q.situ_linear_beta = ld.query.situ_linear_beta;
+  q.per_tensor = m.family == "fp8" && m.weight_key == std::optional<std::string>("kFp8StaticTensorSym");
+  return q;
+}
+
+std::vector<std::string> role_names(const RankPlan& rank) {
+  std::vector<std::string> roles;
+  for (const auto& t : rank.tensors) roles.push_back(t.role);
+  return roles;
+}
+
 LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld, const ConvertRequest& request) {
   const ckpt::MoeLayer& layer = *ld.layer;
   const orc::Decision& d = ld.decision;
@@ -554,6 +587,7 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
     }
     lp.ranks.push_back(std::move(rp));
   }
+  lp.manifest.vllm = vllm_layer_json(loader_query(ld, lp.manifest, request, split.local_experts), lp.ranks.empty() ? std::vector<std::string>{} : role_names(lp.ranks.front()));
   return lp;
 }
 

@@ -4,8 +4,9 @@
 // or bytes from the input; drop a key; duplicate or drop an array element; swap two values), so
 // the mutations reach the checks behind the JSON structure. Properties: verify, with the source,
 // either refuses the artifact as bad input naming the manifest, or fails it (exit 5), or passes
-// it — and it passes only a manifest that says what the original says (the fields verify cannot
-// see, such as the version string or the source's file list, aside).
+// it — and it passes only a manifest that is what convert writes for the deployment the manifest
+// records (the fields verify cannot see, such as the version string or the source's file list,
+// aside).
 // fuzz-max-len: 512
 #include <filesystem>
 #include <fstream>
@@ -111,7 +112,12 @@ void apply_edit(json& m, fuzz::ByteReader& r, const std::vector<std::string>& st
       break;
     }
     case 1: v = strings.empty() ? json("") : json(strings[static_cast<size_t>(r.in_range(0, strings.size() - 1))]); break;
-    case 2: v = r.string(24); break;
+    case 2: {  // text from the input, kept printable so the edited manifest stays valid JSON
+      std::string text = r.string(24);
+      for (char& ch : text) ch = static_cast<char>(' ' + static_cast<unsigned char>(ch) % 95);
+      v = text;
+      break;
+    }
     case 3:
       if (!s.key.empty()) s.parent->erase(s.key);
       else s.parent->erase(s.index);
@@ -182,5 +188,20 @@ MOEPACK_FUZZ_TARGET(verify_manifest) {
     return;
   }
   if (!report.ok()) return;  // verify failed it: exit 5
-  MOEPACK_FUZZ_CHECK(provable(m) == provable(base.manifest), "verify passed a manifest that says something else:\n" + m.dump(1));
+  // Passed: the manifest must be what convert writes for the deployment it records (an edit
+  // that changes nothing convert does, such as --ep on one rank, is the truth).
+  const oracle::Deployment recorded = convert::deployment_from_target_json(m["target"], base.dir + "/moepack.json");
+  const std::string again = scratch().file("again" + std::to_string(counter));
+  fs::create_directories(again);
+  json written;
+  {
+    ckpt::Checkpoint ck = ckpt::open_checkpoint(base.source);
+    convert::ConvertRequest req;
+    req.target_json = convert::target_json(recorded);
+    convert::execute_plan(convert::build_conversion_plan(ck, convert::decide_layers(ck, recorded), req), again, convert::ExecutorOptions{1});
+    std::ifstream in(again + "/moepack.json");
+    written = json::parse(in);
+  }
+  fs::remove_all(again);
+  MOEPACK_FUZZ_CHECK(provable(m) == provable(written), "verify passed a manifest that is not what convert writes for its target:\n" + m.dump(1));
 }
