@@ -3,7 +3,11 @@
 // and the peer that won. Timings are not asserted: the machine is shared.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,12 +17,31 @@ namespace moepack::test {
 namespace {
 using nlohmann::json;
 
+// The binary run under `taskset -c 0` (an affinity mask of one CPU), stdout and exit code kept.
+CommandResult run_pinned_to_one_cpu(const TempDir& dir, const std::vector<std::string>& args) {
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = "taskset -c 0 " + quote(moepack_binary());
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " </dev/null >" + quote(dir.file("out")) + " 2>" + quote(dir.file("err"));
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const std::vector<uint8_t> out = read_file(dir.file("out")), err = read_file(dir.file("err"));
+  r.out.assign(out.begin(), out.end());
+  r.err.assign(err.begin(), err.end());
+  return r;
+}
+
 TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   if (std::system("taskset -c 0 true >/dev/null 2>&1") != 0) GTEST_SKIP() << "taskset (util-linux) cannot run here";
   TempDir dir;
   const std::string art = dir.file("a");
   ASSERT_EQ(run_moepack({"convert", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "cpu-amx", "-o", art, "-q"}).exit_code, 0);
-  CommandResult pinned = run_moepack_under("", {"taskset", "-c", "0"}, {"bench", "experts", art, "--tokens", "1,6", "--json"});
+  CommandResult pinned = run_pinned_to_one_cpu(dir, {"bench", "experts", art, "--tokens", "1,6", "--json"});
   ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
   const json doc = json::parse(pinned.out);
   EXPECT_EQ(doc["machine"]["threads"], 1) << "one CPU allowed, one thread";
@@ -40,7 +63,7 @@ TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   ASSERT_EQ(shapes.size(), 2u);
   EXPECT_EQ(shapes[0]["k"], shapes[1]["n"]) << "w13 reads the hidden size, w2 writes it";
 
-  CommandResult flag = run_moepack_under("", {"taskset", "-c", "0"}, {"bench", "experts", art, "--tokens", "1", "--threads", "3", "--json"});
+  CommandResult flag = run_pinned_to_one_cpu(dir, {"bench", "experts", art, "--tokens", "1", "--threads", "3", "--json"});
   ASSERT_EQ(flag.exit_code, 0) << flag.err;
   EXPECT_EQ(json::parse(flag.out)["machine"]["threads"], 3) << "--threads wins over the mask";
 }

@@ -66,12 +66,9 @@ std::string slurp(const std::string& path) {
 
 CommandResult run_moepack(const std::vector<std::string>& args) { return run_moepack_in("", args); }
 
-CommandResult run_moepack_in(const std::string& working_dir, const std::vector<std::string>& args) { return run_moepack_under(working_dir, {}, args); }
-
-CommandResult run_moepack_under(const std::string& working_dir, const std::vector<std::string>& launcher, const std::vector<std::string>& args) {
+CommandResult run_moepack_in(const std::string& working_dir, const std::vector<std::string>& args) {
   TempDir scratch;
   std::string cmd = working_dir.empty() ? std::string() : "cd " + shell_quote(working_dir) + " && ";
-  for (const auto& a : launcher) cmd += shell_quote(a) + " ";
   cmd += shell_quote(moepack_binary());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " </dev/null >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err"));

@@ -39,8 +39,6 @@ CommandResult run_moepack(const std::vector<std::string>& args);
 // The same, run from `working_dir`, so relative paths in `args` (and in what moepack prints)
 // are relative to it.
 CommandResult run_moepack_in(const std::string& working_dir, const std::vector<std::string>& args);
-// The same, started through `launcher` (e.g. {"taskset", "-c", "0"}).
-CommandResult run_moepack_under(const std::string& working_dir, const std::vector<std::string>& launcher, const std::vector<std::string>& args);
 
 std::string source_dir();  // the repository root
 std::string moepack_binary();
