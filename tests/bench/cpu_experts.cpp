@@ -3,10 +3,12 @@
 // figures hold on a machine other processes share (wall-clock figures are `moepack bench
 // experts`'s job). One gpt-oss-20b w13 projection: 5760 rows x 2880 columns.
 //   BM_PeakFma           12 independent 8-lane FMA chains: this core's FLOP/s limit
+//   BM_StreamRead        this core's read bandwidth from memory
 //   BM_PackedGemm/L/M    layout L (0 mxfp4, 1 bf16_amx, 2 bf16_vec, 3 fp8_block, 4 int8_vnni4),
 //                        M tokens; the weights of 8 such projections taken in turn (more than
 //                        the last-level cache), so few tokens read them from memory
-// Report GFLOP/s as a fraction of BM_PeakFma's, and bytes/s for one token.
+// Report GFLOP/s as a fraction of BM_PeakFma's, and one token's bytes/s as a fraction of
+// BM_StreamRead's.
 //   MOEPACK_CPU_ISA=avx2 build/tests/bench_cpu_experts --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -36,6 +38,26 @@ __attribute__((target("avx2,fma"))) void BM_PeakFma(benchmark::State& state) {
   state.counters["flops"] = benchmark::Counter(1000.0 * 12 * 16, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PeakFma);
+
+// One core's read bandwidth from memory: a 512 MiB buffer (far beyond the last-level cache)
+// summed with 8-lane loads, four independent chains.
+__attribute__((target("avx2,fma"))) void BM_StreamRead(benchmark::State& state) {
+  const size_t floats = size_t{128} << 20;
+  std::vector<float> buffer(floats, 1.0f);
+  for (auto _ : state) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < floats; i += 32) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(buffer.data() + i));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(buffer.data() + i + 8));
+      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(buffer.data() + i + 16));
+      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(buffer.data() + i + 24));
+    }
+    __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["bytes"] = benchmark::Counter(static_cast<double>(floats * 4), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
 
 struct PackedBytes {
   uint64_t weight, scale;
