@@ -43,6 +43,14 @@ std::vector<uint64_t> parse_tokens(const std::string& text) {
   return out;
 }
 
+// A oneDNN figure, or "-" where oneDNN has no implementation of that dtype on this CPU.
+std::string gflops_text(const std::optional<double>& gflops) {
+  if (!gflops) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", *gflops);
+  return text;
+}
+
 int run_bench(BenchCliOptions& o) {
   if (!o.layer.empty()) o.bench.layer = o.layer;
   o.bench.tokens = parse_tokens(o.tokens);
@@ -51,15 +59,22 @@ int run_bench(BenchCliOptions& o) {
     std::cout << safe_json_text(report::bench_json(r)) << std::endl;
     return 0;
   }
-  std::printf("machine  %s, %d threads, %s; stream read %.1f GB/s", r.cpu.c_str(), r.threads, r.isa.c_str(), r.stream_read_gbps);
-  if (r.onednn_bf16_gflops) std::printf("; oneDNN bf16 %.0f GFLOP/s", *r.onednn_bf16_gflops);
-  std::printf("\nlayer    %s: %llu experts, top-%llu, hidden %llu, intermediate %llu (%s)\n", r.prefix.c_str(), static_cast<unsigned long long>(r.num_experts),
+  std::printf("machine  %s, %d threads (%d CPUs allowed), %s kernels; stream read %.1f GB/s\n", r.cpu.c_str(), r.threads, r.allowed_cpus, r.isa.c_str(),
+              r.stream_read_gbps);
+  if (r.onednn.peer_gflops())
+    std::printf("oneDNN   %llu x %llu -> %llu and %llu x %llu -> %llu: f32 %s, bf16 %s GFLOP/s (peer: %s)\n", static_cast<unsigned long long>(r.onednn_rows),
+                static_cast<unsigned long long>(r.padded_hidden_size), static_cast<unsigned long long>(r.w13_rows), static_cast<unsigned long long>(r.onednn_rows),
+                static_cast<unsigned long long>(r.padded_intermediate_size), static_cast<unsigned long long>(r.padded_hidden_size), gflops_text(r.onednn.f32_gflops).c_str(),
+                gflops_text(r.onednn.bf16_gflops).c_str(), r.onednn.peer_dtype().c_str());
+  std::printf("layer    %s: %llu experts, top-%llu, hidden %llu, intermediate %llu (%s)\n", r.prefix.c_str(), static_cast<unsigned long long>(r.num_experts),
               static_cast<unsigned long long>(r.top_k), static_cast<unsigned long long>(r.hidden_size), static_cast<unsigned long long>(r.intermediate_size), r.layout.c_str());
-  std::printf("%8s %10s %12s %8s %9s %9s %9s\n", "tokens", "ms", "weight MB", "GB/s", "of stream", "GFLOP/s", "/ oneDNN");
+  std::printf("%8s %10s %12s %8s %9s %9s %10s %10s %9s\n", "tokens", "ms", "weight MB", "GB/s", "of stream", "GFLOP/s", "oneDNN f32", "bf16", "/ peer");
   for (const auto& x : r.results) {
     std::printf("%8llu %10.3f %12.1f %8.1f %8.0f%% %9.1f", static_cast<unsigned long long>(x.tokens), x.ms, static_cast<double>(x.weight_bytes) / 1e6, x.gbps,
                 100 * x.fraction_of_stream, x.gflops);
-    if (x.ratio_to_onednn) std::printf(" %8.2fx", *x.ratio_to_onednn);
+    if (x.ratio_to_onednn)
+      std::printf(" %10s %10s %8.2fx %s", gflops_text(x.onednn.f32_gflops).c_str(), gflops_text(x.onednn.bf16_gflops).c_str(), *x.ratio_to_onednn,
+                  x.onednn.peer_dtype().c_str());
     std::printf("\n");
   }
   return 0;
@@ -73,7 +88,7 @@ CommandRegistration reg(70, [](CLI::App& app) {
   ex->add_option("ARTIFACT", opts->bench.artifact, "Artifact directory (converted for cpu-amx)")->required();
   ex->add_option("--layer", opts->layer, "MoE layer prefix (default: the first)");
   ex->add_option("--tokens", opts->tokens, "Token counts, comma-separated (default 1,8,64,512)");
-  ex->add_option("--threads", opts->bench.threads, "Threads (default: all hardware threads)");
+  ex->add_option("--threads", opts->bench.threads, "Threads (default: the CPUs this process may use)");
   ex->add_option("--seed", opts->bench.seed, "Seed of the activations and routing");
   ex->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-bench(1))");
   ex->callback([opts] {

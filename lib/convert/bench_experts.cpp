@@ -1,6 +1,7 @@
 #include "lib/convert/bench_experts.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -15,11 +16,15 @@
 #include <tbb/task_arena.h>
 
 #include "lib/convert/artifact_runtime.h"
+#include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
 #include "lib/experts/seeded.h"
 
 #ifdef MOEPACK_HAVE_ONEDNN
+#include <dlfcn.h>
+
+#include <deque>
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
@@ -81,41 +86,125 @@ double stream_read_gbps() {
 }
 
 #ifdef MOEPACK_HAVE_ONEDNN
-// oneDNN's bf16 matmul, out [m, n] (f32) = src [m, k] · weights [k, n], the weights as a runtime
-// would hold dequantized experts. Primitives are cached per shape.
+// oneDNN's matmul of one input dtype, out [m, n] (f32) = src [m, k] · weights [k, n], the weights
+// in the layout oneDNN picks (format_tag::any: its own prepacked blocks, as a runtime holding
+// dense experts would keep them). Each (k, n) weight shape gets a pool of distinct buffers,
+// used in turn, so that consecutive GEMMs read different weights as distinct experts do (a
+// pool of one expert's weights would stay in the cache for small layers).
 class OneDnnMatmul {
  public:
-  OneDnnMatmul() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
-  struct Gemm {
-    dnnl::matmul prim;
-    dnnl::memory src, wei, dst;
-  };
-  Gemm& get(uint64_t m, uint64_t k, uint64_t n, void* weights) {
-    using tag = dnnl::memory::format_tag;
-    using dt = dnnl::memory::data_type;
-    const dnnl::memory::dims ds = {static_cast<int64_t>(m), static_cast<int64_t>(k)}, dw = {static_cast<int64_t>(k), static_cast<int64_t>(n)},
-                             dd = {static_cast<int64_t>(m), static_cast<int64_t>(n)};
-    dnnl::memory::desc src(ds, dt::bf16, tag::ab), wei(dw, dt::bf16, tag::ab), dst(dd, dt::f32, tag::ab);
-    auto key = std::make_tuple(m, k, n, weights);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), engine_);  // oneDNN 2.x (Debian 12)
-    Gemm g{dnnl::matmul(pd), dnnl::memory(src, engine_), dnnl::memory(wei, engine_, weights), dnnl::memory(dst, engine_)};
-    return cache_.emplace(key, std::move(g)).first->second;
-  }
-  void run(Gemm& g) {
-    g.prim.execute(stream_, {{DNNL_ARG_SRC, g.src}, {DNNL_ARG_WEIGHTS, g.wei}, {DNNL_ARG_DST, g.dst}});
+  OneDnnMatmul(dnnl::memory::data_type dtype, int threads) : dtype_(dtype), threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+  // One GEMM of m rows through the next buffer of the (k, n) pool.
+  void run(uint64_t m, uint64_t k, uint64_t n) {
+    Primitive& p = primitive(m, k, n);
+    Pool& pool = pool_for(p.weights_desc);
+    const dnnl::memory& w = pool.buffers[pool.next++ % pool.buffers.size()];
+    p.prim.execute(stream_, {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, p.dst}});
     stream_.wait();
   }
 
+  // Sets the OpenMP team size of the calling thread (Debian's oneDNN runs on libgomp, which
+  // reads neither the TBB arena nor the cgroup quota), so oneDNN uses the bench's threads. A
+  // oneDNN on another runtime has no omp_set_num_threads and keeps its own default.
+  void use_threads() const {
+    using SetThreads = void (*)(int);
+    static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    if (set) set(threads_);
+  }
+
  private:
+  struct Primitive {
+    dnnl::matmul prim;
+    dnnl::memory::desc weights_desc;
+    dnnl::memory src, dst;
+  };
+  struct Pool {
+    dnnl::memory::desc desc;
+    std::vector<dnnl::memory> buffers;
+    size_t next = 0;
+  };
+  // Distinct weight buffers per shape: up to this many bytes, at least two.
+  static constexpr size_t kPoolBytes = size_t{256} << 20;
+
+  Primitive& primitive(uint64_t m, uint64_t k, uint64_t n) {
+    const auto key = std::make_tuple(m, k, n);
+    if (auto it = primitives_.find(key); it != primitives_.end()) return it->second;
+    using tag = dnnl::memory::format_tag;
+    const auto dim = [](uint64_t v) { return static_cast<dnnl::memory::dim>(v); };
+    const dnnl::memory::desc src({dim(m), dim(k)}, dtype_, tag::ab), wei({dim(k), dim(n)}, dtype_, tag::any),
+        dst({dim(m), dim(n)}, dnnl::memory::data_type::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), engine_);  // oneDNN 2.x (Debian 12)
+    Primitive p{dnnl::matmul(pd), pd.weights_desc(), dnnl::memory(pd.src_desc(), engine_), dnnl::memory(pd.dst_desc(), engine_)};
+    fill(p.src);
+    return primitives_.emplace(key, std::move(p)).first->second;
+  }
+
+  Pool& pool_for(const dnnl::memory::desc& desc) {
+    for (Pool& p : pools_)
+      if (p.desc == desc) return p;
+    Pool& p = pools_.emplace_back(Pool{desc, {}, 0});
+    const size_t count = std::max<size_t>(2, kPoolBytes / std::max<size_t>(1, desc.get_size()));
+    for (size_t i = 0; i < count; ++i) fill(p.buffers.emplace_back(desc, engine_));
+    return p;
+  }
+
+  // Ones (f32 or bf16 bits, padding included): finite values, no subnormal slow paths.
+  void fill(const dnnl::memory& mem) const {
+    const size_t bytes = mem.get_desc().get_size();
+    auto* data = static_cast<uint8_t*>(mem.get_data_handle());
+    if (dtype_ == dnnl::memory::data_type::f32) std::fill_n(reinterpret_cast<float*>(data), bytes / 4, 1.0f);
+    else std::fill_n(reinterpret_cast<uint16_t*>(data), bytes / 2, uint16_t{0x3F80});
+  }
+
+  dnnl::memory::data_type dtype_;
+  int threads_;
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t, void*>, Gemm> cache_;
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Primitive> primitives_;
+  std::deque<Pool> pools_;
 };
 #endif
 
+// GFLOP/s of oneDNN's f32 and bf16 matmuls over `gemms` (m, k, n), run in order as one pass
+// (median over passes); none without oneDNN. Each dtype's buffers are freed before the next.
+OneDnnPeers onednn_peers(const std::vector<std::array<uint64_t, 3>>& gemms, int threads, double min_seconds) {
+  OneDnnPeers peers;
+#ifdef MOEPACK_HAVE_ONEDNN
+  double flops = 0;
+  for (const auto& [m, k, n] : gemms) flops += 2.0 * static_cast<double>(m * k * n);
+  for (const auto dtype : {dnnl::memory::data_type::f32, dnnl::memory::data_type::bf16}) {
+    OneDnnMatmul dnn(dtype, threads);
+    dnn.use_threads();
+    try {
+      for (const auto& [m, k, n] : gemms) dnn.run(m, k, n);  // primitives made and buffers filled before timing
+    } catch (const dnnl::error&) {
+      continue;  // no implementation on this CPU (oneDNN 2.x runs bf16 from AVX-512 on): that figure stays null
+    }
+    const double s = median_seconds(
+        [&] {
+          for (const auto& [m, k, n] : gemms) dnn.run(m, k, n);
+        },
+        min_seconds);
+    (dtype == dnnl::memory::data_type::f32 ? peers.f32_gflops : peers.bf16_gflops) = flops / s / 1e9;
+  }
+#else
+  (void)gemms, (void)threads, (void)min_seconds;
+#endif
+  return peers;
+}
+
 }  // namespace
+
+std::string OneDnnPeers::peer_dtype() const {
+  if (!f32_gflops && !bf16_gflops) return {};
+  return bf16_gflops.value_or(0) > f32_gflops.value_or(0) ? "bf16" : "f32";
+}
+
+std::optional<double> OneDnnPeers::peer_gflops() const {
+  if (!f32_gflops && !bf16_gflops) return std::nullopt;
+  return std::max(f32_gflops.value_or(0), bf16_gflops.value_or(0));
+}
 
 bool bench_has_onednn() {
 #ifdef MOEPACK_HAVE_ONEDNN
@@ -134,10 +223,11 @@ BenchReport bench_experts(const BenchOptions& o) {
                                       "INT8 W8A8 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
                                       " (convert with --target cpu-amx)");
   const artifact::Layer& L = rt.manifest().layers[li];
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = thread_count(o.threads);
   BenchReport rep;
   rep.cpu = cpu_name();
   rep.threads = threads;
+  rep.allowed_cpus = allowed_cpus();
   rep.isa = std::string(experts::cpu_isa_name(experts::best_cpu_isa()));
   rep.prefix = L.prefix;
   rep.layout = L.ranks.at(0).tensors.at("w13_weight").layout;
@@ -146,32 +236,32 @@ BenchReport bench_experts(const BenchOptions& o) {
   rep.hidden_size = L.hidden_size;
   rep.intermediate_size = L.intermediate_size;
   const uint64_t Hp = L.padded_hidden_size, P = L.padded_intermediate_size, n13 = L.gated ? 2 * P : P;
+  rep.padded_hidden_size = Hp;
+  rep.padded_intermediate_size = P;
+  rep.w13_rows = n13;
+  // The GEMMs of one expert with m rows, as oneDNN's matmul takes them: [m, Hp] · [Hp, n13], then
+  // [m, P] · [P, Hp].
+  auto expert_gemms = [&](uint64_t m, std::vector<std::array<uint64_t, 3>>& out) {
+    out.push_back({m, Hp, n13});
+    out.push_back({m, P, Hp});
+  };
 
   tbb::task_arena arena(threads);
   arena.execute([&] {
     rep.stream_read_gbps = stream_read_gbps();
-#ifdef MOEPACK_HAVE_ONEDNN
-    OneDnnMatmul dnn;
-    // Dequantized weights of the experts a batch routes to, allocated as they are first needed.
-    std::vector<std::vector<uint16_t>> w13(static_cast<size_t>(L.num_experts)), w2(static_cast<size_t>(L.num_experts));
-    auto weights = [&](std::vector<uint16_t>& w, uint64_t n) -> void* {
-      if (w.empty()) w.assign(static_cast<size_t>(n), 0x3F80);
-      return w.data();
-    };
-    {
-      const uint64_t m = std::max<uint64_t>(512, 1);
-      auto& g = dnn.get(m, Hp, n13, weights(w13[0], Hp * n13));
-      const double s = median_seconds([&] { dnn.run(g); }, o.min_seconds);
-      rep.onednn_bf16_gflops = 2.0 * static_cast<double>(m * Hp * n13) / s / 1e9;
-    }
-#endif
+    // The machine's peer figure: one expert's GEMMs at the rows it gets in a 512-token batch.
+    rep.onednn_rows = std::max<uint64_t>(1, (512 * L.top_k + L.num_experts - 1) / std::max<uint64_t>(1, L.num_experts));
+    std::vector<std::array<uint64_t, 3>> one;
+    expert_gemms(rep.onednn_rows, one);
+    rep.onednn = onednn_peers(one, threads, o.min_seconds);
     for (uint64_t T : o.tokens) {
       if (T == 0) continue;
       const std::vector<float> x = experts::seeded_normal(o.seed * 2 + 1, T * L.hidden_size), logits = experts::seeded_normal(o.seed * 2 + 2, T * L.num_experts);
       const uint64_t vocab = rt.hash_vocab(li);  // DeepSeek-V4 hash layers route by token id
       const std::vector<int64_t> ids = vocab ? experts::seeded_indices(o.seed * 2 + 3, T, vocab) : std::vector<int64_t>{};
       const experts::Routing routing = rt.route(li, logits, T, vocab ? &ids : nullptr);
-      experts::CpuExpertsOptions co;  // runs inside this arena
+      experts::CpuExpertsOptions co;
+      co.threads = threads;  // this arena's: every forward runs in it
       BenchResult r;
       r.tokens = T;
       const double s = median_seconds([&] { rt.run_fast_cpu(li, x, routing, T, co); }, o.min_seconds);
@@ -181,20 +271,13 @@ BenchReport bench_experts(const BenchOptions& o) {
       r.fraction_of_stream = r.gbps / rep.stream_read_gbps;
       const double flops = 2.0 * static_cast<double>(T * routing.top_k) * static_cast<double>(n13 * Hp + Hp * P);
       r.gflops = flops / s / 1e9;
-#ifdef MOEPACK_HAVE_ONEDNN
+      // The same routed GEMMs through oneDNN: each expert's rows, in expert order.
       std::map<uint32_t, uint64_t> per_expert;
       for (uint32_t e : routing.ids) ++per_expert[e];
-      const double sd = median_seconds(
-          [&] {
-            for (auto [e, m] : per_expert) {
-              dnn.run(dnn.get(m, Hp, n13, weights(w13[e], Hp * n13)));
-              dnn.run(dnn.get(m, P, Hp, weights(w2[e], P * Hp)));
-            }
-          },
-          o.min_seconds);
-      r.onednn_bf16_gflops = flops / sd / 1e9;
-      r.ratio_to_onednn = r.gflops / *r.onednn_bf16_gflops;
-#endif
+      std::vector<std::array<uint64_t, 3>> routed;
+      for (const auto& [e, m] : per_expert) expert_gemms(m, routed);
+      r.onednn = onednn_peers(routed, threads, o.min_seconds);
+      if (const auto peer = r.onednn.peer_gflops()) r.ratio_to_onednn = r.gflops / *peer;
       rep.results.push_back(r);
     }
   });

@@ -20,6 +20,7 @@
 
 #include "formats/safetensors/writer.h"
 #include "lib/core/cancel.h"
+#include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
@@ -512,7 +513,8 @@ std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t 
 }
 
 artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& staging_dir, const ExecutorOptions& options) {
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // By default as many threads as the CPUs this process may use (affinity mask, cgroup quota).
+  const int threads = thread_count(options.threads);
   // More workers than cores only adds contention (and a TBB warning); the batch size still
   // follows `threads`, which does not change the output bytes.
   tbb::task_arena arena(std::min<int>(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));

@@ -77,7 +77,7 @@ struct ConversionPlan {
 };
 
 struct ExecutorOptions {
-  int threads = 0;                      // 0: all hardware threads
+  int threads = 0;                      // 0: the CPUs this process may use (lib/core/cpus.h)
   uint64_t max_shard_bytes = 5'000'000'000;
   bool show_progress = false;
 };

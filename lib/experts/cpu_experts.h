@@ -86,7 +86,7 @@ std::string cpu_isa_unavailable(CpuIsa isa);
 CpuIsa best_cpu_isa();
 
 struct CpuExpertsOptions {
-  int threads = 0;  // 0: the calling arena's (oneTBB's default outside one)
+  int threads = 0;  // 0: the CPUs this process may use (affinity mask and cgroup quota, lib/core/cpus.h)
   CpuIsa isa = best_cpu_isa();
 };
 

@@ -30,6 +30,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 
@@ -514,36 +515,193 @@ MOEPACK_AVX2_INLINE __m256 x8(const float* x, uint64_t s) {
   }
 }
 
-// Tokens one at a time, rows an octet at a time; x as floats (the BF16 activations widened).
+// Tokens one at a time; x as floats (the BF16 activations widened). Decode: each token reads
+// the block's packed bytes once, decoding them in registers. A pass over the block's steps
+// covers as many row octets as eight accumulators hold (four for column pairs, two for quads:
+// the whole step's bytes, or its first and then its second 64-byte half), so every cache line
+// of the block is read from memory once, and eight independent FMA chains keep both FMA units
+// busy.
 template <class T>
-MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+MOEPACK_AVX2 void avx2_block_per_token(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
   constexpr int kPer = static_cast<int>(T::kStepK);  // vectors per step and octet
+  constexpr int kOctets = 8 / kPer;                  // octets per pass
   const T t(g, nb);
   const uint64_t steps = g.k / T::kStepK, group_steps = T::kScaled ? T::kGroupSteps : steps;
   for (uint64_t i = 0; i < m; ++i) {
     const float* xm = x + i * g.k;
     float* o = out + i * g.n + nb * kBlockRows;
-    for (int oct = 0; oct < 4; ++oct) {
-      __m256 total = _mm256_setzero_ps();
+    for (int o0 = 0; o0 < 4; o0 += kOctets) {
+      __m256 total[kOctets];
+      for (auto& v : total) v = _mm256_setzero_ps();
       for (uint64_t g0 = 0; g0 < steps; g0 += group_steps) {
         const uint64_t g1 = std::min(steps, g0 + group_steps);
-        __m256 acc[2][kPer];  // two banks (even and odd steps) for the FMA latency
-        for (auto& bank : acc)
-          for (auto& a : bank) a = _mm256_setzero_ps();
-        for (uint64_t s = g0; s < g1; s += 2)
-          for (int b = 0; b < 2; ++b) {
-            const __m256 xv = x8<T::kStepK>(xm, s + b);
-            for (int j = 0; j < kPer; ++j) acc[b][j] = _mm256_fmadd_ps(t.load8(s + b, oct, j), xv, acc[b][j]);
-          }
-        __m256 sum[kPer];
-        for (int j = 0; j < kPer; ++j) sum[j] = _mm256_add_ps(acc[0][j], acc[1][j]);
-        const __m256 r = avx2_rows<kPer>(sum);
-        if constexpr (T::kScaled) total = _mm256_fmadd_ps(r, t.scale8(g0 / T::kGroupSteps, oct), total);
-        else total = _mm256_add_ps(total, r);
+        __m256 acc[kOctets][kPer];
+        for (auto& octet : acc)
+          for (auto& a : octet) a = _mm256_setzero_ps();
+        for (uint64_t s = g0; s < g1; ++s) {
+          const __m256 xv = x8<T::kStepK>(xm, s);
+          for (int u = 0; u < kOctets; ++u)
+            for (int j = 0; j < kPer; ++j) acc[u][j] = _mm256_fmadd_ps(t.load8(s, o0 + u, j), xv, acc[u][j]);
+        }
+        for (int u = 0; u < kOctets; ++u) {
+          const __m256 r = avx2_rows<kPer>(acc[u]);
+          if constexpr (T::kScaled) total[u] = _mm256_fmadd_ps(r, t.scale8(g0 / T::kGroupSteps, o0 + u), total[u]);
+          else total[u] = _mm256_add_ps(total[u], r);
+        }
       }
-      _mm256_storeu_ps(o + 8 * oct, total);
+      for (int u = 0; u < kOctets; ++u) _mm256_storeu_ps(o + 8 * (o0 + u), total[u]);
     }
   }
+}
+
+// Several tokens (prefill): the block is decoded once per chunk of kPanelK columns into a panel
+// of floats, its scales folded in (an E8M0 scale is exact; an FP8 block or INT8 row scale rounds
+// each weight once in FP32, 2^-24 relative), columns outer: panel[c][32] holds column c of the
+// 32 rows. Every token tile then runs over the panel from L1 (16 KiB) with kTileTokens x 16
+// accumulators in registers: per column two panel loads, kTileTokens broadcasts and
+// 2 kTileTokens FMAs (the 6 x 16 shape of BLIS' Haswell SGEMM kernel), so the decode is paid once
+// per block and chunk instead of once per token. Each output is one FMA chain over k in
+// order, whatever the tiles and threads.
+//
+// Columns come out of the decoded registers by an in-register transpose that leaves the rows of
+// each octet permuted (kStepK 2: 0 1 4 5 2 3 6 7, kStepK 4: 0 2 4 6 1 3 5 7); the scales are
+// permuted the same way, and the sums are put back in row order when they are stored.
+constexpr uint64_t kPanelK = 128;        // columns per panel: 128 x 32 floats, 16 KiB
+constexpr int kTileTokens = 6;           // token rows per register tile
+constexpr uint64_t kPanelMinTokens = 2;  // from here a block is decoded into panels
+
+template <uint64_t StepK>
+MOEPACK_AVX2_INLINE __m256i panel_order() {
+  if constexpr (StepK == 2) return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  else return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+}
+// The permutation back to row order: lane r of the result is the lane holding row r.
+template <uint64_t StepK>
+MOEPACK_AVX2_INLINE __m256i row_order() {
+  if constexpr (StepK == 2) return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);  // its own inverse
+  else return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+}
+
+// Steps [s0, s1) of the block decoded into panel[(s - s0) kStepK + c][32], scaled.
+template <class T>
+MOEPACK_AVX2_INLINE void avx2_decode_panel(const T& t, uint64_t s0, uint64_t s1, float* panel) {
+  for (uint64_t g0 = s0; g0 < s1;) {
+    const uint64_t group = T::kScaled ? g0 / T::kGroupSteps : 0;
+    const uint64_t g1 = T::kScaled ? std::min(s1, (group + 1) * T::kGroupSteps) : s1;
+    __m256 sc[4];
+    if constexpr (T::kScaled)
+      for (int o = 0; o < 4; ++o) sc[o] = _mm256_permutevar8x32_ps(t.scale8(group, o), panel_order<T::kStepK>());
+    for (uint64_t s = g0; s < g1; ++s) {
+      float* col = panel + (s - s0) * T::kStepK * kBlockRows;
+      for (int o = 0; o < 4; ++o) {
+        __m256 c[T::kStepK];
+        if constexpr (T::kStepK == 2) {
+          const __m256 a = t.load8(s, o, 0), b = t.load8(s, o, 1);  // rows 0-3 and 4-7, column pairs
+          c[0] = _mm256_shuffle_ps(a, b, 0x88);
+          c[1] = _mm256_shuffle_ps(a, b, 0xDD);
+        } else {
+          const __m256 v0 = t.load8(s, o, 0), v1 = t.load8(s, o, 1), v2 = t.load8(s, o, 2), v3 = t.load8(s, o, 3);  // rows 2j, 2j+1: four columns
+          const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpacklo_ps(v2, v3), t2 = _mm256_unpackhi_ps(v0, v1), t3 = _mm256_unpackhi_ps(v2, v3);
+          c[0] = _mm256_shuffle_ps(t0, t1, 0x44);
+          c[1] = _mm256_shuffle_ps(t0, t1, 0xEE);
+          c[2] = _mm256_shuffle_ps(t2, t3, 0x44);
+          c[3] = _mm256_shuffle_ps(t2, t3, 0xEE);
+        }
+        for (uint64_t j = 0; j < T::kStepK; ++j) {
+          if constexpr (T::kScaled) c[j] = _mm256_mul_ps(c[j], sc[o]);
+          _mm256_store_ps(col + j * kBlockRows + 8 * o, c[j]);
+        }
+      }
+    }
+    g0 = g1;
+  }
+}
+
+// An accumulator's start: zero, or the sums so far (in row order at `o`) in panel order.
+MOEPACK_AVX2_INLINE __m256 panel_start(bool zero, const float* o, __m256i to_panel) {
+  return zero ? _mm256_setzero_ps() : _mm256_permutevar8x32_ps(_mm256_loadu_ps(o), to_panel);
+}
+
+// Tokens [0, Rows) (x rows ldx apart) times half h (rows 16h..16h+15) of a panel of `cols`
+// columns; the sums continue those in out (ldo apart) unless `first`. The accumulators are
+// named variables, not an array: GCC 12 keeps an array of twelve vectors in memory and stores
+// every one after each FMA, which halves the kernel's speed.
+template <uint64_t StepK, int Rows>
+MOEPACK_AVX2 void avx2_panel_tile(const float* panel, uint64_t cols, int h, const float* x, uint64_t ldx, float* out, uint64_t ldo, bool first) {
+  static_assert(Rows >= 1 && Rows <= 6, "six token rows at most: 12 accumulators, 2 weights, 1 broadcast");
+  const __m256i to_panel = panel_order<StepK>(), to_rows = row_order<StepK>();
+#define MOEPACK_PANEL_START(i, v) panel_start(first || i >= Rows, out + i * ldo + 16 * h + 8 * v, to_panel)
+  __m256 a00 = MOEPACK_PANEL_START(0, 0), a01 = MOEPACK_PANEL_START(0, 1), a10 = MOEPACK_PANEL_START(1, 0), a11 = MOEPACK_PANEL_START(1, 1);
+  __m256 a20 = MOEPACK_PANEL_START(2, 0), a21 = MOEPACK_PANEL_START(2, 1), a30 = MOEPACK_PANEL_START(3, 0), a31 = MOEPACK_PANEL_START(3, 1);
+  __m256 a40 = MOEPACK_PANEL_START(4, 0), a41 = MOEPACK_PANEL_START(4, 1), a50 = MOEPACK_PANEL_START(5, 0), a51 = MOEPACK_PANEL_START(5, 1);
+#undef MOEPACK_PANEL_START
+  const float* p = panel + 16 * h;
+  for (uint64_t c = 0; c < cols; ++c, p += kBlockRows) {
+    const __m256 w0 = _mm256_load_ps(p), w1 = _mm256_load_ps(p + 8);
+#define MOEPACK_PANEL_ROW(i)                                          \
+  if constexpr (Rows > i) {                                           \
+    const __m256 xv = _mm256_broadcast_ss(x + i * ldx + c);           \
+    a##i##0 = _mm256_fmadd_ps(w0, xv, a##i##0);                       \
+    a##i##1 = _mm256_fmadd_ps(w1, xv, a##i##1);                       \
+  }
+    MOEPACK_PANEL_ROW(0)
+    MOEPACK_PANEL_ROW(1)
+    MOEPACK_PANEL_ROW(2)
+    MOEPACK_PANEL_ROW(3)
+    MOEPACK_PANEL_ROW(4)
+    MOEPACK_PANEL_ROW(5)
+#undef MOEPACK_PANEL_ROW
+  }
+  const __m256 sums[6][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
+  for (int i = 0; i < Rows; ++i)
+    for (int v = 0; v < 2; ++v) _mm256_storeu_ps(out + i * ldo + 16 * h + 8 * v, _mm256_permutevar8x32_ps(sums[i][v], to_rows));
+}
+
+// The last `rem` (< kTileTokens) tokens in one tile of that size.
+template <uint64_t StepK, int Rows>
+MOEPACK_AVX2 void avx2_panel_rest(uint64_t rem, const float* panel, uint64_t cols, int h, const float* x, uint64_t ldx, float* out, uint64_t ldo, bool first) {
+  if constexpr (Rows > 0) {
+    if (rem == Rows) return avx2_panel_tile<StepK, Rows>(panel, cols, h, x, ldx, out, ldo, first);
+    avx2_panel_rest<StepK, Rows - 1>(rem, panel, cols, h, x, ldx, out, ldo, first);
+  }
+}
+
+template <class T>
+MOEPACK_AVX2 void avx2_block_panels(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  const T t(g, nb);
+  constexpr uint64_t kPanelSteps = kPanelK / T::kStepK;
+  alignas(32) float panel[kPanelK * kBlockRows];
+  float* o = out + nb * kBlockRows;
+  const uint64_t steps = g.k / T::kStepK;
+  for (uint64_t s0 = 0; s0 < steps; s0 += kPanelSteps) {
+    const uint64_t s1 = std::min(steps, s0 + kPanelSteps), cols = (s1 - s0) * T::kStepK, c0 = s0 * T::kStepK;
+    avx2_decode_panel(t, s0, s1, panel);
+    for (int h = 0; h < 2; ++h) {
+      uint64_t i = 0;
+      for (; i + kTileTokens <= m; i += kTileTokens)
+        avx2_panel_tile<T::kStepK, kTileTokens>(panel, cols, h, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);
+      if (i < m) avx2_panel_rest<T::kStepK, kTileTokens - 1>(m - i, panel, cols, h, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);
+    }
+  }
+}
+
+// A layout may decode one token its own way (T::avx2_one_token: whole steps in registers); it
+// returns false for a block it leaves to the generic kernel (FP8 NaN codes).
+template <class T>
+concept HasAvx2OneToken = requires(const T& t, const float* x, uint64_t steps, float* out) {
+  { t.avx2_one_token(x, steps, out) } -> std::same_as<bool>;
+};
+
+template <class T>
+MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  if (m >= kPanelMinTokens) return avx2_block_panels<T>(g, nb, x, m, out);
+  if constexpr (HasAvx2OneToken<T>) {
+    const T t(g, nb);
+    bool done = true;
+    for (uint64_t i = 0; i < m && done; ++i) done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+    if (done) return;
+  }
+  avx2_block_per_token<T>(g, nb, x, m, out);
 }
 
 // ---- portable ----------------------------------------------------------------------------

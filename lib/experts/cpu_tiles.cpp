@@ -37,13 +37,15 @@ MOEPACK_AVX512_BF16_INLINE __m512 e8m0_to_ps(__m128i bytes) {
   return _mm512_castsi512_ps(bits);
 }
 
-MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(const uint8_t* s) {
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+// The low 8 bytes of `bytes` as E8M0 scales.
+MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(__m128i bytes) {
+  const __m256i v = _mm256_cvtepu8_epi32(bytes);
   __m256i bits = _mm256_slli_epi32(v, 23);
   bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(v, _mm256_setzero_si256()));
   bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(v, _mm256_set1_epi32(255)));
   return _mm256_castsi256_ps(bits);
 }
+MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(const uint8_t* s) { return e8m0_to_ps_avx2(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))); }
 
 struct Mxfp4Tiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 16, kChunkSteps = 128;
@@ -76,6 +78,57 @@ struct Mxfp4Tiles {
     return _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(8)), 28)));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int o) const { return e8m0_to_ps_avx2(s + g * kBlockRows + 8 * o); }
+
+  // One token on AVX2 (decode, bound by the bytes read): a step's 32 bytes are decoded whole in
+  // registers, never stored. Byte tables (vpshufb) give each code's BF16 bits as a high and a
+  // low byte; interleaved into words, then into the upper halves of 32-bit lanes, they are the
+  // floats. Within each 128-bit lane the unpacks keep the bytes' order, so the float registers
+  // hold, for the low nibbles, f[q] = rows (2q, 2q+1 | 8+2q, 9+2q), each as its column pair
+  // (f[q] for the high nibbles: the same rows + 16). Eight accumulators, one per register, are
+  // as many FMA chains as the FMA units keep in flight; each scale group's sums are reduced to
+  // rows (hadd) and scaled once, in group order.
+  MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
+    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i high_bytes = _mm256_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF), char(0xBF), char(0xBF),
+                                                char(0xC0), char(0xC0), char(0xC0), char(0xC0), 0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                                                char(0x80), char(0xBF), char(0xBF), char(0xBF), char(0xC0), char(0xC0), char(0xC0), char(0xC0));
+    const __m256i low_bytes = _mm256_setr_epi8(0x00, 0x00, char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0), 0x00, 0x00, char(0x80), char(0xC0),
+                                               0x00, 0x40, char(0x80), char(0xC0), 0x00, 0x00, char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0),
+                                               0x00, 0x00, char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0));
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows [0-3|8-11], [4-7|12-15], +16
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (uint64_t st = g0; st < g0 + kGroupSteps; ++st) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + st * kBlockRows));
+        double pair;
+        std::memcpy(&pair, x + 2 * st, 8);
+        const __m256 xv = _mm256_castpd_ps(_mm256_set1_pd(pair));
+        const __m256i codes[2] = {_mm256_and_si256(bytes, nibble), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble)};
+        for (int half = 0; half < 2; ++half) {
+          const __m256i hi = _mm256_shuffle_epi8(high_bytes, codes[half]), lo = _mm256_shuffle_epi8(low_bytes, codes[half]);
+          const __m256i words[2] = {_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi)};
+          for (int q = 0; q < 4; ++q) {
+            const __m256i bits = q % 2 ? _mm256_unpackhi_epi16(zero, words[q / 2]) : _mm256_unpacklo_epi16(zero, words[q / 2]);
+            acc[4 * half + q] = _mm256_fmadd_ps(_mm256_castsi256_ps(bits), xv, acc[4 * half + q]);
+          }
+        }
+      }
+      // Scales of rows (0-3 | 8-11) and (4-7 | 12-15) of each half: dwords 0, 2 and 1, 3 of its 16 bytes.
+      const uint8_t* sg = s + (g0 / kGroupSteps) * kBlockRows;
+      for (int half = 0; half < 2; ++half) {
+        const __m128i q = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg + 16 * half)), _MM_SHUFFLE(3, 1, 2, 0));
+        const __m256 sc[2] = {e8m0_to_ps_avx2(q), e8m0_to_ps_avx2(_mm_unpackhi_epi64(q, q))};
+        for (int j = 0; j < 2; ++j)
+          total[2 * half + j] = _mm256_fmadd_ps(_mm256_hadd_ps(acc[4 * half + 2 * j], acc[4 * half + 2 * j + 1]), sc[j], total[2 * half + j]);
+      }
+    }
+    for (int half = 0; half < 2; ++half) {
+      _mm256_storeu_ps(out + 16 * half, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x20));
+      _mm256_storeu_ps(out + 16 * half + 8, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x31));
+    }
+    return true;  // every E2M1 code is finite
+  }
 
   float value(uint64_t r, uint64_t k) const {
     const uint8_t byte = w[(k / 2) * kBlockRows + 2 * (r % 16) + k % 2];
@@ -228,6 +281,53 @@ struct Fp8BlockTiles {
   // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
   MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const { return e4m3_to_ps_avx2(w + step * 2 * kBlockRows + 8 * (2 * o + j)); }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int) const { return _mm256_set1_ps(scales[g]); }
+
+  // One token on AVX2 (decode): each 32-byte half of a step (rows 0-15, then 16-31) decoded
+  // whole. Widened to words (the byte in the high half), E4M3's sign and 7 magnitude bits are
+  // moved to BF16's places: sign stays at bit 15, magnitude shifted right by 4, so the float
+  // with those top 16 bits is the value times 2^-120, which one multiply by 2^120 makes exact
+  // (E4M3 subnormals are then FP32 subnormals, and the multiply restores them too). The rows
+  // lie as in the MXFP4 decode: f[q] = rows (2q, 2q+1 | 8+2q, 9+2q) of the half, column pairs.
+  // The NaN code (0x7F, 0xFF) would decode to 480: a block that holds one is run again by the
+  // generic kernel, which decodes it as NaN. Returns false then.
+  MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
+    const __m256i zero = _mm256_setzero_si256(), sign = _mm256_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm256_set1_epi16(0x07F0);
+    const __m256i seven_bits = _mm256_set1_epi8(0x7F);
+    const __m256 two_to_120 = _mm256_set1_ps(0x1p120f);
+    __m256i nan_codes = zero;
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows [0-3|8-11], [4-7|12-15], +16
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      const uint64_t g1 = std::min(steps, g0 + kGroupSteps);
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (uint64_t st = g0; st < g1; ++st) {
+        double pair;
+        std::memcpy(&pair, x + 2 * st, 8);
+        const __m256 xv = _mm256_castpd_ps(_mm256_set1_pd(pair));
+        for (int half = 0; half < 2; ++half) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + st * 2 * kBlockRows + 32 * half));
+          nan_codes = _mm256_or_si256(nan_codes, _mm256_cmpeq_epi8(_mm256_and_si256(bytes, seven_bits), seven_bits));
+          for (int p = 0; p < 2; ++p) {
+            const __m256i words = p ? _mm256_unpackhi_epi8(zero, bytes) : _mm256_unpacklo_epi8(zero, bytes);
+            const __m256i bf16 = _mm256_or_si256(_mm256_and_si256(words, sign), _mm256_and_si256(_mm256_srli_epi16(words, 4), magnitude));
+            for (int q = 0; q < 2; ++q) {
+              const __m256i bits = q ? _mm256_unpackhi_epi16(zero, bf16) : _mm256_unpacklo_epi16(zero, bf16);
+              const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), two_to_120);
+              acc[4 * half + 2 * p + q] = _mm256_fmadd_ps(v, xv, acc[4 * half + 2 * p + q]);
+            }
+          }
+        }
+      }
+      const __m256 sc = _mm256_set1_ps(scales[g0 / kGroupSteps]);
+      for (int j = 0; j < 4; ++j) total[j] = _mm256_fmadd_ps(_mm256_hadd_ps(acc[2 * j], acc[2 * j + 1]), sc, total[j]);
+    }
+    if (!_mm256_testz_si256(nan_codes, nan_codes)) return false;
+    for (int half = 0; half < 2; ++half) {
+      _mm256_storeu_ps(out + 16 * half, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x20));
+      _mm256_storeu_ps(out + 16 * half + 8, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x31));
+    }
+    return true;
+  }
 
   float value(uint64_t r, uint64_t k) const { return e4m3_to_float(w[(k / 2) * 2 * kBlockRows + 2 * r + k % 2]); }
   float scale_at(uint64_t, uint64_t g) const { return scales[g]; }

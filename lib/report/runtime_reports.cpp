@@ -45,11 +45,34 @@ nlohmann::ordered_json run_json(const convert::RunReport& r, const convert::RunO
 }
 
 nlohmann::ordered_json bench_json(const convert::BenchReport& r) {
+  // Keys of the first version first, their meaning kept; later additions after them.
+  auto peer_dtype = [](const convert::OneDnnPeers& p) -> nlohmann::ordered_json {
+    const std::string d = p.peer_dtype();
+    return d.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d);
+  };
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (const auto& x : r.results)
-    results.push_back({{"tokens", x.tokens}, {"ms", x.ms}, {"weight_bytes", x.weight_bytes}, {"gbps", x.gbps}, {"fraction_of_stream", x.fraction_of_stream},
-                       {"gflops", x.gflops}, {"onednn_bf16_gflops", or_null(x.onednn_bf16_gflops)}, {"ratio_to_onednn", or_null(x.ratio_to_onednn)}});
-  return {{"machine", {{"cpu", r.cpu}, {"threads", r.threads}, {"isa", r.isa}, {"stream_read_gbps", r.stream_read_gbps}, {"onednn_bf16_gflops", or_null(r.onednn_bf16_gflops)}}},
+    results.push_back({{"tokens", x.tokens},
+                       {"ms", x.ms},
+                       {"weight_bytes", x.weight_bytes},
+                       {"gbps", x.gbps},
+                       {"fraction_of_stream", x.fraction_of_stream},
+                       {"gflops", x.gflops},
+                       {"onednn_bf16_gflops", or_null(x.onednn.bf16_gflops)},
+                       {"ratio_to_onednn", or_null(x.ratio_to_onednn)},
+                       {"onednn_f32_gflops", or_null(x.onednn.f32_gflops)},
+                       {"peer_dtype", peer_dtype(x.onednn)}});
+  return {{"machine",
+           {{"cpu", r.cpu},
+            {"threads", r.threads},
+            {"isa", r.isa},
+            {"stream_read_gbps", r.stream_read_gbps},
+            {"onednn_bf16_gflops", or_null(r.onednn.bf16_gflops)},
+            {"allowed_cpus", r.allowed_cpus},
+            {"onednn_f32_gflops", or_null(r.onednn.f32_gflops)},
+            {"peer_dtype", peer_dtype(r.onednn)},
+            {"onednn_shapes",
+             {{{"m", r.onednn_rows}, {"k", r.padded_hidden_size}, {"n", r.w13_rows}}, {{"m", r.onednn_rows}, {"k", r.padded_intermediate_size}, {"n", r.padded_hidden_size}}}}}},
           {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
                      {"intermediate_size", r.intermediate_size}}},
           {"results", results}};

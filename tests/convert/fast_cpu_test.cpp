@@ -6,6 +6,7 @@
 // is skipped with the reason).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -152,8 +153,21 @@ TEST(BenchExperts, ReportsEveryTokenCountWithTheMachinesLimits) {
     EXPECT_GT(x.ms, 0.0);
     EXPECT_GT(x.weight_bytes, 0u);
     EXPECT_GT(x.gflops, 0.0);
-    EXPECT_EQ(x.onednn_bf16_gflops.has_value(), bench_has_onednn());
+    // oneDNN runs f32 everywhere; bf16 only where it has an implementation (AVX-512 and up).
+    EXPECT_EQ(x.onednn.f32_gflops.has_value(), bench_has_onednn());
+    EXPECT_EQ(x.ratio_to_onednn.has_value(), bench_has_onednn());
+    if (bench_has_onednn()) {
+      // The peer is the faster dtype, and the ratio is taken to it.
+      const double bf16 = x.onednn.bf16_gflops.value_or(0), peer = std::max(*x.onednn.f32_gflops, bf16);
+      EXPECT_EQ(x.onednn.peer_dtype(), bf16 > *x.onednn.f32_gflops ? "bf16" : "f32");
+      EXPECT_DOUBLE_EQ(*x.ratio_to_onednn, x.gflops / peer);
+    }
   }
+  EXPECT_EQ(r.threads, 1) << "--threads wins";
+  EXPECT_GE(r.allowed_cpus, 1);
+  // The machine's peer runs one expert's GEMMs at the rows an expert gets in a 512-token batch.
+  EXPECT_EQ(r.onednn_rows, (512 * r.top_k + r.num_experts - 1) / r.num_experts);
+  EXPECT_EQ(r.onednn.peer_dtype().empty(), !bench_has_onednn());
   // One token reads its top-2 experts; three tokens read at least as many.
   EXPECT_LE(r.results[0].weight_bytes, r.results[1].weight_bytes);
   test::TempDir gpu;

@@ -1,0 +1,72 @@
+// `moepack bench experts` through the binary: the threads follow the CPUs the process may use
+// (here an affinity mask set by taskset), --threads wins, and --json names the level that ran
+// and the peer that won. Timings are not asserted: the machine is shared.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace moepack::test {
+namespace {
+using nlohmann::json;
+
+// The binary run under `taskset -c 0` (an affinity mask of one CPU), stdout and exit code kept.
+CommandResult run_pinned_to_one_cpu(const TempDir& dir, const std::vector<std::string>& args) {
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = "taskset -c 0 " + quote(moepack_binary());
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " </dev/null >" + quote(dir.file("out")) + " 2>" + quote(dir.file("err"));
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const std::vector<uint8_t> out = read_file(dir.file("out")), err = read_file(dir.file("err"));
+  r.out.assign(out.begin(), out.end());
+  r.err.assign(err.begin(), err.end());
+  return r;
+}
+
+TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
+  if (std::system("taskset -c 0 true >/dev/null 2>&1") != 0) GTEST_SKIP() << "taskset (util-linux) cannot run here";
+  TempDir dir;
+  const std::string art = dir.file("a");
+  ASSERT_EQ(run_moepack({"convert", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "cpu-amx", "-o", art, "-q"}).exit_code, 0);
+  CommandResult pinned = run_pinned_to_one_cpu(dir, {"bench", "experts", art, "--tokens", "1,6", "--json"});
+  ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
+  const json doc = json::parse(pinned.out);
+  EXPECT_EQ(doc["machine"]["threads"], 1) << "one CPU allowed, one thread";
+  EXPECT_EQ(doc["machine"]["allowed_cpus"], 1);
+  EXPECT_TRUE(doc["machine"]["isa"].is_string());
+  ASSERT_EQ(doc["results"].size(), 2u);
+  for (const json& r : doc["results"]) {
+    // The first version's keys keep their place and type; the peer's dtype is the faster one.
+    for (const char* key : {"tokens", "ms", "weight_bytes", "gbps", "fraction_of_stream", "gflops"}) EXPECT_TRUE(r[key].is_number()) << key;
+    if (r["onednn_f32_gflops"].is_null()) {
+      EXPECT_TRUE(r["peer_dtype"].is_null());
+      continue;
+    }
+    const double f32 = r["onednn_f32_gflops"], bf16 = r["onednn_bf16_gflops"].is_null() ? 0.0 : r["onednn_bf16_gflops"].get<double>();
+    EXPECT_EQ(r["peer_dtype"], bf16 > f32 ? "bf16" : "f32");
+    EXPECT_DOUBLE_EQ(r["ratio_to_onednn"].get<double>(), r["gflops"].get<double>() / std::max(f32, bf16));
+  }
+  const json& shapes = doc["machine"]["onednn_shapes"];
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0]["k"], shapes[1]["n"]) << "w13 reads the hidden size, w2 writes it";
+
+  CommandResult flag = run_pinned_to_one_cpu(dir, {"bench", "experts", art, "--tokens", "1", "--threads", "3", "--json"});
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(json::parse(flag.out)["machine"]["threads"], 3) << "--threads wins over the mask";
+}
+
+}  // namespace
+}  // namespace moepack::test
