@@ -465,6 +465,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const LayerDecision& ld,
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
   set_family_geometry(g, layer, orc::family_name(d.family), ld.model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16, ld.fp8_is_fnuz);
+  if (d.method_class == "MoeWNA16Method") set_moe_wna16_geometry(g);
   return g;
 }
 
