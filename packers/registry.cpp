@@ -19,6 +19,7 @@
 #include "packers/marlin_fp8.h"
 #include "packers/marlin_mxfp4.h"
 #include "packers/marlin_wna16.h"
+#include "packers/moe_wna16_awq.h"
 #include "packers/nvfp4_layouts.h"
 #include "packers/triton_blackwell_mx.h"
 #include "packers/triton_cdna4_mx_scale.h"
@@ -241,6 +242,11 @@ constexpr RowSpec kRows[] = {
   {&make<TritonWna16WeightLayout>, "Triton WNA16 weights (GPTQ / compressed-tensors): K-first I32 [K/pf, N] -> N-first bytes [N, 4K/pf]"},
   {&make<TritonWna16WeightLayout, Wna16WeightUse::xpu>, "XPU WNA16 int4 weights (GPTQ / compressed-tensors): the Triton WNA16 bytes, [K/8, N] I32 -> [N, K/2] U8"},
   {&make<TritonWna16ZeroPointLayout>, "Triton WNA16 zero points: I32 [G, N/pf] -> bytes [4N/pf, G] (two int4 zero points per byte)"},
+  {&make<XpuTransposeLayout, TransposeUse::moe_wna16_scales>, "MoeWNA16 scales (GPTQ / AutoAWQ, --quantization moe_wna16): [G, N] stored transposed [N, G]"},
+  {&make<MoeWna16AwqLayout, MoeWna16AwqTensor::qweight>,
+   "MoeWNA16 AutoAWQ int4 qweight: [K, N/8] I32, AWQ nibble order undone, -> N-first bytes [N, K/2] (low nibble: even k)"},
+  {&make<MoeWna16AwqLayout, MoeWna16AwqTensor::qzeros>,
+   "MoeWNA16 AutoAWQ int4 qzeros: [G, N/8] I32, AWQ nibble order undone, -> bytes [N/2, G] (low nibble: even n)"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::w3w1_interleave>,
    "TRT-LLM-gen BF16 gated w13: [w3_0, w1_0, ...] rows, 32-row shuffle, BlockMajorK [K/64, 2I, 64]"},
   {&make<FlashinferTrtllmBf16Layout, RowOrder::identity>,

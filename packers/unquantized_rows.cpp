@@ -32,7 +32,10 @@ void SwapW13ToW31Layout::pack(const TensorView& canonical, std::span<uint8_t> pa
 }
 
 std::string XpuTransposeLayout::name() const {
-  return std::string(use_ == TransposeUse::xpu_weight ? "vllm.xpu_transpose(" : "vllm.wna16_triton_transpose(") + std::string(pins::kVllm) + ")";
+  const char* base = use_ == TransposeUse::xpu_weight            ? "vllm.xpu_transpose("
+                     : use_ == TransposeUse::wna16_triton_scales ? "vllm.wna16_triton_transpose("
+                                                                 : "vllm.moe_wna16_scales(transpose,";
+  return std::string(base) + std::string(pins::kVllm) + ")";
 }
 
 Accepts XpuTransposeLayout::accepts() const {

@@ -49,8 +49,10 @@ class SwapW13ToW31Layout final : public IndexMap<SwapW13ToW31Layout> {
 };
 
 // The same transpose serves the Triton WNA16 scales ([G, N] -> [N, G], int_wna16.py TRITON
-// branch), registered under its own name.
-enum class TransposeUse { xpu_weight, wna16_triton_scales };
+// branch) and MoeWNA16's scales (moe_wna16.py's weight loader: `loaded_weight.T`, each group
+// repeated group_size_div_factor times before the rank's slice, which the loader does:
+// lib/convert/wna16_marlin.h), each registered under its own name.
+enum class TransposeUse { xpu_weight, wna16_triton_scales, moe_wna16_scales };
 
 class XpuTransposeLayout final : public IndexMap<XpuTransposeLayout> {
  public:

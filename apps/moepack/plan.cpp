@@ -157,7 +157,7 @@ int run_plan(const PlanOptions& o) {
   if (!o.checkpoint.empty()) {
     const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
     reader_notes = c.notes;
-    for (const auto& layer : convert::decide_layers(c, dep)) decisions.push_back(convert::reported_decision(layer));
+    decisions = convert::reported_decisions(c, convert::decide_layers(c, dep));
   } else {
     const auto queries =
         o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);

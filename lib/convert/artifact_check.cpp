@@ -196,6 +196,7 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
         g.gpt_oss_interleaved = source_layer->recipe.w13_order == ckpt::W13Order::interleaved;
         g.gated = source_layer->gated;
         set_family_geometry(g, *source_layer, layer.family, params_dtype_of_target(m.target.value("dtype", std::string("bf16")), artifact_dir), holds_fp8_fnuz(layer));
+        if (holds_moe_wna16_scales(layer)) set_moe_wna16_geometry(g);
         const uint64_t first = expert_parallel ? local * static_cast<uint64_t>(rank.rank) : 0;
         const SwigluFacts swiglu{layer.swiglu_limit, layer.swiglu_beta};
         if (const LayerReduction* reduction = find_reduction(t.layout)) {

@@ -43,6 +43,9 @@ struct RankGeometry {
   // (whose create_weights raises on group scales that do not divide the rank's sizes).
   int64_t wna16_group_size = 0;
   bool wna16_compressed_tensors = false;
+  // MoeWNA16 (--quantization moe_wna16): its loader repeats every scale and zero-point group this
+  // many times (group_size_div_factor) before taking the rank's slice; 1 for every other method.
+  uint64_t wna16_group_repeat = 1;
   // The model dtype (--dtype): float scales are copied into parameters of this dtype.
   DType params_dtype = DType::BF16;
   // FP8 (fp8 / compressed-tensors / ModelOpt W8A8): scales load into fp32 parameters, sliced as

@@ -93,10 +93,60 @@ std::optional<orc::DecisionError> load_refusal(const ckpt::MoeLayer& layer) {
   return orc::DecisionError{"ValueError", layer.quant.unsupported};
 }
 
+std::optional<orc::DecisionError> load_time_refusal(const LayerDecision& ld) {
+  const orc::Decision& d = ld.decision;
+  if (!d.ok()) return std::nullopt;
+  // The oracle's NONE (no kernel on this platform, left to out-of-tree plugins): vLLM's own
+  // conversion raises on it (convert_to_fp8_moe_kernel_format: "Unsupported FP8 MoE backend: NONE").
+  if (!d.backend || !d.experts_class) {
+    std::string family = orc::family_name(d.family);
+    std::transform(family.begin(), family.end(), family.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    return orc::DecisionError{"ValueError", "Unsupported " + family + " MoE backend: " + d.backend.value_or("NONE") +
+                                                " (no experts class runs this layer on the target)"};
+  }
+  // compressed-tensors MXFP4 picks MarlinExperts on every device without CUTLASS MXFP4 or XPU
+  // (CompressedTensorsW4A4Mxfp4MoEMethod.__init__), but vLLM builds its Marlin ops for CUDA only
+  // (CMakeLists.txt @ e9d1398d9): on ROCm or a CPU the layer fails while it is prepared.
+  if (d.backend == "MARLIN" && ld.platform != orc::Platform::cuda)
+    return orc::DecisionError{"AttributeError", std::string("torch.ops._C has no Marlin ops on a ") +
+                                                    (ld.platform == orc::Platform::rocm ? "ROCm" : ld.platform == orc::Platform::cpu ? "CPU" : "non-CUDA") +
+                                                    " target (vLLM builds them for CUDA only), so MarlinExperts fails while vLLM prepares the layer"};
+  return std::nullopt;
+}
+
+VllmLoadError::VllmLoadError(const std::string& prefix, std::string message)
+    : Error(ErrorKind::refused, "layer " + prefix + ": " + message), message_(std::move(message)) {}
+
+std::vector<orc::Decision> reported_decisions(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& layers) {
+  std::vector<orc::Decision> out;
+  for (const LayerDecision& ld : layers) {
+    orc::Decision d = reported_decision(ld);
+    if (d.ok()) {
+      // What building the layer's conversion plan finds vLLM would fail on while it loads the
+      // layer at these sizes (headers only; moepack's own refusals leave the answer as it is).
+      try {
+        build_conversion_plan(checkpoint, {ld}, ConvertRequest{});
+      } catch (const VllmLoadError& e) {
+        d.error = orc::DecisionError{"LoadFailure", e.message()};
+        d.backend.reset();
+        d.experts_class.reset();
+        d.tensor_layouts.clear();
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::refused) throw;
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 orc::Decision reported_decision(const LayerDecision& layer) {
   orc::Decision d = layer.decision;
-  // Where the oracle already refuses the layer, its error is the one reported.
-  if (auto refusal = load_refusal(*layer.layer); refusal && d.ok()) {
+  // Where the oracle already refuses the layer, its error is the one reported; then the errors
+  // vLLM raises while it builds and loads the layer with the chosen backend.
+  std::optional<orc::DecisionError> refusal = load_refusal(*layer.layer);
+  if (!refusal) refusal = load_time_refusal(layer);
+  if (refusal && d.ok()) {
     d.error = std::move(refusal);
     d.backend.reset();
     d.experts_class.reset();
@@ -302,22 +352,17 @@ ConversionPlan plan_sources(const ckpt::Checkpoint& checkpoint, const ConvertReq
 
 // The refusals that need only the decision: vLLM would not load or run the layer, or moepack
 // cannot produce its family's layouts.
-void refuse_unconvertible(const ckpt::MoeLayer& layer, const orc::MoeLayerQuery& query, const orc::Decision& d) {
+void refuse_unconvertible(const LayerDecision& ld) {
+  const ckpt::MoeLayer& layer = *ld.layer;
+  const orc::MoeLayerQuery& query = ld.query;
+  const orc::Decision& d = ld.decision;
   if (auto refusal = load_refusal(layer)) refuse(layer.prefix, "vLLM refuses to load this layer: " + refusal->message);
   if (d.error) refuse(layer.prefix, d.error->type + ": " + d.error->message);
   if (d.method_class.ends_with("OnlineMoEMethod"))
     refuse(layer.prefix, d.method_class + " quantizes the 16-bit experts while vLLM loads them; moepack prepacks checkpoints "
                          "that are already quantized and does not quantize (drop --quantization to prepack the 16-bit experts)");
-  // vLLM fails in create_weights, before any weight is loaded.
-  if (auto assertion = w4a8_cutlass_create_weights_refusal(d)) refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": " + *assertion);
-  // The oracle's NONE (no kernel on this platform, left to out-of-tree plugins): vLLM's own
-  // conversion raises on it (convert_to_fp8_moe_kernel_format: "Unsupported FP8 MoE backend: NONE").
-  if (!d.backend || !d.experts_class) {
-    std::string family = orc::family_name(d.family);
-    std::transform(family.begin(), family.end(), family.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-    refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": no experts class runs this layer on the target (vLLM raises ValueError: Unsupported " +
-                             family + " MoE backend: " + d.backend.value_or("NONE") + ")");
-  }
+  // What vLLM raises while it builds and loads the layer (`plan` reports the same).
+  if (auto raised = load_time_refusal(ld)) refuse(layer.prefix, "backend " + d.backend.value_or("NONE") + ": " + raised->type + ": " + raised->message);
   // vLLM's CPU experts (experts/cpu_moe.py, cpu_int4_moe.py @ e9d1398d9) are monolithic and
   // ignore the expert_map they are handed (supports_expert_map() is False or absent, and nothing
   // calls it): under expert parallelism each rank would index its local experts with global ids.
@@ -466,6 +511,7 @@ RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const LayerDecision& ld,
   g.gpt_oss_interleaved = layer.recipe.w13_order == ckpt::W13Order::interleaved;
   g.gated = layer.gated;
   set_family_geometry(g, layer, orc::family_name(d.family), ld.model_dtype == orc::FloatType::float16 ? DType::F16 : DType::BF16, ld.fp8_is_fnuz);
+  if (d.method_class == "MoeWNA16Method") set_moe_wna16_geometry(g);
   return g;
 }
 
@@ -490,8 +536,8 @@ PackedTensorPlan packed_tensor(const ckpt::Checkpoint& checkpoint, const ckpt::M
     // The checkpoint is fine; this backend's weight preparation cannot take the per-rank
     // shape (vLLM fails while loading the layer), so the deployment is refused.
     if (e.kind() != ErrorKind::bad_input) throw;
-    refuse(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + " cannot prepare " + rs.role + " at " +
-                             (split.ranks > 1 ? "this parallel size" : "this size") + " (vLLM fails while loading the layer): " + e.what());
+    throw VllmLoadError(layer.prefix, "backend " + d.backend.value_or("?") + " / " + d.experts_class.value_or("?") + " cannot prepare " + rs.role + " at " +
+                                          (split.ranks > 1 ? "this parallel size" : "this size") + " (vLLM fails while loading the layer): " + e.what());
   }
   t.shape = rs.layout->parameter_shape(split.local_experts, loaded.shape);
   t.layout = rs.layout->name();
@@ -613,14 +659,7 @@ ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const s
   ConversionPlan plan = plan_sources(checkpoint, request);
   std::set<std::string> expert_tensors;
   for (const LayerDecision& ld : decisions) {
-    refuse_unconvertible(*ld.layer, ld.query, ld.decision);
-    // compressed-tensors MXFP4 picks MarlinExperts on every device without CUTLASS MXFP4 or XPU
-    // (CompressedTensorsW4A4Mxfp4MoEMethod.__init__), but vLLM builds its Marlin ops for CUDA
-    // only (CMakeLists.txt @ e9d1398d9): on ROCm or a CPU the layer fails while it is prepared.
-    if (ld.decision.backend == "MARLIN" && ld.platform != orc::Platform::cuda)
-      refuse(ld.layer->prefix, "backend MARLIN / " + ld.decision.experts_class.value_or("?") + " on a " +
-                                   (ld.platform == orc::Platform::rocm ? "ROCm" : ld.platform == orc::Platform::cpu ? "CPU" : "non-CUDA") +
-                                   " target: vLLM builds its Marlin ops for CUDA only, so the layer fails while vLLM prepares it");
+    refuse_unconvertible(ld);
     refuse_unquantized_cast(ld);
     expert_tensors.insert(ld.layer->tensors.begin(), ld.layer->tensors.end());
     plan.layers.push_back(plan_layer(checkpoint, ld, request));

@@ -18,6 +18,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/reductions.h"
+#include "lib/core/error.h"
 #include "lib/oracle/oracle.h"
 
 namespace moepack::convert {
@@ -57,9 +58,26 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
 // the layer with it (build_conversion_plan).
 std::optional<oracle::DecisionError> load_refusal(const ckpt::MoeLayer& layer);
 
+// What vLLM raises while it builds and loads a layer with the backend the oracle chose, where
+// the decision alone tells (the NONE backend's conversion; Marlin ops that exist only on CUDA):
+// `plan` reports it (reported_decision), `convert` refuses with it (build_conversion_plan).
+std::optional<oracle::DecisionError> load_time_refusal(const LayerDecision& layer);
+
 // The decision `plan` reports for a layer: the oracle's, unless vLLM refuses to load the layer
-// first (then that error, with no backend, experts class or layouts).
+// (load_refusal, load_time_refusal: then that error, with no backend, experts class or layouts).
 oracle::Decision reported_decision(const LayerDecision& layer);
+
+// A conversion refusal that is vLLM's own failure while it prepares the layer (a weight layout
+// that cannot take the rank's shape), as opposed to moepack's refusals of what it does not
+// write: `plan` reports these as the layer's answer (reported_decisions).
+class VllmLoadError : public Error {
+ public:
+  VllmLoadError(const std::string& layer_prefix, std::string message);
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
 
 struct ConvertRequest {
   std::optional<int> only_rank;  // --tp-rank: write one rank's tensors only
@@ -69,6 +87,12 @@ struct ConvertRequest {
 // The executor's plan. Throws Error(refused) for refusals (see above).
 ConversionPlan build_conversion_plan(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& decisions,
                                      const ConvertRequest& request);
+
+// The decisions `plan` reports for a checkpoint's layers: reported_decision's, and where building
+// the layer's conversion plan finds that vLLM fails while it prepares the layer (VllmLoadError),
+// that failure (type "LoadFailure": moepack knows vLLM's preparation cannot take the shape, not the
+// exception's exact text). Reads headers only, like `convert --dry-run`.
+std::vector<oracle::Decision> reported_decisions(const ckpt::Checkpoint& checkpoint, const std::vector<LayerDecision>& layers);
 
 // The facts a runtime needs to run `layer` from the artifact alone (docs/ARTIFACT.md): routing,
 // activation parameters, biases, w13 row order, gated.

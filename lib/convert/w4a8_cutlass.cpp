@@ -205,15 +205,4 @@ OwnedTensor w4a8_fp8_value_table(const OwnedTensor& fp8_scales, const OwnedTenso
   return value_table(fp8_scales, channel, 1);
 }
 
-std::optional<std::string> w4a8_cutlass_create_weights_refusal(const oracle::Decision& d) {
-  if (d.family != oracle::Family::w4a8 || !d.backend) return std::nullopt;
-  if (d.padded_hidden_size % 256 != 0)
-    return "vLLM raises AssertionError: hidden_size=" + std::to_string(d.padded_hidden_size) +
-           " must be divisible by 256 (CompressedTensorsW4A8Fp8MoEMethod.create_weights, for CUTLASS reorder_tensor)";
-  if (d.padded_intermediate_size % 256 != 0)
-    return "vLLM raises AssertionError: intermediate_size_per_partition=" + std::to_string(d.padded_intermediate_size) +
-           " must be divisible by 256 (CompressedTensorsW4A8Fp8MoEMethod.create_weights, for CUTLASS reorder_tensor)";
-  return std::nullopt;
-}
-
 }  // namespace moepack::convert

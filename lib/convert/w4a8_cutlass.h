@@ -67,8 +67,5 @@ const ValueStage* find_w4a8_value_stage(std::string_view id);
 // artifact's canonical s8 (F8_E4M3 [N, G]) and channel scales (F32 [N, 1]).
 OwnedTensor w4a8_fp8_value_table(const OwnedTensor& fp8_scales, const OwnedTensor& channel_scales, const std::string& where);
 
-// CompressedTensorsW4A8Fp8MoEMethod.create_weights asserts both per-rank sizes are multiples of
-// 256 (CUTLASS reorder_tensor); the AssertionError vLLM raises, or nullopt.
-std::optional<std::string> w4a8_cutlass_create_weights_refusal(const oracle::Decision& d);
 
 }  // namespace moepack::convert

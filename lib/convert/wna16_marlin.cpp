@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lib/core/error.h"
+#include "lib/oracle/oracle.h"
 #include "packers/registry.h"
 
 namespace moepack::convert {
@@ -83,7 +84,50 @@ OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, co
 
 }  // namespace
 
+void set_moe_wna16_geometry(RankGeometry& g) {
+  const uint64_t per_rank = g.intermediate / g.tp_size;
+  const auto factor = oracle::moe_wna16_group_size_div_factor(static_cast<int>(g.hidden), static_cast<int>(per_rank), static_cast<int>(g.wna16_group_size));
+  if (!factor)
+    throw Error(ErrorKind::refused, "MoeWNA16Method.create_weights raises for group size " + std::to_string(g.wna16_group_size) + " with hidden size " +
+                                        std::to_string(g.hidden) + " and intermediate size per rank " + std::to_string(per_rank));
+  g.wna16_group_repeat = static_cast<uint64_t>(*factor);
+}
+
+bool holds_moe_wna16_scales(const artifact::Layer& layer) {
+  for (const auto& rank : layer.ranks)
+    for (const auto& [role, t] : rank.tensors)
+      if (t.layout.starts_with("vllm.moe_wna16_scales(")) return true;
+  return false;
+}
+
+namespace {
+
+// MoeWNA16's loader repeats each group (a row of a K-first scale or zero-point param)
+// group_size_div_factor times (`repeat_interleave(group_size_div_factor, 1)` on the transposed
+// tensor) before the rank's slice: the loaded param then has groups of group_size / factor.
+bool groups_along_rows(const std::string& role, const OwnedTensor& in) {
+  return in.shape.size() == 2 && (role.ends_with("_scales") || role.ends_with("_qzeros"));
+}
+
+OwnedTensor repeat_rows(const OwnedTensor& in, uint64_t times) {
+  const uint64_t row_bytes = in.shape[1] * element_bytes(in);
+  OwnedTensor out(in.dtype, {in.shape[0] * times, in.shape[1]});
+  for (uint64_t r = 0; r < in.shape[0]; ++r)
+    for (uint64_t t = 0; t < times; ++t)
+      std::memcpy(out.bytes.data() + (r * times + t) * row_bytes, in.bytes.data() + r * row_bytes, static_cast<size_t>(row_bytes));
+  return out;
+}
+
+}  // namespace
+
 OwnedTensor load_wna16_param(const std::string& role, const OwnedTensor& in, const RankGeometry& g) {
+  if (g.wna16_group_repeat > 1) {
+    // Every param then loads with the smaller groups (the rank's slice takes whole ones).
+    RankGeometry fine = g;
+    fine.wna16_group_repeat = 1;
+    fine.wna16_group_size = g.wna16_group_size / static_cast<int64_t>(g.wna16_group_repeat);
+    return load_wna16_param(role, groups_along_rows(role, in) ? repeat_rows(in, g.wna16_group_repeat) : in, fine);
+  }
   OwnedTensor loaded = load_wna16_uncast(role, in, g);
   if (!is_float_scale(role, loaded)) return loaded;
   if (g.params_dtype != DType::BF16 && g.params_dtype != DType::F16)

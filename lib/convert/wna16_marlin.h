@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/derivations.h"
 #include "lib/convert/executor.h"
@@ -47,6 +48,13 @@ bool wna16_loads_full_w2(const ckpt::LayerQuant& q);
 // Sets the WNA16 facts of a rank geometry (int_transposed, wna16_full_w2, params_dtype) for a
 // layer of family wna16; the planner, the integrity check and the reference share it.
 void set_wna16_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, DType params_dtype);
+
+// MoeWNA16 (--quantization moe_wna16): sets RankGeometry::wna16_group_repeat from the rank's
+// sizes (oracle::moe_wna16_group_size_div_factor); Error(refused) where create_weights raises.
+// Needs the geometry's hidden, intermediate, tp_size and wna16_group_size.
+void set_moe_wna16_geometry(RankGeometry& g);
+// Whether an artifact's layer was converted for MoeWNA16 (its scales carry MoeWNA16's layout).
+bool holds_moe_wna16_scales(const artifact::Layer& layer);
 
 // The params dtype an artifact was converted for, from its manifest's target "dtype" ("bf16",
 // "fp16", "fp32"; anything else is bad input naming `where`).

@@ -242,14 +242,27 @@ const FamilyDescriptor& int8_family() {
   return d;
 }
 
+namespace {
+
+// CompressedTensorsW4A8Fp8MoEMethod.create_weights (compressed_tensors_moe_w4a8_fp8.py @ e9d1398d9)
+// asserts both sizes divisible by 256 (CUTLASS's reorder_tensor tiles), before any weight loads.
+void w4a8_fp8_create_weights(int, int, int padded_hidden, int padded_intermediate) {
+  if (padded_hidden % 256 != 0) throw OracleRaise("AssertionError", "hidden_size=" + std::to_string(padded_hidden) + " must be divisible by 256");
+  if (padded_intermediate % 256 != 0)
+    throw OracleRaise("AssertionError", "intermediate_size_per_partition=" + std::to_string(padded_intermediate) + " must be divisible by 256");
+}
+
+}  // namespace
+
 const FamilyDescriptor& w4a8_family() {
   static const FamilyDescriptor d{
       .family = Family::w4a8,
       .name = "w4a8",
       .methods =
           {
-              {.method_class = "CompressedTensorsW4A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_w4a8},
-              {.method_class = "", .select = select_w4a8},
+              {.method_class = "CompressedTensorsW4A8Fp8MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_w4a8,
+               .check_sizes = w4a8_fp8_create_weights},
+              {.method_class = "", .select = select_w4a8, .check_sizes = w4a8_fp8_create_weights},
           },
       .method_switches = {{not_sm90, Family::w4a8_int8, "CompressedTensorsW4A8Int8MoEMethod", true,
                            "compressed-tensors W4A8 with FP8 activations uses CompressedTensorsW4A8Fp8MoEMethod only on SM90; "

@@ -10,6 +10,7 @@
 #include <cctype>
 
 #include "lib/oracle/family.h"
+#include "lib/oracle/oracle.h"
 
 namespace moepack::oracle {
 
@@ -208,6 +209,7 @@ std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Select
 constexpr const char* kSortedGIdx = "vllm.marlin_sort_g_idx(sorted_g_idx,stable,e9d1398d9)";
 constexpr const char* kSortIndices = "vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)";
 constexpr const char* kEmptyInt32 = "vllm.empty_int32(E,0,e9d1398d9)";
+constexpr const char* kEmptyInt32Flat = "vllm.empty_int32(0,e9d1398d9)";  // one (0,) tensor for the layer
 constexpr const char* kActOrderGather = "vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9)";
 
 bool marlin_8bit_input(const SelectionContext& c) {
@@ -315,12 +317,46 @@ Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
   return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm." + s.backend + ".prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)"}};
 }
 
+// TRITON for MoeWNA16 (moe_wna16.py `MoeWNA16Method` @ e9d1398d9). Its weight loader converts
+// while loading and convert_to_wna16_moe_kernel_format's TRITON branch keeps what it loaded (a
+// uint8 view), so the layouts are the loader's:
+//   GPTQ     qweight `.T.contiguous().view(torch.uint8)`: the AutoGPTQ Triton bytes
+//            (packers/triton_wna16.h); g_idx is never loaded and, without zero points (has_zp =
+//            not sym), neither are qzeros: both stay create_weights' empty (0,) int32 parameters.
+//   AutoAWQ  qweight and qzeros through convert_awq_tensor (packers/moe_wna16_awq.h); without
+//            zero points no qzeros parameter exists and the loader skips them.
+//   scales   `.T` into parameters of the model dtype.
+// Scales and zero points repeat each group group_size_div_factor times before the rank's slice
+// (the loader's part: lib/convert/wna16_marlin.h). MoeWNA16 registers no bias parameters, and
+// GPTQ zero points it would load (sym false) the checkpoint reader already refuses.
+Roles moe_wna16_triton_roles(const SelectionContext& c) {
+  const MoeLayerQuery& q = c.query;
+  const std::string scales = "vllm.moe_wna16_scales(transpose,e9d1398d9)";
+  if (q.has_bias) return {{"w13_qweight", "vllm.moe_wna16(expert biases: MoeWNA16Method registers no bias parameter,not_reproduced)"}};
+  if (q.linear_quant_method == "awq") {
+    Roles r = {{"w13_qweight", "vllm.moe_wna16_awq_qweight(unpack,awq_order_undone,transpose,repack,e9d1398d9)"},
+               {"w2_qweight", "vllm.moe_wna16_awq_qweight(unpack,awq_order_undone,transpose,repack,e9d1398d9)"},
+               {"w13_scales", scales},
+               {"w2_scales", scales}};
+    const std::string zeros = q.has_zero_points ? "vllm.moe_wna16_awq_qzeros(unpack,awq_order_undone,transpose,repack,e9d1398d9)" : "dropped";
+    add_both(r, "qzeros", zeros);
+    return r;
+  }
+  if (q.has_zero_points) return {{"w13_qzeros", "vllm.moe_wna16(GPTQ zero points plus one,not_reproduced)"}};
+  const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)";
+  Roles r = {{"w13_qweight", w}, {"w2_qweight", w}, {"w13_scales", scales}, {"w2_scales", scales}};
+  add_both(r, "qzeros", kEmptyInt32Flat);
+  add_both(r, "g_idx", kEmptyInt32Flat);
+  return r;
+}
+
 // TRITON (int_wna16.py `convert_to_wna16_moe_kernel_format`, TRITON branch): GPTQ and
 // compressed-tensors params turned N-first (packers/triton_wna16.h); g_idx and the sort indices
 // are set to None; biases and compressed-tensors' weight_shape stay.
 Roles triton_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
+  if (layout == Layout::moe_wna16) return moe_wna16_triton_roles(c);
   if (layout == Layout::awq) return {{"w13_qweight", "vllm.wna16_triton_awq_uint8_view(MoeWNA16 branch on AWQ params,not_reproduced)"}};
   const bool ct = layout == Layout::compressed_tensors;
   const auto [weight, scale, zeros, g_idx] = param_names(ct);
@@ -391,7 +427,6 @@ Roles cpu_roles(const SelectionContext& c, const Selection&) {
 // loaded; compressed-tensors keeps its g_idx / sort-index params as create_weights allocated
 // them (torch.empty, never loaded without act-order: no defined bytes, so not written) and its
 // weight_shape. The XPU kernel reads no g_idx: an act-order checkpoint would run unpermuted.
-constexpr const char* kEmptyInt32Flat = "vllm.empty_int32(0,e9d1398d9)";
 Roles xpu_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
@@ -430,9 +465,11 @@ std::span<const LayoutRow> layouts() {
       {.backend = "FLASHINFER_TRTLLM",
        .roles = {{"w13_weight", "trtllm_gen.mxint4.prepared"}, {"w2_weight", "trtllm_gen.mxint4.prepared"}, {"w13_weight_scale", "trtllm_gen.mxint4.prepared"}, {"w2_weight_scale", "trtllm_gen.mxint4.prepared"}}},
       {.backend = "TRITON",
-       .condition_text = "GPTQ / compressed-tensors (AutoAWQ takes vLLM's MoeWNA16 uint8 view: not reproduced)",
-       .roles = {{"w13_qweight | w13_weight_packed", "vllm.wna16_triton_weight (N-first bytes)"}, {"w13_scales | w13_weight_scale", "vllm.wna16_triton_transpose"},
-                 {"w13_qzeros | w13_weight_zero_point", "vllm.wna16_triton_zero_points"}, {"w13_g_idx, sort indices", "dropped (None)"}},
+       .condition_text = "GPTQ / compressed-tensors; MoeWNA16 (--quantization moe_wna16): its loader's N-first bytes",
+       .roles = {{"w13_qweight | w13_weight_packed", "vllm.wna16_triton_weight (N-first bytes); MoeWNA16 AutoAWQ: vllm.moe_wna16_awq_qweight"},
+                 {"w13_scales | w13_weight_scale", "vllm.wna16_triton_transpose; MoeWNA16: vllm.moe_wna16_scales (groups repeated by group_size_div_factor)"},
+                 {"w13_qzeros | w13_weight_zero_point", "vllm.wna16_triton_zero_points; MoeWNA16 AutoAWQ: vllm.moe_wna16_awq_qzeros; MoeWNA16 GPTQ: empty (0,)"},
+                 {"w13_g_idx, sort indices", "dropped (None); MoeWNA16 GPTQ g_idx: empty (0,)"}},
        .roles_of = triton_roles},
       {.backend = "CPU",
        .condition_text = "x86 with AMX (CPUExpertsInt4): sgl convert_weight_packed_scale_zp, AutoAWQ or GPTQ unpacking",
@@ -485,7 +522,31 @@ void ct_wna16_create_weights(const SelectionContext& c, const Selection&) {
   }
 }
 
+// MoeWNA16Method.create_weights (moe_wna16.py @ e9d1398d9): the group-size halving loop's
+// assertion, and torch's refusal of the scales of a channel-wise checkpoint (group_size -1 makes
+// hidden_size // group_size negative).
+void moe_wna16_create_weights(const SelectionContext& c, const Selection&) {
+  const int hidden = c.moe.hidden_dim, inter = c.moe.intermediate_size_per_partition, group = c.query.group_size;
+  if (group <= 0) {
+    const int groups = -hidden;  // hidden_size // -1
+    throw OracleRaise("RuntimeError", "Trying to create tensor with negative dimension " + std::to_string(groups) + ": [" +
+                                          std::to_string(c.moe.num_local_experts) + ", " + std::to_string(2 * inter) + ", " + std::to_string(groups) + "]");
+  }
+  if (!moe_wna16_group_size_div_factor(hidden, inter, group)) throw OracleRaise("AssertionError", "");
+}
+
 }  // namespace
+
+std::optional<int> moe_wna16_group_size_div_factor(int hidden, int intermediate_per_partition, int group_size) {
+  if (group_size <= 0 || hidden <= 0 || intermediate_per_partition <= 0) return std::nullopt;
+  int group = group_size, factor = 1;
+  while (intermediate_per_partition % group != 0 || hidden % group != 0) {
+    group /= 2;
+    factor *= 2;
+    if (group < 32) return std::nullopt;  // `assert group_size >= 32`, inside the loop
+  }
+  return factor;
+}
 
 const FamilyDescriptor& wna16_family() {
   static const FamilyDescriptor d{
@@ -496,7 +557,7 @@ const FamilyDescriptor& wna16_family() {
               {.method_class = "AutoGPTQMoEMethod", .reached_by = {{"auto_gptq"}, {"gptq"}, {"gptq_marlin"}}, .select = select_wna16},
               {.method_class = "AutoAWQMoEMethod", .reached_by = {{"auto_awq"}, {"awq"}, {"awq_marlin"}}, .select = select_wna16},
               {.method_class = "CompressedTensorsWNA16MoEMethod", .reached_by = {{"compressed-tensors"}}, .select = select_wna16, .check_weights = ct_wna16_create_weights},
-              {.method_class = "MoeWNA16Method", .reached_by = {{"moe_wna16"}}, .select = select_wna16},
+              {.method_class = "MoeWNA16Method", .reached_by = {{"moe_wna16"}}, .select = select_wna16, .check_weights = moe_wna16_create_weights},
               {.method_class = "CompressedTensorsW4A16FlydslMoEMethod", .select = select_flydsl},
               {.method_class = "", .select = select_wna16},
           },

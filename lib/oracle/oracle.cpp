@@ -149,6 +149,7 @@ MoeLayerQuery apply_quantization_override(const MoeLayerQuery& query, const Depl
     const bool compatible = (gptq && !q.desc_act && (q.weight_bits == 4 || q.weight_bits == 8)) || (awq && q.weight_bits == 4 && cap_int >= 75);
     if (compatible) {
       q.quant_method = "moe_wna16";
+      q.linear_quant_method = gptq ? "gptq" : "awq";
       q.method_class = "MoeWNA16Method";
       q.weight_key.clear();
       q.weight_key_value.reset();

@@ -48,6 +48,9 @@ struct MoeLayerQuery {
   // modelopt_fp4, modelopt_mxfp8, mxfp8, fp8, auto_gptq, gptq, gptq_marlin, auto_awq, awq,
   // awq_marlin, moe_wna16, experts_int8, online; empty for an unquantized layer.
   std::string quant_method;
+  // MoeWNA16Config.linear_quant_method ("gptq" or "awq") when --quantization moe_wna16 took over
+  // a GPTQ / AutoAWQ checkpoint: the layout its weight loader converts from. Empty otherwise.
+  std::string linear_quant_method;
   // vLLM's MoE method class (GptOssMxfp4MoEMethod, Mxfp4MoEMethod, QuarkOCP_MX_MoEMethod,
   // CompressedTensorsW4A4Mxfp4MoEMethod, ...). Leave it empty, as checkpoint readers do: the
   // oracle resolves the class vLLM uses for (family, quant_method, model_type), see
@@ -155,6 +158,13 @@ struct Decision {
 // The oracle. Never throws for a refusal: refusals are Decision::error. Throws moepack::Error
 // (bad_input) only when the query itself is malformed (unknown key name, zero sizes, ...).
 Decision decide(const MoeLayerQuery& query, const Deployment& deployment);
+
+// MoeWNA16Method.create_weights (moe_wna16.py @ e9d1398d9) halves the checkpoint's group size until
+// it divides both the rank's intermediate size and the hidden size, and its weight loader repeats
+// every scale and zero-point group that many times (group_size_div_factor). The factor, or
+// nothing where create_weights raises (the group size would fall below 32; a channel-wise
+// checkpoint's negative dimension).
+std::optional<int> moe_wna16_group_size_div_factor(int hidden, int intermediate_per_partition, int group_size);
 
 // vLLM's MoE method class for a family and method name (the class a checkpoint of that kind
 // reaches, from the family's method rows); empty when the combination does not exist in vLLM.

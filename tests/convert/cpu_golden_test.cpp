@@ -106,7 +106,7 @@ TEST_P(CpuGolden, ConvertsToTheBytesUpstreamHolds) {
       << (c.sample.empty() ? "the stored checkpoint is damaged"
                            : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_cpu_goldens.py");
   const std::string out = dir.path() + "/out";
-  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, "", "", c.tp, false, {}}, out);
+  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, "", "", c.tp, false, {}, ""}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   EXPECT_EQ(m.layers[0].experts_class, c.experts_class);

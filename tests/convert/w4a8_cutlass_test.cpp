@@ -200,21 +200,5 @@ TEST(W4a8CutlassScales, ReferenceValuesAreTheKernelsPerGroupWeights) {
   EXPECT_EQ(find_value_stage("vllm.w4a8_fp8_weight_values(tp=2,other)"), nullptr);
 }
 
-TEST(W4a8CutlassScales, CreateWeightsAssertsSizesDivisibleBy256) {
-  oracle::Decision d;
-  d.family = oracle::Family::w4a8;
-  d.backend = "CUTLASS";
-  d.padded_hidden_size = 256;
-  d.padded_intermediate_size = 512;
-  EXPECT_EQ(w4a8_cutlass_create_weights_refusal(d), std::nullopt);
-  d.padded_intermediate_size = 128;
-  EXPECT_NE(w4a8_cutlass_create_weights_refusal(d).value_or("").find("AssertionError: intermediate_size_per_partition=128 must be divisible by 256"),
-            std::string::npos);
-  d.padded_hidden_size = 384;
-  EXPECT_NE(w4a8_cutlass_create_weights_refusal(d).value_or("").find("AssertionError: hidden_size=384 must be divisible by 256"), std::string::npos);
-  d.family = oracle::Family::wna16;
-  EXPECT_EQ(w4a8_cutlass_create_weights_refusal(d), std::nullopt);
-}
-
 }  // namespace
 }  // namespace moepack::convert

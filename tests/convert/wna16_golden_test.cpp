@@ -35,9 +35,13 @@ namespace {
 using test::golden::Output;
 
 std::string golden_file() { return test::source_dir() + "/tests/packers/golden/golden_wna16.safetensors"; }
+// MoeWNA16 (--quantization moe_wna16) on TRITON: tests/golden/make_moe_wna16_goldens.py, the same schema.
+std::string moe_wna16_golden_file() { return test::source_dir() + "/tests/packers/golden/golden_moe_wna16.safetensors"; }
 
 struct LayerCase {
+  std::string file;  // the golden file holding the case
   std::string name, sample, checkpoint, sha256, target, moe_backend, model_dtype, backend, method;
+  std::string quantization;  // --quantization ("" = the checkpoint's own)
   int tp = 1;
   bool ep = false;
   bool partial = false;  // only some of the layer's tensors were made by upstream (FP8: the Marlin preparation)
@@ -47,11 +51,13 @@ struct LayerCase {
 
 void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
 
-std::vector<LayerCase> load_cases() {
+std::vector<LayerCase> load_cases(const std::string& file) {
   std::vector<LayerCase> cases;
   // Empty when the file is missing or unreadable: Wna16GoldenFile reports it.
-  for (const auto& j : test::golden::golden_metadata(golden_file(), "golden_layer_cases")) {
+  for (const auto& j : test::golden::golden_metadata(file, "golden_layer_cases")) {
     LayerCase c;
+    c.file = file;
+    c.quantization = j.value("quantization", "");
     c.name = j.at("name");
     c.sample = j.at("sample");
     c.checkpoint = j.at("checkpoint");
@@ -75,7 +81,12 @@ std::vector<LayerCase> load_cases() {
 }
 
 const std::vector<LayerCase>& all_cases() {
-  static const std::vector<LayerCase> cases = load_cases();
+  static const std::vector<LayerCase> cases = load_cases(golden_file());
+  return cases;
+}
+
+const std::vector<LayerCase>& moe_wna16_cases() {
+  static const std::vector<LayerCase> cases = load_cases(moe_wna16_golden_file());
   return cases;
 }
 
@@ -99,14 +110,14 @@ class Wna16Golden : public ::testing::TestWithParam<LayerCase> {};
 TEST_P(Wna16Golden, ConvertsToTheBytesUpstreamHolds) {
   const LayerCase& c = GetParam();
   for (const std::string& note : c.notes) RecordProperty("upstream_note", note);
-  const st::File golden(golden_file());
+  const st::File golden(c.file);
   test::TempDir dir;
   const std::string ckpt_dir = test::golden::write_checkpoint(c.sample, c.checkpoint, golden, dir.path());
   ASSERT_EQ(test::golden::checkpoint_sha256(ckpt_dir), c.sha256)
       << (c.sample.empty() ? "the stored checkpoint is damaged"
-                           : "samples/" + c.sample + " changed since the goldens were made: rerun tests/golden/make_wna16_goldens.py");
+                           : "samples/" + c.sample + " changed since the goldens were made: rerun the script that made " + c.file);
   const std::string out = dir.path() + "/out";
-  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, {}}, out);
+  const artifact::Manifest m = test::golden::convert_for(ckpt_dir, {c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, {}, c.quantization}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
@@ -118,6 +129,8 @@ TEST_P(Wna16Golden, ConvertsToTheBytesUpstreamHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UpstreamWna16, Wna16Golden, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return test::golden::case_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(UpstreamMoeWna16, Wna16Golden, ::testing::ValuesIn(moe_wna16_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) { return test::golden::case_name(info.param); });
 
 TEST(Wna16GoldenFile, RanTheCompiledRepackOnEveryMethodAndBothParallelisms) {
@@ -140,6 +153,28 @@ TEST(Wna16GoldenFile, RanTheCompiledRepackOnEveryMethodAndBothParallelisms) {
                            "compressed-tensors/XPU/tp2", "gptq/XPU/tp1", "gptq/XPU/tp2", "ct-w8a8-int8/TRITON/tp1",
                            "ct-w8a8-int8/TRITON/tp2"})
     EXPECT_TRUE(backends.count(want)) << want << " has no golden layer case";
+}
+
+// The MoeWNA16 goldens ran vLLM's own MoeWNA16Method (create_weights, its weight loader wrapper,
+// process_weights_after_loading) over both checkpoint layouts, both widths, TP 1, 2 and 4, and
+// group sizes the loader repeats (group_size_div_factor 2 and 4).
+TEST(Wna16GoldenFile, MoeWna16RanUpstreamOverBothLayoutsWidthsAndTheGroupRepeat) {
+  const st::File f(moe_wna16_golden_file());
+  const auto provenance = nlohmann::json::parse(f.header().metadata.at("provenance"));
+  EXPECT_EQ(provenance.at("vllm"), "e9d1398d9");
+  EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();
+  std::set<std::string> seen;
+  std::set<int> factors;
+  for (const auto& j : test::golden::golden_metadata(moe_wna16_golden_file(), "golden_layer_cases")) {
+    EXPECT_EQ(j.at("quantization"), "moe_wna16");
+    EXPECT_EQ(j.at("backend"), "TRITON");
+    seen.insert(j.at("method").get<std::string>() + "/tp" + std::to_string(j.at("tp").get<int>()));
+    for (const auto& r : j.at("ranks")) factors.insert(r.at("group_size_div_factor").get<int>());
+  }
+  for (const char* want : {"moe_wna16/awq/tp1", "moe_wna16/awq/tp2", "moe_wna16/awq/tp4", "moe_wna16/gptq/tp1", "moe_wna16/gptq/tp2", "moe_wna16/gptq/tp4"})
+    EXPECT_TRUE(seen.count(want)) << want << " has no golden layer case";
+  EXPECT_EQ(factors, (std::set<int>{1, 2, 4}));
+  ASSERT_FALSE(moe_wna16_cases().empty());
 }
 
 }  // namespace

@@ -214,6 +214,7 @@ struct Deploy {
   int tp = 1;
   bool ep = false;
   std::vector<std::string> env;  // NAME=VALUE
+  std::string quantization;      // vLLM --quantization ("" = the checkpoint's own)
 };
 
 // Converts `ckpt_dir` with moepack's plan and executor for `deploy` into `out` (created).
@@ -226,6 +227,7 @@ inline artifact::Manifest convert_for(const std::string& ckpt_dir, const Deploy&
     if (eq == std::string::npos) throw std::runtime_error("golden case env entry without '=': " + kv);
     d.env.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
+  if (!deploy.quantization.empty()) d.quantization = deploy.quantization;
   d.parallel.tp = deploy.tp;
   d.parallel.enable_expert_parallel = deploy.ep;
   ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
@@ -286,7 +288,7 @@ inline void check_layer_case(const LayerCase& c, const std::string& golden_file,
   }
 
   const std::string out = dir.path() + "/out";
-  const artifact::Manifest m = convert_for(ckpt_dir, Deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env}, out);
+  const artifact::Manifest m = convert_for(ckpt_dir, Deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env, ""}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
