@@ -11,6 +11,7 @@
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "support/artifacts.h"
 #include "support/test_support.h"
 
@@ -29,7 +30,9 @@ artifact::Manifest convert_moe_wna16(const std::string& source, int tp, const st
   dep.quantization = "moe_wna16";
   dep.parallel.tp = tp;
   ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
-  const ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, dep), ConvertRequest{});
+  ConvertRequest req;
+  req.target_json = target_json(dep);
+  const ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, dep), req);
   std::filesystem::create_directories(out);
   return execute_plan(plan, out, ExecutorOptions{});
 }

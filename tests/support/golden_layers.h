@@ -25,6 +25,7 @@
 #include "formats/safetensors/file.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "support/sha256.h"
 #include "support/test_support.h"
 
@@ -231,7 +232,9 @@ inline artifact::Manifest convert_for(const std::string& ckpt_dir, const Deploy&
   d.parallel.tp = deploy.tp;
   d.parallel.enable_expert_parallel = deploy.ep;
   ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
-  convert::ConversionPlan plan = convert::build_conversion_plan(ck, convert::decide_layers(ck, d), convert::ConvertRequest{});
+  convert::ConvertRequest req;
+  req.target_json = convert::target_json(d);
+  convert::ConversionPlan plan = convert::build_conversion_plan(ck, convert::decide_layers(ck, d), req);
   std::filesystem::create_directories(out);
   return convert::execute_plan(plan, out, convert::ExecutorOptions{});
 }
