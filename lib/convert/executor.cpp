@@ -23,6 +23,7 @@
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
+#include "lib/core/natural_order.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
 #include "lib/convert/source_hash.h"
@@ -57,9 +58,11 @@ std::string shard_file_name(int rank, size_t index, size_t count) {
   return buf;
 }
 
-// Greedy fill in name order; a tensor larger than the cap gets a shard of its own.
+// Greedy fill in module-path order (model.layers.2 before model.layers.10; otherwise plain name
+// order), so the layers are written in the model's own order and the progress line's layer
+// count matches the tensor it names; a tensor larger than the cap gets a shard of its own.
 std::vector<std::vector<const TensorEntry*>> split_by_size(std::vector<const TensorEntry*> entries, uint64_t cap) {
-  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) { return a->name < b->name; });
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) { return module_path_less(a->name, b->name); });
   std::vector<std::vector<const TensorEntry*>> shards;
   uint64_t in_current = 0;
   for (const TensorEntry* e : entries) {
@@ -414,8 +417,9 @@ struct IndexMaps {
 IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
                        int threads, SourceHasher& source_hashes, const std::unordered_map<const st::File*, size_t>& file_index, ByteProgress& progress) {
   IndexMaps maps;
-  // A layer is done when the last of its packed tensors is written (the shards hold them in
-  // name order, not layer by layer).
+  // A layer is done when the last of its packed tensors is written. With one rank the layers
+  // come in module-path order, one after the other; with several, each rank's files hold every layer
+  // again, and a layer is done in the last rank's.
   std::unordered_map<const PackedTensorPlan*, size_t> layer_of;
   std::vector<size_t> tensors_left(plan.layers.size(), 0);
   for (size_t li = 0; li < plan.layers.size(); ++li)
