@@ -14,12 +14,14 @@
 #include "apps/moepack/command.h"
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/convert/layer_json.h"
 #include "lib/convert/plan.h"
 #include "lib/oracle/hazards.h"
 #include "lib/oracle/oracle.h"
+#include "lib/report/inspect_report.h"
 #include "lib/report/plan_report.h"
 
 namespace moepack::cli {
@@ -154,8 +156,10 @@ int run_plan(const PlanOptions& o) {
 
   std::vector<orc::Decision> decisions;
   std::vector<std::string> reader_notes;
+  ckpt::CheckpointLocation where;
   if (!o.checkpoint.empty()) {
-    const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
+    where = ckpt::locate_checkpoint(o.checkpoint);
+    const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
     reader_notes = c.notes;
     for (const auto& layer : convert::decide_layers(c, dep)) decisions.push_back(convert::reported_decision(layer));
   } else {
@@ -165,8 +169,11 @@ int run_plan(const PlanOptions& o) {
   }
 
   if (o.json) {
-    std::cout << safe_json_text(report::plan_json(dep, decisions, reader_notes)) << std::endl;
+    json document = report::plan_json(dep, decisions, reader_notes);
+    if (where.from_hub_cache()) document["hub"] = report::hub_json(where);
+    std::cout << safe_json_text(document) << std::endl;
   } else {
+    if (where.from_hub_cache()) std::cout << "checkpoint: " << report::hub_line(where) << "\n";
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";
   }
@@ -194,7 +201,7 @@ int run_plan(const PlanOptions& o) {
 CommandRegistration reg(20, [](CLI::App& app) {
   auto opts = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand("plan", "Show the backend vLLM would give each MoE layer on a target, with every candidate tried");
-  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory or .safetensors file");
+  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])");
   sub->add_option("--layer-json", opts->layer_json, "Describe the layer(s) in a JSON file instead of a checkpoint");
   add_deployment_flags(*sub, opts->deployment, false);
   sub->add_flag("--json", opts->json, "Print the plan as JSON");

@@ -358,6 +358,9 @@ class ManifestSkeleton {
     manifest_.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
     manifest_.source_scheme = plan.source_scheme;
     manifest_.source_scheme_description = plan.source_scheme_description;
+    manifest_.source_model_id = plan.source_model_id;
+    manifest_.source_revision = plan.source_revision;
+    manifest_.source_commit = plan.source_commit;
     manifest_.target = plan.target;
     for (size_t li = 0; li < plan.layers.size(); ++li) {
       artifact::Layer l = plan.layers[li].manifest;
