@@ -102,6 +102,9 @@ void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const
 
 void run_convert(const ConvertOptions& o) {
   global_flags().json = o.json;
+  if (names_several_targets(o.deployment.target))
+    throw Error(ErrorKind::usage, "convert writes one target per run (--target `" + o.deployment.target +
+                                      "` names several); run it once per device (plan takes a list or `all`)");
   oracle::Deployment deployment = build_deployment(o.deployment);
   uint64_t max_shard = parse_size(o.max_shard_size);
   const ckpt::CheckpointLocation where = ckpt::locate_checkpoint(o.checkpoint);

@@ -78,7 +78,10 @@ void print_text(const artifact::DiffReport& r) {
 }
 
 int run_diff(const DiffCliOptions& o) {
-  const artifact::DiffReport r = artifact::diff(ckpt::locate_checkpoint(o.a).path, ckpt::locate_checkpoint(o.b).path);
+  // One after the other, so a miss is reported for A before B.
+  const std::string a = ckpt::locate_checkpoint(o.a).path;
+  const std::string b = ckpt::locate_checkpoint(o.b).path;
+  const artifact::DiffReport r = artifact::diff(a, b);
   if (o.json) std::cout << safe_json_text(report::diff_json(r)) << std::endl;
   else print_text(r);
   return r.identical() ? 0 : static_cast<int>(ErrorKind::verify_failed);

@@ -157,6 +157,12 @@ TEST(HubCache, WhatIsNotCachedIsBadInputNamingWhereItLooked) {
   EXPECT_NE(r.err.find("not revision `v9`"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(hub + "/models--org--model/refs/v9"), std::string::npos) << r.err;
 
+  // Two ids, neither cached: the first argument is the one named.
+  r = run_moepack({"diff", "org/first", "org/second"});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("org/first"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("org/second"), std::string::npos) << r.err;
+
   // A ref whose snapshot is gone (an interrupted download, a pruned cache).
   write_text(hub + "/models--org--model/refs/broken", "3333333333333333333333333333333333333333");
   r = run_moepack({"inspect", "org/model@broken"});

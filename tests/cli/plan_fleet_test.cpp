@@ -2,6 +2,7 @@
 // --json every device's own plan document.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,17 @@ TEST(PlanFleet, BadListsAreUsageErrors) {
     EXPECT_EQ(r.exit_code, 2) << list << ": " << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out).at("error").at("exit_code"), 2) << r.out;
   }
+}
+
+// convert takes one device per run for now; a list is refused by name, and nothing is written.
+TEST(PlanFleet, ConvertRefusesAListOfTargets) {
+  TempDir dir;
+  CommandResult r = run_moepack({"convert", gpt_oss_sample(), "--target", "sm90,sm100", "-o", dir.file("out"), "--json"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("convert writes one target per run"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("error").at("exit_code"), 2) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.tmp")));
 }
 
 }  // namespace
