@@ -14,6 +14,7 @@
 #include "apps/moepack/command.h"
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "lib/convert/bad_values.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
@@ -101,15 +102,22 @@ void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const
 
 void run_convert(const ConvertOptions& o) {
   global_flags().json = o.json;
+  if (names_several_targets(o.deployment.target))
+    throw Error(ErrorKind::usage, "convert writes one target per run (--target `" + o.deployment.target +
+                                      "` names several); run it once per device (plan takes a list or `all`)");
   oracle::Deployment deployment = build_deployment(o.deployment);
   uint64_t max_shard = parse_size(o.max_shard_size);
-  ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(o.checkpoint);
+  const ckpt::CheckpointLocation where = ckpt::locate_checkpoint(o.checkpoint);
+  ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(where.path);
   auto decisions = convert::decide_layers(checkpoint, deployment);
   warn_of_hazards(decisions, deployment);
   convert::ConvertRequest request;
   if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
   request.target_json = convert::target_json(deployment);
   convert::ConversionPlan plan = convert::build_conversion_plan(checkpoint, decisions, request);
+  plan.source_model_id = where.model_id;
+  plan.source_revision = where.revision;
+  plan.source_commit = where.commit;
   if (plan.layers.empty()) std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
 
   if (o.dry_run) {
@@ -119,7 +127,7 @@ void run_convert(const ConvertOptions& o) {
     return;
   }
 
-  if (!o.allow_bad_values) convert::refuse_bad_values(checkpoint, o.checkpoint);
+  if (!o.allow_bad_values) convert::refuse_bad_values(checkpoint, where.path);
 
   install_cancel_signal_handlers();
   auto start = std::chrono::steady_clock::now();
@@ -148,7 +156,7 @@ void run_convert(const ConvertOptions& o) {
 CommandRegistration registration(40, [](CLI::App& app) {
   auto opts = std::make_shared<ConvertOptions>();
   CLI::App* sub = app.add_subcommand("convert", "Write the prepacked artifact of a checkpoint for a target deployment");
-  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory or .safetensors file")->required();
+  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])")->required();
   sub->add_option("-o,--output", opts->output, "Output directory (written as OUT.tmp, renamed when complete)")->required();
   add_deployment_flags(*sub, opts->deployment, true);
   sub->add_option("--threads", opts->threads, "Worker threads (default: the CPUs this process may use); the output does not depend on it")->check(CLI::NonNegativeNumber);

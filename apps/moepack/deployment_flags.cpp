@@ -1,13 +1,16 @@
 #include "apps/moepack/deployment_flags.h"
 
+#include <algorithm>
+
 #include "lib/core/error.h"
+#include "lib/oracle/device.h"
 
 namespace moepack::cli {
 
 void add_deployment_flags(CLI::App& app, DeploymentOptions& o, bool with_tp_rank) {
   app.add_option("--target", o.target,
                  "Target device: sm70 sm75 sm80 sm86 sm89 sm90 sm100 sm103 sm110 sm120 sm121, gfx942 gfx950 gfx1250, "
-                 "cpu-amx, cpu-avx512, cpu-arm, xpu, or host")
+                 "cpu-amx, cpu-avx512, cpu-arm, xpu, or host; plan also takes a comma list or `all`")
       ->required();
   app.add_option("--tp", o.tp, "Tensor-parallel size")->capture_default_str();
   if (with_tp_rank) app.add_option("--tp-rank", o.tp_rank, "Only this tensor-parallel rank (default: all ranks)");
@@ -26,6 +29,29 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& o, bool with_tp_rank
   app.add_option("--env", o.env, "An exported vLLM environment variable, NAME=VALUE (repeatable)");
   app.add_option("--with", o.with_packages, "An optional package present at run time (repeatable)");
   app.add_option("--without", o.without_packages, "An optional package absent at run time (repeatable)");
+}
+
+bool names_several_targets(const std::string& target) { return target == "all" || target.find(',') != std::string::npos; }
+
+// --target all: every device this build knows but `host` (this machine, which a fleet table
+// should not depend on); else the comma list, in the order given.
+std::vector<std::string> target_names(const std::string& target) {
+  std::vector<std::string> names;
+  if (target == "all") {
+    for (const auto& name : oracle::known_target_names())
+      if (name != "host") names.push_back(name);
+    return names;
+  }
+  size_t begin = 0;
+  while (begin <= target.size()) {
+    const size_t end = std::min(target.find(',', begin), target.size());
+    const std::string name = target.substr(begin, end - begin);
+    if (name.empty()) throw Error(ErrorKind::usage, "--target `" + target + "` has an empty name in its list");
+    if (std::find(names.begin(), names.end(), name) != names.end()) throw Error(ErrorKind::usage, "--target names `" + name + "` twice");
+    names.push_back(name);
+    begin = end + 1;
+  }
+  return names;
 }
 
 oracle::Deployment build_deployment(const DeploymentOptions& o) {

@@ -34,6 +34,13 @@ struct DeploymentOptions {
 // --lora, --quantization, --dtype, --env, --with, --without; and --tp-rank when asked.
 void add_deployment_flags(CLI::App& app, DeploymentOptions& options, bool with_tp_rank);
 
+// Whether --target names several devices: `all`, or a comma list (plan, convert).
+bool names_several_targets(const std::string& target);
+// The devices of such a --target: `all` is every device this build knows except `host` (this
+// machine, which a fleet's answer must not depend on); a list is taken in its order. Throws
+// Error(usage) for an empty or repeated name (unknown names fail in build_deployment).
+std::vector<std::string> target_names(const std::string& target);
+
 // Builds the oracle's view. Throws moepack::Error(usage) for values no deployment can have
 // (unknown target or package, malformed --env, sizes below 1, unknown dtype).
 oracle::Deployment build_deployment(const DeploymentOptions& options);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "formats/artifact/diff.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
@@ -77,7 +78,10 @@ void print_text(const artifact::DiffReport& r) {
 }
 
 int run_diff(const DiffCliOptions& o) {
-  const artifact::DiffReport r = artifact::diff(o.a, o.b);
+  // One after the other, so a miss is reported for A before B.
+  const std::string a = ckpt::locate_checkpoint(o.a).path;
+  const std::string b = ckpt::locate_checkpoint(o.b).path;
+  const artifact::DiffReport r = artifact::diff(a, b);
   if (o.json) std::cout << safe_json_text(report::diff_json(r)) << std::endl;
   else print_text(r);
   return r.identical() ? 0 : static_cast<int>(ErrorKind::verify_failed);
@@ -86,8 +90,8 @@ int run_diff(const DiffCliOptions& o) {
 CommandRegistration reg(55, [](CLI::App& app) {
   auto opts = std::make_shared<DiffCliOptions>();
   auto* sub = app.add_subcommand("diff", "Compare two artifacts or checkpoints tensor by tensor (and two artifacts' manifests); exit 5 when they differ");
-  sub->add_option("A", opts->a, "Artifact directory, checkpoint directory or .safetensors file")->required();
-  sub->add_option("B", opts->b, "Artifact directory, checkpoint directory or .safetensors file")->required();
+  sub->add_option("A", opts->a, "Artifact directory, checkpoint directory, .safetensors file or model id in the Hugging Face cache")->required();
+  sub->add_option("B", opts->b, "Artifact directory, checkpoint directory, .safetensors file or model id in the Hugging Face cache")->required();
   sub->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-diff(1))");
   sub->callback([opts] {
     global_flags().json = opts->json;

@@ -13,6 +13,7 @@
 #include "apps/moepack/command.h"
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/core/tensor.h"
@@ -100,10 +101,12 @@ void print_value_scan(const ckpt::ValueScan& scan, std::ostringstream& out) {
   }
 }
 
-void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::ValueScan* scan, const artifact::Manifest* packed) {
+void print_human(const ckpt::Checkpoint& c, const InspectOptions& o, const ckpt::CheckpointLocation& where, const ckpt::ValueScan* scan,
+                 const artifact::Manifest* packed) {
   const auto& f = c.facts;
   std::ostringstream out;
   out << o.checkpoint << "\n";
+  if (where.from_hub_cache()) out << "  hub cache    " << report::hub_line(where) << "\n";
   if (packed) {
     out << "  artifact     " << report::artifact_line(*packed) << "\n";
     out << "               (its experts are packed for that target: `moepack verify` runs them, `moepack diff` compares them;\n"
@@ -154,17 +157,19 @@ std::optional<artifact::Manifest> artifact_manifest(const std::string& path) {
 }
 
 int run_inspect(const InspectOptions& o) {
-  ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
-  const std::optional<artifact::Manifest> packed = artifact_manifest(o.checkpoint);
+  const ckpt::CheckpointLocation where = ckpt::locate_checkpoint(o.checkpoint);
+  ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
+  const std::optional<artifact::Manifest> packed = artifact_manifest(where.path);
   std::optional<ckpt::ValueScan> scan;
   if (o.check_values) scan = ckpt::scan_values(c);
   const std::string error = scan ? report::bad_values_message(*scan) : std::string();
   if (o.json) {
     nlohmann::json j = report::inspect_json(c, o.checkpoint, scan ? &*scan : nullptr);
     if (packed) j["artifact"] = report::artifact_json(*packed);
+    if (where.from_hub_cache()) j["hub"] = report::hub_json(where);
     std::cout << safe_json_text(j) << std::endl;
   } else {
-    print_human(c, o, scan ? &*scan : nullptr, packed ? &*packed : nullptr);
+    print_human(c, o, where, scan ? &*scan : nullptr, packed ? &*packed : nullptr);
   }
   if (!error.empty()) {
     std::fprintf(stderr, "moepack: error: %s\n", error.c_str());
@@ -176,7 +181,7 @@ int run_inspect(const InspectOptions& o) {
 CommandRegistration reg(10, [](CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
   auto* sub = app.add_subcommand("inspect", "Describe a checkpoint: format, quantization scheme, MoE layers, experts, model facts");
-  sub->add_option("CKPT", opts->checkpoint, "Checkpoint directory or .safetensors file")->required();
+  sub->add_option("CKPT", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])")->required();
   sub->add_flag("--json", opts->json, "Print one JSON object (shape documented in moepack-inspect(1))");
   sub->add_flag("--check-values", opts->check_values, "Also scan tensor data for NaN/Inf and NaN scales (exit 4 if any)");
   sub->callback([opts] {

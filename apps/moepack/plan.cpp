@@ -14,12 +14,15 @@
 #include "apps/moepack/command.h"
 #include "apps/moepack/deployment_flags.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/convert/layer_json.h"
 #include "lib/convert/plan.h"
 #include "lib/oracle/hazards.h"
 #include "lib/oracle/oracle.h"
+#include "lib/report/fleet_report.h"
+#include "lib/report/inspect_report.h"
 #include "lib/report/plan_report.h"
 
 namespace moepack::cli {
@@ -147,15 +150,61 @@ void print_human(const orc::Deployment& dep, const std::vector<orc::Decision>& d
   }
 }
 
-int run_plan(const PlanOptions& o) {
-  const orc::Deployment dep = build_deployment(o.deployment);
+void require_one_layer_source(const PlanOptions& o) {
   const int sources = (o.checkpoint.empty() ? 0 : 1) + (o.layer_json.empty() ? 0 : 1) + (o.family.empty() ? 0 : 1);
   if (sources != 1) usage("plan needs exactly one of: CKPT, --layer-json FILE, --family (with the model flags)");
+}
+
+// Several devices: every device planned with the same flags, one table (or one document).
+// Refusals are the table's answer, not errors: exit 3 only when no device runs every layer.
+int run_fleet_plan(const PlanOptions& o, const std::vector<std::string>& targets) {
+  std::vector<report::TargetPlan> plans;
+  for (const auto& name : targets) {
+    DeploymentOptions flags = o.deployment;
+    flags.target = name;
+    plans.push_back({build_deployment(flags), {}});
+  }
+  require_one_layer_source(o);
+  std::vector<std::string> reader_notes;
+  ckpt::CheckpointLocation where;
+  if (!o.checkpoint.empty()) {
+    where = ckpt::locate_checkpoint(o.checkpoint);
+    const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
+    reader_notes = c.notes;
+    for (auto& p : plans)
+      for (const auto& layer : convert::decide_layers(c, p.deployment)) p.decisions.push_back(convert::reported_decision(layer));
+  } else {
+    const auto queries =
+        o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);
+    for (auto& p : plans)
+      for (const auto& q : queries) p.decisions.push_back(orc::decide(q, p.deployment));
+  }
+  if (o.json) {
+    json document = report::fleet_json(plans, reader_notes);
+    if (where.from_hub_cache()) document["hub"] = report::hub_json(where);
+    std::cout << safe_json_text(document) << std::endl;
+  } else {
+    if (where.from_hub_cache()) std::cout << "checkpoint: " << report::hub_line(where) << "\n";
+    std::cout << report::fleet_table_text(plans);
+    for (const auto& n : reader_notes) std::cout << "note: " << n << "\n";
+  }
+  if (report::fleet_has_a_device_for_every_layer(plans)) return 0;
+  std::cerr << "moepack: error: no device of " << o.deployment.target << " runs every MoE layer (each refusal is given above)\n";
+  return static_cast<int>(ErrorKind::refused);
+}
+
+int run_plan(const PlanOptions& o) {
+  if (names_several_targets(o.deployment.target))
+    return run_fleet_plan(o, target_names(o.deployment.target));
+  const orc::Deployment dep = build_deployment(o.deployment);
+  require_one_layer_source(o);
 
   std::vector<orc::Decision> decisions;
   std::vector<std::string> reader_notes;
+  ckpt::CheckpointLocation where;
   if (!o.checkpoint.empty()) {
-    const ckpt::Checkpoint c = ckpt::open_checkpoint(o.checkpoint);
+    where = ckpt::locate_checkpoint(o.checkpoint);
+    const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
     reader_notes = c.notes;
     decisions = convert::reported_decisions(c, convert::decide_layers(c, dep));
   } else {
@@ -165,8 +214,11 @@ int run_plan(const PlanOptions& o) {
   }
 
   if (o.json) {
-    std::cout << safe_json_text(report::plan_json(dep, decisions, reader_notes)) << std::endl;
+    json document = report::plan_json(dep, decisions, reader_notes);
+    if (where.from_hub_cache()) document["hub"] = report::hub_json(where);
+    std::cout << safe_json_text(document) << std::endl;
   } else {
+    if (where.from_hub_cache()) std::cout << "checkpoint: " << report::hub_line(where) << "\n";
     print_human(dep, decisions);
     if (decisions.empty()) std::cout << "\nno MoE layers\n";
   }
@@ -194,7 +246,7 @@ int run_plan(const PlanOptions& o) {
 CommandRegistration reg(20, [](CLI::App& app) {
   auto opts = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand("plan", "Show the backend vLLM would give each MoE layer on a target, with every candidate tried");
-  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory or .safetensors file");
+  sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])");
   sub->add_option("--layer-json", opts->layer_json, "Describe the layer(s) in a JSON file instead of a checkpoint");
   add_deployment_flags(*sub, opts->deployment, false);
   sub->add_flag("--json", opts->json, "Print the plan as JSON");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
+#include "formats/checkpoints/hub_cache.h"
 #include "lib/convert/verify.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
@@ -46,7 +47,7 @@ void print_text(const convert::VerifyReport& r, const VerifyCliOptions& o) {
 }
 
 int run_verify(VerifyCliOptions& o) {
-  if (!o.source.empty()) o.verify.source = o.source;
+  if (!o.source.empty()) o.verify.source = ckpt::locate_checkpoint(o.source).path;
   if (!o.write_golden.empty()) o.verify.write_golden = o.write_golden;
   if (!o.golden.empty()) o.verify.golden = o.golden;
   const convert::VerifyReport r = convert::verify_artifact(o.verify);
@@ -63,7 +64,7 @@ CommandRegistration reg(45, [](CLI::App& app) {
   auto opts = std::make_shared<VerifyCliOptions>();
   auto* sub = app.add_subcommand("verify", "Prove an artifact: hashes, then every MoE layer run and compared with the source or a golden file");
   sub->add_option("ARTIFACT", opts->verify.artifact, "Artifact directory written by convert")->required();
-  sub->add_option("--source", opts->source, "The checkpoint the artifact was made from (the reference)");
+  sub->add_option("--source", opts->source, "The checkpoint the artifact was made from (the reference): a path or a model id in the Hugging Face cache");
   sub->add_option("--tokens", opts->verify.tokens, "Seeded tokens per layer (default 8)");
   sub->add_option("--seed", opts->verify.seed, "Seed of the hidden states and router logits (default 0)");
   auto* wg = sub->add_option("--write-golden", opts->write_golden, "Write the outputs and tensor hashes to this golden file");

@@ -143,10 +143,16 @@ ojson to_json(const Manifest& m) {
     layer["ranks"] = ranks;
     layers.push_back(std::move(layer));
   }
+  ojson source = {{"scheme", m.source_scheme}, {"scheme_description", m.source_scheme_description}, {"fingerprint", m.source_fingerprint}, {"files", file_entries_json(m.source_files)}};
+  if (!m.source_model_id.empty()) {
+    source["model_id"] = m.source_model_id;
+    source["revision"] = m.source_revision;
+    source["commit"] = m.source_commit;
+  }
   return ojson{{"format", m.format},
                {"moepack_version", m.moepack_version},
                {"reference", m.reference},
-               {"source", {{"scheme", m.source_scheme}, {"scheme_description", m.source_scheme_description}, {"fingerprint", m.source_fingerprint}, {"files", file_entries_json(m.source_files)}}},
+               {"source", source},
                {"target", m.target},
                {"layers", layers},
                {"files", file_entries_json(m.files)}};
@@ -272,6 +278,11 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   m.source_scheme_description = r.string(source, "scheme_description", "$.source");
   m.source_fingerprint = r.string(source, "fingerprint", "$.source");
   m.source_files = r.files(source, "files", "$.source");
+  if (source.contains("model_id")) {
+    m.source_model_id = r.string(source, "model_id", "$.source");
+    m.source_revision = r.string(source, "revision", "$.source");
+    m.source_commit = r.string(source, "commit", "$.source");
+  }
   const json& target = r.member(j, "target", "$");
   if (!target.is_object()) r.fail("$.target", "is not an object");
   m.target = ojson::parse(target.dump());

@@ -110,6 +110,11 @@ struct Manifest {
   std::string source_scheme_description;  // the same for people ("mxfp4 (gpt-oss)")
   std::string source_fingerprint;          // "xxh3-128:<hex>" over the source files' names and hashes
   std::vector<FileEntry> source_files;
+  // When the source was named by model id and found in the Hugging Face cache (all three set,
+  // or none): the id, the revision asked for and the snapshot's commit.
+  std::string source_model_id;
+  std::string source_revision;
+  std::string source_commit;
   nlohmann::ordered_json target = nlohmann::ordered_json::object();  // the deployment, as docs/CLI.md's plan --json "target"
   std::vector<Layer> layers;
   std::vector<FileEntry> files;            // every file of the artifact except moepack.json itself

@@ -15,6 +15,7 @@
 #include "formats/safetensors/strict_json.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/natural_order.h"
 
 namespace moepack::ckpt {
 namespace fs = std::filesystem;
@@ -716,39 +717,13 @@ OwnedTensor assemble_w13(const SourceTensorRule& r, OwnedTensor gate, OwnedTenso
   return gate;
 }
 
-// Python's natural sort key as vLLM's loader uses it for shard order: digit runs compare as
-// numbers ("shard-2" before "shard-10"), other runs as text.
-bool natural_less(std::string_view a, std::string_view b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const bool da = std::isdigit(static_cast<unsigned char>(a[i])) != 0, db = std::isdigit(static_cast<unsigned char>(b[j])) != 0;
-    if (da && db) {
-      size_t ie = i, je = j;
-      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
-      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
-      std::string_view na = a.substr(i, ie - i), nb = b.substr(j, je - j);
-      while (na.size() > 1 && na.front() == '0') na.remove_prefix(1);
-      while (nb.size() > 1 && nb.front() == '0') nb.remove_prefix(1);
-      if (na.size() != nb.size()) return na.size() < nb.size();
-      if (na != nb) return na < nb;
-      i = ie;
-      j = je;
-      continue;
-    }
-    if (da != db) return da;  // int < str in a Python key tuple is an error; digits first is the common case
-    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-    ++i;
-    ++j;
-  }
-  return a.size() - i < b.size() - j;
-}
-
 // Of two tensors loaded into the same slot, the one vLLM's loader meets last.
 const std::string& loaded_last(const st::ShardSet& shards, const std::string& gate_name, const std::string& up_name) {
   auto g = shards.find(gate_name), u = shards.find(up_name);
   if (!g || !u) throw_bad_input(shards.root(), g ? up_name : gate_name, "missing tensor");
   const std::string gate_file = std::filesystem::path(g->file->path()).filename().string();
   const std::string up_file = std::filesystem::path(u->file->path()).filename().string();
+  // Across shards the loader goes by file name in natural order, as vLLM sorts shards.
   if (gate_file != up_file) return natural_less(gate_file, up_file) ? up_name : gate_name;
   return gate_name < up_name ? up_name : gate_name;
 }

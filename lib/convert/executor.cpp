@@ -24,6 +24,7 @@
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
+#include "lib/core/natural_order.h"
 #include "lib/core/progress.h"
 #include "lib/core/tensor.h"
 #include "lib/convert/source_hash.h"
@@ -58,9 +59,11 @@ std::string shard_file_name(int rank, size_t index, size_t count) {
   return buf;
 }
 
-// Greedy fill in name order; a tensor larger than the cap gets a shard of its own.
+// Greedy fill in module-path order (model.layers.2 before model.layers.10; otherwise plain name
+// order), so the layers are written in the model's own order and the progress line's layer
+// count matches the tensor it names; a tensor larger than the cap gets a shard of its own.
 std::vector<std::vector<const TensorEntry*>> split_by_size(std::vector<const TensorEntry*> entries, uint64_t cap) {
-  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) { return a->name < b->name; });
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) { return module_path_less(a->name, b->name); });
   std::vector<std::vector<const TensorEntry*>> shards;
   uint64_t in_current = 0;
   for (const TensorEntry* e : entries) {
@@ -374,6 +377,9 @@ class ManifestSkeleton {
     manifest_.reference = artifact::kReferencePoint;
     manifest_.source_scheme = plan.source_scheme;
     manifest_.source_scheme_description = plan.source_scheme_description;
+    manifest_.source_model_id = plan.source_model_id;
+    manifest_.source_revision = plan.source_revision;
+    manifest_.source_commit = plan.source_commit;
     manifest_.target = plan.target;
     for (size_t li = 0; li < plan.layers.size(); ++li) {
       artifact::Layer l = plan.layers[li].manifest;
@@ -420,8 +426,9 @@ struct IndexMaps {
 IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
                        int threads, SourceHasher& source_hashes, const std::unordered_map<const st::File*, size_t>& file_index, ByteProgress& progress) {
   IndexMaps maps;
-  // A layer is done when the last of its packed tensors is written (the shards hold them in
-  // name order, not layer by layer).
+  // A layer is done when the last of its packed tensors is written. With one rank the layers
+  // come in module-path order, one after the other; with several, each rank's files hold every layer
+  // again, and a layer is done in the last rank's.
   std::unordered_map<const PackedTensorPlan*, size_t> layer_of;
   std::vector<size_t> tensors_left(plan.layers.size(), 0);
   for (size_t li = 0; li < plan.layers.size(); ++li)

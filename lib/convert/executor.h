@@ -67,6 +67,11 @@ struct ConversionPlan {
   std::string source_root;
   std::string source_scheme;              // Checkpoint::scheme_id
   std::string source_scheme_description;  // Checkpoint::scheme
+  // A source named by model id (ckpt::locate_checkpoint): the id, revision and commit the
+  // manifest records; empty for a path.
+  std::string source_model_id;
+  std::string source_revision;
+  std::string source_commit;
   std::vector<std::string> source_files;       // absolute/relative paths of the shards read
   std::vector<const st::File*> source_mappings; // their mappings, whose pages are released after each packed tensor
   std::vector<std::string> copied_files;       // other files, relative to source_root, copied byte for byte

@@ -171,7 +171,8 @@ std::vector<std::string> files_to_copy(const ckpt::Checkpoint& c) {
   for (const auto& f : c.shards->files()) shards.insert(fs::weakly_canonical(f->path()).string());
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
     if (!it->is_regular_file()) continue;
-    std::string rel = fs::relative(it->path(), root).string();
+    // Lexically: fs::relative would follow a Hugging Face snapshot's symlinks and name the blob.
+    std::string rel = it->path().lexically_relative(root).string();
     if (rel == "model.safetensors.index.json") continue;
     if (shards.count(fs::weakly_canonical(it->path()).string())) continue;
     out.push_back(rel);

@@ -154,4 +154,12 @@ nlohmann::json artifact_json(const artifact::Manifest& m) {
   return {{"format", m.format}, {"source_scheme", m.source_scheme}, {"target", m.target}, {"layers", layers}};
 }
 
+nlohmann::json hub_json(const ckpt::CheckpointLocation& location) {
+  return {{"model_id", location.model_id}, {"revision", location.revision}, {"commit", location.commit}, {"snapshot", location.path}};
+}
+
+std::string hub_line(const ckpt::CheckpointLocation& location) {
+  return location.model_id + "@" + location.revision + ": commit " + location.commit + ", snapshot " + location.path;
+}
+
 }  // namespace moepack::report

@@ -9,6 +9,7 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
+#include "formats/checkpoints/hub_cache.h"
 
 namespace moepack::report {
 
@@ -33,5 +34,11 @@ nlohmann::json inspect_json(const ckpt::Checkpoint& checkpoint, const std::strin
 // target, and per layer its prefix, backend and experts class).
 std::string artifact_line(const artifact::Manifest& manifest);
 nlohmann::json artifact_json(const artifact::Manifest& manifest);
+
+// The "hub" object of inspect's and plan's documents when the checkpoint was named by model id:
+// `model_id`, `revision`, `commit` and `snapshot` (the directory read).
+nlohmann::json hub_json(const ckpt::CheckpointLocation& location);
+// The same for people: "org/name@revision: commit C, snapshot DIR".
+std::string hub_line(const ckpt::CheckpointLocation& location);
 
 }  // namespace moepack::report

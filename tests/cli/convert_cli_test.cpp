@@ -4,6 +4,8 @@
 
 #include <csignal>
 #include <filesystem>
+#include <regex>
+#include <sstream>
 #include <thread>
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,6 +52,30 @@ TEST(ConvertCli, SameBytesForAnyThreadCount) {
   ASSERT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm100", "-o", dir.file("a"), "--threads", "1"}).exit_code, 0);
   ASSERT_EQ(run_moepack({"convert", gpt_oss_sample(), "--target", "sm100", "-o", dir.file("b"), "--threads", "3"}).exit_code, 0);
   EXPECT_EQ(all_files(dir.file("a")), all_files(dir.file("b")));
+}
+
+// Twelve layers, so that name order (1, 10, 11, 2, ...) and the model's order differ: the
+// progress line's count of layers done must be the number of the layer whose tensor it names
+// (layers are written in natural order), for every packed tensor of every layer.
+TEST(ConvertCli, ProgressCountsTheLayersItNames) {
+  TempDir dir;
+  const std::string src = dir.file("src");
+  CommandResult r = run_moepack({"sample", "--family", "gpt-oss-mxfp4", "--layers", "12", "-o", src});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_moepack({"convert", src, "--target", "sm90", "-o", dir.file("out"), "--threads", "1", "--progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex packing_line(R"(^layer (\d+)/12 .*packing model\.layers\.(\d+)\.mlp\.experts\.)");
+  std::vector<int> layers_named;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, packing_line)) continue;
+    EXPECT_EQ(std::stoi(m[1]), std::stoi(m[2])) << line;
+    if (layers_named.empty() || layers_named.back() != std::stoi(m[2])) layers_named.push_back(std::stoi(m[2]));
+  }
+  std::vector<int> in_order(12);
+  for (int i = 0; i < 12; ++i) in_order[i] = i;
+  EXPECT_EQ(layers_named, in_order) << r.err;
 }
 
 TEST(ConvertCli, ExistingOutputNeedsForce) {
