@@ -450,6 +450,33 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
                              ", intermediate " + std::to_string(d.padded_intermediate_size) +
                              ") split the 32-element MX scale blocks at this parallel size");
+  // NVFP4 (16) and MXFP8 (32) scale groups: the methods' create_weights allocate w2's scales for
+  // intermediate_size_per_partition // group groups (modelopt.py, compressed_tensors_moe_w4a4_nvfp4.py
+  // @ e9d1398d9; the backends' padding comes later, in process_weights_after_loading), and
+  // FusedMoE._load_w2 narrows the checkpoint's groups by whole groups per rank. A per-rank size
+  // that is not a multiple of the group leaves the rank's w2 weights without their scales (none
+  // at all below one group, the neighbouring elements' otherwise): vLLM loads the layer and
+  // computes wrong results (EMULATION reads scales past the empty tensor). Refused.
+  if ((d.family == orc::Family::nvfp4 || d.family == orc::Family::mxfp8) && layer.quant.group_size > 0 &&
+      static_cast<uint64_t>(d.intermediate_size) % static_cast<uint64_t>(layer.quant.group_size) != 0) {
+    const auto group = static_cast<uint64_t>(layer.quant.group_size), per_rank = static_cast<uint64_t>(d.intermediate_size);
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank intermediate size " + std::to_string(per_rank) + " is not a multiple of the " +
+                             std::to_string(group) + "-element " + orc::family_name(d.family) + " scale group: vLLM allocates w2_weight_scale with " +
+                             std::to_string(per_rank) + " // " + std::to_string(group) + " = " + std::to_string(per_rank / group) +
+                             " group(s) per row (create_weights), so the rank's w2 weights run without their own scales; refusing rather than "
+                             "writing a layer vLLM computes wrongly");
+  }
+  // gpt-oss' loaders other than the MXFP4 ones (GptOssModel._load_weights_other, the non-MXFP4
+  // branch of _load_weights_quark) copy a rank's slice into the whole parameter (param.copy_),
+  // which raises unless the slice has the parameter's shape: no padding of either size.
+  if (layer.recipe.w13_order == ckpt::W13Order::interleaved && !uses_gpt_oss_mx_block_loader(layer, orc::family_name(d.family))) {
+    const uint64_t local_intermediate = split.expert_parallel ? layer.intermediate_size : (layer.intermediate_size + static_cast<uint64_t>(d.tp_size) - 1) / static_cast<uint64_t>(d.tp_size);
+    if (static_cast<uint64_t>(d.padded_intermediate_size) != local_intermediate || static_cast<uint64_t>(d.padded_hidden_size) != layer.hidden_size)
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": vLLM raises RuntimeError while loading: gpt-oss' loader copies each rank's [" +
+                               std::to_string(2 * local_intermediate) + ", " + std::to_string(layer.hidden_size) + "] w13 slice into the whole [" +
+                               std::to_string(2 * d.padded_intermediate_size) + ", " + std::to_string(d.padded_hidden_size) +
+                               "] parameter (param.copy_), and the padded sizes do not match it");
+  }
 }
 
 RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const LayerDecision& ld, const RankSplit& split, int rank) {
@@ -559,8 +586,15 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 
 }  // namespace
 
+bool uses_gpt_oss_mx_block_loader(const ckpt::MoeLayer& layer, const std::string& family) {
+  // gpt_oss.py @ e9d1398d9: `_load_weights_mxfp4` (openai MXFP4), and `_load_weights_quark` when
+  // the weight dtype names mxfp4 (amd-quark MXFP4 exports; FP6 and FP8 weights take cdiv(I, tp)).
+  return layer.recipe.w13_order == ckpt::W13Order::interleaved && family == "mxfp4" && layer.quant.weight_bits == 4;
+}
+
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device) {
   g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
+  g.gpt_oss_mx_blocks = uses_gpt_oss_mx_block_loader(layer, family);
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "w4a8") g.params_dtype = params_dtype;  // bf16 group-scale parameters (w4a8_cutlass.h)
