@@ -16,6 +16,8 @@ namespace moepack::artifact {
 
 inline constexpr const char* kManifestFormat = "moepack/1";
 inline constexpr const char* kManifestFileName = "moepack.json";
+// The reference point every packed layout follows (docs/ARTIFACT.md); recorded as `reference`.
+inline constexpr const char* kReferencePoint = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
 // The one value of Layer::intermediate_size_scope: the sizes are what one rank holds.
 inline constexpr const char* kPerRankScope = "per_rank";
 

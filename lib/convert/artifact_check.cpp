@@ -11,6 +11,7 @@
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
+#include "lib/convert/artifact_validation.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/plan.h"
@@ -113,8 +114,14 @@ class OpenedFiles {
   std::map<std::string, std::unique_ptr<st::File>> files_;
 };
 
+std::string manifest_path_of(const std::string& artifact_dir) { return (fs::path(artifact_dir) / artifact::kManifestFileName).string(); }
+
+// The manifest, validated against itself and its files before any tensor is read.
 artifact::Manifest read_artifact_manifest(const std::string& artifact_dir) {
-  return artifact::read_manifest((fs::path(artifact_dir) / artifact::kManifestFileName).string());
+  const std::string path = manifest_path_of(artifact_dir);
+  artifact::Manifest m = artifact::read_manifest(path);
+  validate_artifact(m, artifact_dir, path);
+  return m;
 }
 
 void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out) {
@@ -155,6 +162,9 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string&
 ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkpoint& ck) {
   ArtifactCheck out;
   const artifact::Manifest m = read_artifact_manifest(artifact_dir);
+  // Every layer, size and tensor entry must be what converting this source gives, before the
+  // source's params are compared with the artifact's bytes.
+  validate_artifact_against_source(m, manifest_path_of(artifact_dir), ck, ck.path);
   OpenedFiles file(artifact_dir);
   check_integrity(artifact_dir, m, file, out);
   for (const auto& layer : m.layers) {

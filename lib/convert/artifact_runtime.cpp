@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "formats/safetensors/file.h"
+#include "lib/convert/artifact_validation.h"
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/derivations.h"
@@ -321,7 +322,9 @@ struct ArtifactRuntime::Impl {
   std::map<size_t, std::vector<FastCpuRank>> fast_cpu;  // layer index -> its ranks, prepared once
   std::map<size_t, std::pair<uint64_t, std::vector<int64_t>>> hash_tables;  // layer index -> (vocab, tid2eid), read once
   ex::CpuExpertsWorkspace fast_cpu_workspace;           // reused by every fast forward pass
-  Impl(const std::string& d, const std::string& mp) : dir(d), manifest_path(mp), manifest(artifact::read_manifest(mp)), files(d) {}
+  Impl(const std::string& d, const std::string& mp) : dir(d), manifest_path(mp), manifest(artifact::read_manifest(mp)), files(d) {
+    validate_artifact(manifest, dir, manifest_path);  // nothing below trusts a number it has not checked
+  }
 };
 
 ArtifactRuntime::ArtifactRuntime(const std::string& artifact_dir) {

@@ -346,13 +346,31 @@ std::unique_ptr<SourceHasher> start_source_hashes(const ConversionPlan& plan, co
   return std::make_unique<SourceHasher>(std::move(files), offers, output_bytes);
 }
 
+}  // namespace
+
+artifact::PackedTensor manifest_entry(const PackedTensorPlan& t) {
+  artifact::PackedTensor pt;
+  pt.name = t.name;
+  pt.dtype = std::string(dtype_name(t.dtype));
+  pt.shape = t.shape;
+  pt.layout = t.layout;
+  pt.canonical_dtype = std::string(dtype_name(t.canonical_dtype));
+  pt.canonical_shape = t.canonical_shape;
+  pt.per_expert = t.per_expert;
+  pt.derived = t.derived;
+  pt.value_stage = t.value_stage;
+  return pt;
+}
+
+namespace {
+
 // The manifest before anything is written: every layer and every packed tensor's entry, whose
 // file and hash the shard writer fills in as it writes the tensor (`entry`).
 class ManifestSkeleton {
  public:
   explicit ManifestSkeleton(const ConversionPlan& plan) {
     manifest_.moepack_version = MOEPACK_VERSION_STRING;
-    manifest_.reference = "vllm e9d1398d9 (2026-08-22); triton_kernels v3.5.1; flashinfer 0.6.17";
+    manifest_.reference = artifact::kReferencePoint;
     manifest_.source_scheme = plan.source_scheme;
     manifest_.source_scheme_description = plan.source_scheme_description;
     manifest_.target = plan.target;
@@ -363,7 +381,7 @@ class ManifestSkeleton {
         artifact::RankTensors rt;
         rt.rank = r.rank;
         for (const auto& t : r.tensors) {
-          rt.tensors.emplace(t.role, packed_entry(t));
+          rt.tensors.emplace(t.role, manifest_entry(t));
           slot_of_[&t] = {li, {r.rank, t.role}};
         }
         l.ranks.push_back(std::move(rt));
@@ -382,19 +400,6 @@ class ManifestSkeleton {
   }
 
  private:
-  static artifact::PackedTensor packed_entry(const PackedTensorPlan& t) {
-    artifact::PackedTensor pt;
-    pt.name = t.name;
-    pt.dtype = std::string(dtype_name(t.dtype));
-    pt.shape = t.shape;
-    pt.layout = t.layout;
-    pt.canonical_dtype = std::string(dtype_name(t.canonical_dtype));
-    pt.canonical_shape = t.canonical_shape;
-    pt.per_expert = t.per_expert;
-    pt.derived = t.derived;
-    pt.value_stage = t.value_stage;
-    return pt;
-  }
 
   artifact::Manifest manifest_;
   std::unordered_map<const PackedTensorPlan*, std::pair<size_t, std::pair<int, std::string>>> slot_of_;  // -> layer, (rank, role)

@@ -45,6 +45,9 @@ struct PackedTensorPlan {
   std::function<void(uint64_t expert, std::span<uint8_t> slab)> produce;
 };
 
+// The manifest entry of a planned tensor: everything but the `file` and `xxh3` writing gives it.
+artifact::PackedTensor manifest_entry(const PackedTensorPlan& t);
+
 struct RankPlan {
   int rank = 0;
   std::vector<PackedTensorPlan> tensors;

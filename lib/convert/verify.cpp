@@ -133,7 +133,7 @@ void compare_with_golden(const artifact::Golden& golden, const artifact::GoldenT
 // Layer `li` run by the runtime experts on seeded inputs and compared with what there is to
 // compare with; its output and tensor hashes are added to `pinned`.
 LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, size_t li, ArtifactRuntime& runtime,
-                          const std::optional<ckpt::Checkpoint>& source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned) {
+                          const ckpt::Checkpoint* source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned) {
   const artifact::Layer& L = m.layers[li];
   LayerVerdict v;
   v.prefix = L.prefix;
@@ -194,8 +194,9 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   report.seed = golden ? golden->seed : o.seed;
   if (report.tokens == 0) throw Error(ErrorKind::usage, "verify: --tokens must be at least 1");
 
-  std::optional<ckpt::Checkpoint> source;
-  if (o.source) source = ckpt::open_checkpoint(*o.source);
+  std::optional<ckpt::Checkpoint> opened;
+  if (o.source && !o.source_checkpoint) opened = ckpt::open_checkpoint(*o.source);
+  const ckpt::Checkpoint* source = o.source_checkpoint ? o.source_checkpoint : opened ? &*opened : nullptr;
   report.integrity = source ? check_artifact(o.artifact, *source) : check_artifact_integrity(o.artifact);
 
   artifact::Golden pinned = golden_header(m, runtime.manifest_path(), report);

@@ -24,12 +24,17 @@
 
 #include "formats/artifact/manifest.h"
 #include "lib/convert/artifact_check.h"
+#include "formats/checkpoints/checkpoint.h"
 
 namespace moepack::convert {
 
 struct VerifyOptions {
   std::string artifact;
   std::optional<std::string> source;
+  // The source already open, read instead of opening `source` (which still names it in
+  // messages): a caller that holds the checkpoint, or one whose facts it changed, proves the
+  // artifact against exactly that.
+  const ckpt::Checkpoint* source_checkpoint = nullptr;
   uint64_t tokens = 8;
   uint64_t seed = 0;
   std::optional<std::string> write_golden;

@@ -187,11 +187,15 @@ std::string describe_device(const Device& d) {
       if (c) s += " (capability " + std::to_string(c->major) + "." + std::to_string(c->minor) + ", CDNA " + std::to_string(d.cdna_version()) + ")";
       return s;
     }
-    case Platform::cpu:
-      if (d.cpu_arch == CpuArch::x86) return d.amx_tiles ? "x86 CPU with AMX tiles" : "x86 CPU without AMX tiles";
-      if (d.cpu_arch == CpuArch::arm) return "Arm CPU";
-      if (d.cpu_arch == CpuArch::powerpc) return "POWER CPU";
-      return "CPU";
+    case Platform::cpu: {
+      // macOS changes what vLLM's CPU platform picks, so it is part of the description a
+      // manifest records (and reads back: convert::deployment_from_target_json).
+      const std::string os = d.darwin ? " (macOS)" : "";
+      if (d.cpu_arch == CpuArch::x86) return (d.amx_tiles ? "x86 CPU with AMX tiles" : "x86 CPU without AMX tiles") + os;
+      if (d.cpu_arch == CpuArch::arm) return "Arm CPU" + os;
+      if (d.cpu_arch == CpuArch::powerpc) return "POWER CPU" + os;
+      return "CPU" + os;
+    }
     case Platform::xpu: return "Intel XPU";
   }
   return "";

@@ -191,6 +191,11 @@ struct LayoutListing {
 };
 std::vector<LayoutListing> layout_catalog();
 
+// The layouts the catalog lists for `role` of `backend` in `family`, over every condition (the
+// rows whose backend pattern matches); empty when no row lists the role. A reader of someone
+// else's manifest checks a tensor's layout against them.
+std::vector<std::string> listed_layouts(const std::string& family, const std::string& backend, const std::string& role);
+
 // The reference this oracle follows, as reported by `plan --json`.
 std::string oracle_reference();
 

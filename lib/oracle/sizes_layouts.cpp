@@ -81,6 +81,19 @@ std::vector<std::pair<std::string, std::string>> tensor_layouts(const FamilyDesc
   return {};
 }
 
+std::vector<std::string> listed_layouts(const std::string& family, const std::string& backend, const std::string& role) {
+  std::vector<std::string> out;
+  for (const FamilyDescriptor* f : family_descriptors()) {
+    if (f->name != family) continue;
+    for (const LayoutRow& row : f->layouts) {
+      if (!backend_matches(row.backend, backend)) continue;
+      for (const auto& [r, layout] : row.roles)
+        if (r == role) out.push_back(layout);
+    }
+  }
+  return out;
+}
+
 std::vector<LayoutListing> layout_catalog() {
   std::vector<LayoutListing> out;
   for (const FamilyDescriptor* family : family_descriptors())

@@ -100,10 +100,12 @@ void convert_and_check(const Case& c) {
         EXPECT_TRUE(rank.tensors.count(held)) << layer.prefix << " rank " << rank.rank << " lacks " << held;
       }
   }
-  ArtifactCheck check = test::expect_checked_against_source(out.path(), sample(c.sample));
+  // Proven against the checkpoint as this test holds it (with any fact it changed), which the
+  // manifest must describe exactly.
+  ArtifactCheck check = test::expect_checked_against_source(out.path(), ck);
   EXPECT_EQ(check.files_checked, m.files.size());
   // And run: the runtime experts on the packed layout against the source's reference.
-  VerifyReport v = test::expect_verified_against_source(out.path(), sample(c.sample), 4);
+  VerifyReport v = test::expect_verified_against_source(out.path(), sample(c.sample), 4, &ck);
   ASSERT_EQ(v.layers.size(), ck.layers.size());
 }
 
@@ -414,7 +416,7 @@ TEST(ConvertSamplesAcrossLayouts, QuarkPerExpertGptOssPacksLikeTheFusedOne) {
     auto convert = [&](const std::string& name, const test::TempDir& out) {
       ckpt::Checkpoint ck = ckpt::open_checkpoint(sample(name));
       ConvertRequest req;
-      req.target_json = {{"device", "cpu-amx"}};
+      req.target_json = target_json(dep);
       return execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out.path(), ExecutorOptions{});
     };
     test::TempDir fused_dir, quark_dir;

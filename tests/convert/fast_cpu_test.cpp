@@ -14,6 +14,7 @@
 #include "lib/convert/bench_experts.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
 #include "lib/experts/seeded.h"
@@ -56,7 +57,7 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(c.target));
   dep.parallel.tp = c.tp;
   ConvertRequest req;
-  req.target_json = {{"device", c.target}};
+  req.target_json = target_json(dep);
   fs::create_directories(dir.file("a"));
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
 
@@ -121,6 +122,7 @@ TEST(FastCpuLayout, OtherLayoutsAreNotRunByTheFastKernels) {
   ckpt::Checkpoint ck = ckpt::open_checkpoint(test::source_dir() + "/samples/gpt-oss-mxfp4");
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("sm90"));
   ConvertRequest req;
+  req.target_json = target_json(dep);
   fs::create_directories(dir.file("a"));
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
   ArtifactRuntime rt(dir.file("a"));
@@ -133,6 +135,7 @@ TEST(BenchExperts, ReportsEveryTokenCountWithTheMachinesLimits) {
   ckpt::Checkpoint ck = ckpt::open_checkpoint(test::source_dir() + "/samples/gpt-oss-mxfp4");
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target("cpu-amx"));
   ConvertRequest req;
+  req.target_json = target_json(dep);
   fs::create_directories(dir.file("a"));
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), dir.file("a"), ExecutorOptions{});
   BenchOptions o;

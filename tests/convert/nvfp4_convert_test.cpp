@@ -12,6 +12,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/nvfp4_prepare.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/convert/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
@@ -70,6 +71,7 @@ artifact::Manifest convert(const std::string& ckpt_dir, const std::string& targe
   if (!moe_backend.empty()) d.moe_backend = oracle::normalize_moe_backend(moe_backend);
   ckpt::Checkpoint ck = ckpt::open_checkpoint(ckpt_dir);
   ConvertRequest req;
+  req.target_json = target_json(d);
   ConversionPlan plan = build_conversion_plan(ck, decide_layers(ck, d), req);
   fs::create_directories(out);
   return execute_plan(plan, out, ExecutorOptions{});

@@ -12,6 +12,7 @@
 #include "formats/safetensors/file.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/convert/reductions.h"
 #include "support/artifacts.h"
 #include "support/test_support.h"
@@ -83,6 +84,7 @@ artifact::Manifest convert_sample(const std::string& name, const std::string& ta
   ckpt::Checkpoint ck = ckpt::open_checkpoint(test::source_dir() + "/samples/" + name);
   if (aiter) ck.facts.activation = "swigluoai";  // AITER W4A8 takes swigluoai only (the sample is silu)
   ConvertRequest req;
+  req.target_json = target_json(d);
   return execute_plan(build_conversion_plan(ck, decide_layers(ck, d), req), out_dir, ExecutorOptions{});
 }
 

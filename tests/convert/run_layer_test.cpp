@@ -15,6 +15,7 @@
 #include "lib/convert/artifact_runtime.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/convert/run_layer.h"
 #include "lib/convert/verify.h"
 #include "lib/core/codecs.h"
@@ -33,7 +34,7 @@ void convert_checkpoint(const std::string& source, const std::string& target, co
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
   dep.parallel.tp = tp;
   ConvertRequest req;
-  req.target_json = {{"device", target}};
+  req.target_json = target_json(dep);
   fs::create_directories(out);
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out, ExecutorOptions{});
 }

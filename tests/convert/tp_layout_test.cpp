@@ -15,6 +15,7 @@
 #include "lib/convert/artifact_check.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -41,7 +42,7 @@ Converted convert(const TpCase& c, int tp, int threads, const std::string& out) 
   deployment.parallel.tp = tp;
   ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(sample_path(c.sample));
   ConvertRequest request;
-  request.target_json = {{"device", c.target}, {"tp_size", tp}};
+  request.target_json = target_json(deployment);
   ConversionPlan plan = build_conversion_plan(checkpoint, decide_layers(checkpoint, deployment), request);
   ExecutorOptions options;
   options.threads = threads;

@@ -13,6 +13,7 @@
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/convert/verify.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
@@ -30,7 +31,7 @@ void convert_sample(const std::string& name, const std::string& target, const st
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
   dep.parallel.tp = tp;
   ConvertRequest req;
-  req.target_json = {{"device", target}};
+  req.target_json = target_json(dep);
   ExecutorOptions eo;
   eo.threads = threads;
   fs::create_directories(out);  // the executor writes into a staging directory that exists

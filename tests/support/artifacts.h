@@ -26,11 +26,22 @@ inline convert::ArtifactCheck expect_checked_against_source(const std::string& a
   return check;
 }
 
+// The same against a checkpoint the caller holds open (a test that changed one of its facts).
+inline convert::ArtifactCheck expect_checked_against_source(const std::string& artifact, const ckpt::Checkpoint& source) {
+  convert::ArtifactCheck check = convert::check_artifact(artifact, source);
+  for (const auto& p : check.problems) ADD_FAILURE() << p;
+  EXPECT_GT(check.expert_slabs_checked, 0u);
+  return check;
+}
+
 // Every layer run from the artifact matches the source's reference within its tolerance.
-inline convert::VerifyReport expect_verified_against_source(const std::string& artifact, const std::string& source, uint64_t tokens) {
+// `opened`: the source as the caller holds it open, instead of reading `source` again.
+inline convert::VerifyReport expect_verified_against_source(const std::string& artifact, const std::string& source, uint64_t tokens,
+                                                            const ckpt::Checkpoint* opened = nullptr) {
   convert::VerifyOptions vo;
   vo.artifact = artifact;
   vo.source = source;
+  vo.source_checkpoint = opened;
   vo.tokens = tokens;
   convert::VerifyReport v = convert::verify_artifact(vo);
   EXPECT_TRUE(v.ok());
