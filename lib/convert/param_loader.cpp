@@ -9,6 +9,16 @@
 #include "lib/core/error.h"
 
 namespace moepack::convert {
+
+void copy_param_elements(const OwnedTensor& src, uint64_t src_at, OwnedTensor& dst, uint64_t dst_at, uint64_t count, uint64_t element_bytes,
+                         const std::string& role) {
+  if (count == 0) return;
+  if ((src_at + count) * element_bytes > src.bytes.size() || (dst_at + count) * element_bytes > dst.bytes.size())
+    throw_internal("param loader: " + role + ": " + std::to_string(count) + " elements from " + std::to_string(src_at) + " of " + shape_string(src.shape) +
+                   " to " + std::to_string(dst_at) + " of " + shape_string(dst.shape) + " do not fit");
+  std::memcpy(dst.bytes.data() + dst_at * element_bytes, src.bytes.data() + src_at * element_bytes, static_cast<size_t>(count * element_bytes));
+}
+
 namespace {
 
 uint64_t element_bytes(const OwnedTensor& t) {
@@ -31,24 +41,13 @@ uint64_t storage_units(uint64_t logical, uint64_t stored, uint64_t total_logical
   return logical * stored / total_logical;
 }
 
-// Copies `count` elements of `eb` bytes from src element `src_at` to dst element `dst_at`. A
-// range outside either tensor is a planning bug (a rank range the parameter was not sized for):
-// an internal error, never a write past the buffer.
-void copy_elements(const OwnedTensor& src, uint64_t src_at, OwnedTensor& dst, uint64_t dst_at, uint64_t count, uint64_t eb, const std::string& role) {
-  if (count == 0) return;
-  if ((src_at + count) * eb > src.bytes.size() || (dst_at + count) * eb > dst.bytes.size())
-    throw_internal("param loader: " + role + ": " + std::to_string(count) + " elements from " + std::to_string(src_at) + " of " + shape_string(src.shape) +
-                   " to " + std::to_string(dst_at) + " of " + shape_string(dst.shape) + " do not fit");
-  std::memcpy(dst.bytes.data() + dst_at * eb, src.bytes.data() + src_at * eb, static_cast<size_t>(count * eb));
-}
-
 // Copies src[row0 + r, col0 + c] to dst[drow0 + r, c] for r < nrows, c < ncols (elements of `eb` bytes).
 void copy_block(const OwnedTensor& src, uint64_t src_cols, uint64_t row0, uint64_t col0, OwnedTensor& dst, uint64_t dst_cols,
                 uint64_t drow0, uint64_t nrows, uint64_t ncols, uint64_t eb, const std::string& role) {
   if (col0 + ncols > src_cols || ncols > dst_cols)
     throw_internal("param loader: " + role + ": columns [" + std::to_string(col0) + ", " + std::to_string(col0 + ncols) + ") of " + shape_string(src.shape) +
                    " do not fit rows of " + std::to_string(dst_cols) + " in " + shape_string(dst.shape));
-  for (uint64_t r = 0; r < nrows; ++r) copy_elements(src, (row0 + r) * src_cols + col0, dst, (drow0 + r) * dst_cols, ncols, eb, role);
+  for (uint64_t r = 0; r < nrows; ++r) copy_param_elements(src, (row0 + r) * src_cols + col0, dst, (drow0 + r) * dst_cols, ncols, eb, role);
 }
 
 // FusedMoE's narrowing: floor(n/tp) per rank, clipped; nullopt when the rank gets nothing.
@@ -126,14 +125,14 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
         IntermediateRange r = gpt_oss_rank_range(g);
         copy_block(in, n, 0, 2 * r.begin, out, 2 * P, 0, 1, 2 * (r.end - r.begin), eb, role);
       } else if (auto s = generic_slice(I, g)) {
-        copy_elements(in, s->begin, out, 0, s->size, eb, role);      // gate half
-        copy_elements(in, I + s->begin, out, P, s->size, eb, role);  // up half
+        copy_param_elements(in, s->begin, out, 0, s->size, eb, role);      // gate half
+        copy_param_elements(in, I + s->begin, out, P, s->size, eb, role);  // up half
       }
       return out;
     }
     if (n != H) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected H");
     OwnedTensor out(in.dtype, {Hp});
-    if (!g.w2_bias_first_rank_only || g.tp_rank == 0) copy_elements(in, 0, out, 0, H, eb, role);
+    if (!g.w2_bias_first_rank_only || g.tp_rank == 0) copy_param_elements(in, 0, out, 0, H, eb, role);
     return out;
   }
 

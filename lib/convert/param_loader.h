@@ -68,6 +68,12 @@ struct IntermediateRange {
 };
 IntermediateRange gpt_oss_rank_range(const RankGeometry& g);
 
+// Copies `count` elements of `element_bytes` bytes from src element `src_at` to dst element
+// `dst_at`: the loaders' one copy. A range outside either tensor is a planning bug (a rank range
+// the parameter was not sized for) and an internal error naming `role`, never a write past a buffer.
+void copy_param_elements(const OwnedTensor& src, uint64_t src_at, OwnedTensor& dst, uint64_t dst_at, uint64_t count, uint64_t element_bytes,
+                         const std::string& role);
+
 // Loads one expert's canonical tensor `role` (w13_weight, w13_weight_scale, w2_weight,
 // w2_weight_scale, w13_bias, w2_bias, or a per-expert scalar) into its padded per-rank parameter.
 // 2-D tensors are [rows, cols] in storage units: w13 rows = 2I, w2 rows = H; cols count the

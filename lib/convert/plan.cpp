@@ -439,6 +439,16 @@ RankSplit split_over_ranks(const ckpt::MoeLayer& layer, const orc::Decision& d) 
   return split;
 }
 
+// The elements one w2 scale covers along the intermediate dim, for the block-scaled float
+// families vLLM shards by whole scale groups; 0 where the rule does not apply (no such scales,
+// gpt-oss' block loader, or a family whose loader refuses split groups itself: WNA16, FP8 blocks).
+uint64_t w2_scale_group(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+  if (d.family == orc::Family::nvfp4) return layer.quant.group_size > 0 ? static_cast<uint64_t>(layer.quant.group_size) : 16;
+  if (d.family == orc::Family::mxfp8) return 32;
+  if (d.family == orc::Family::mxfp4 && !uses_gpt_oss_mx_block_loader(layer, orc::family_name(d.family))) return 32;
+  return 0;
+}
+
 // The refusals of a split that vLLM would load wrongly or not at all.
 void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split) {
   if (split.expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
@@ -450,21 +460,21 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
                              ", intermediate " + std::to_string(d.padded_intermediate_size) +
                              ") split the 32-element MX scale blocks at this parallel size");
-  // NVFP4 (16) and MXFP8 (32) scale groups: the methods' create_weights allocate w2's scales for
-  // intermediate_size_per_partition // group groups (modelopt.py, compressed_tensors_moe_w4a4_nvfp4.py
-  // @ e9d1398d9; the backends' padding comes later, in process_weights_after_loading), and
-  // FusedMoE._load_w2 narrows the checkpoint's groups by whole groups per rank. A per-rank size
-  // that is not a multiple of the group leaves the rank's w2 weights without their scales (none
-  // at all below one group, the neighbouring elements' otherwise): vLLM loads the layer and
-  // computes wrong results (EMULATION reads scales past the empty tensor). Refused.
-  if ((d.family == orc::Family::nvfp4 || d.family == orc::Family::mxfp8) && layer.quant.group_size > 0 &&
-      static_cast<uint64_t>(d.intermediate_size) % static_cast<uint64_t>(layer.quant.group_size) != 0) {
-    const auto group = static_cast<uint64_t>(layer.quant.group_size), per_rank = static_cast<uint64_t>(d.intermediate_size);
+  // Scale groups along w2's input dim (NVFP4 16, MXFP4 / MXFP6 / MXFP8 32): the methods'
+  // create_weights allocate w2's scales for intermediate_size_per_partition // group groups, and
+  // FusedMoE._load_w2 narrows the checkpoint's I / group groups by whole groups per rank
+  // (modelopt.py, compressed_tensors_moe_w4a4_nvfp4.py, quark_moe.py, routed_experts.py
+  // @ e9d1398d9; padding comes later). A per-rank size that is not a multiple of the group leaves
+  // the rank's w2 weights without their own scales (none at all below one group, at TP 8 and 16
+  // on the samples): vLLM loads the layer and computes wrong results (EMULATION reads past an
+  // empty scale tensor). Refused. gpt-oss' MXFP4 loader takes whole blocks per rank instead.
+  if (const uint64_t group = w2_scale_group(layer, d); group > 0 && static_cast<uint64_t>(d.intermediate_size) % group != 0) {
+    const auto per_rank = static_cast<uint64_t>(d.intermediate_size);
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank intermediate size " + std::to_string(per_rank) + " is not a multiple of the " +
-                             std::to_string(group) + "-element " + orc::family_name(d.family) + " scale group: vLLM allocates w2_weight_scale with " +
+                             std::to_string(group) + "-element " + orc::family_name(d.family) + " scale group: vLLM allocates and loads w2's scales for " +
                              std::to_string(per_rank) + " // " + std::to_string(group) + " = " + std::to_string(per_rank / group) +
-                             " group(s) per row (create_weights), so the rank's w2 weights run without their own scales; refusing rather than "
-                             "writing a layer vLLM computes wrongly");
+                             " group(s) per row (create_weights, FusedMoE._load_w2), so the rank's w2 weights run without their own scales; refusing "
+                             "rather than writing a layer vLLM computes wrongly");
   }
   // gpt-oss' loaders other than the MXFP4 ones (GptOssModel._load_weights_other, the non-MXFP4
   // branch of _load_weights_quark) copy a rank's slice into the whole parameter (param.copy_),
