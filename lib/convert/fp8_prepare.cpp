@@ -15,9 +15,9 @@ namespace {
 OwnedTensor widened(const OwnedTensor& in) { return cast_float_tensor(in, DType::F32); }
 
 // Rows [begin, begin + count) of a row-major [rows, cols] tensor into `out` at row `at`.
-void copy_rows(const OwnedTensor& in, uint64_t begin, uint64_t count, OwnedTensor& out, uint64_t at) {
+void copy_rows(const OwnedTensor& in, uint64_t begin, uint64_t count, OwnedTensor& out, uint64_t at, const std::string& role) {
   const uint64_t row_bytes = in.bytes.size() / std::max<uint64_t>(1, in.shape[0]);
-  std::memcpy(out.bytes.data() + at * row_bytes, in.bytes.data() + begin * row_bytes, static_cast<size_t>(count * row_bytes));
+  copy_param_elements(in, begin, out, at, count, row_bytes, role);
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -177,7 +177,7 @@ OwnedTensor sliced_fp8_scale(const std::string& role, const OwnedTensor& in, con
     const uint64_t halves = g.gated ? 2 : 1;
     if (rows != halves * I || cols != 1) throw_internal("fp8 loader: " + role + " is not [" + std::to_string(halves * I) + ", 1]");
     OwnedTensor out(in.dtype, {halves * P, 1});
-    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * I + per_rank * g.tp_rank, per_rank, out, h * P);
+    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * I + per_rank * g.tp_rank, per_rank, out, h * P, role);
     return widened(out);
   }
   // Block scales: blocks of the rank's slice, narrowed by whole blocks (vLLM requires the slice
@@ -197,7 +197,7 @@ OwnedTensor sliced_fp8_scale(const std::string& role, const OwnedTensor& in, con
     const uint64_t halves = g.gated ? 2 : 1, whole = ceil_div(I, g.fp8_block_n), take = ceil_div(per_rank, g.fp8_block_n);
     if (rows != halves * whole) throw_internal("fp8 loader: " + role + " has " + std::to_string(rows) + " block rows, expected " + std::to_string(halves * whole));
     OwnedTensor out(in.dtype, {halves * take, cols});
-    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * whole + take * g.tp_rank, std::min(take, whole - std::min(whole, take * g.tp_rank)), out, h * take);
+    for (uint64_t h = 0; h < halves; ++h) copy_rows(in, h * whole + take * g.tp_rank, std::min(take, whole - std::min(whole, take * g.tp_rank)), out, h * take, role);
     return widened(out);
   }
   const uint64_t whole = ceil_div(I, g.fp8_block_k), take = ceil_div(per_rank, g.fp8_block_k);
@@ -205,7 +205,7 @@ OwnedTensor sliced_fp8_scale(const std::string& role, const OwnedTensor& in, con
   OwnedTensor out(in.dtype, {rows, take});
   const uint64_t eb = static_cast<uint64_t>(dtype_bits(in.dtype) / 8), begin = take * g.tp_rank;
   for (uint64_t r = 0; r < rows; ++r)
-    std::memcpy(out.bytes.data() + r * take * eb, in.bytes.data() + (r * cols + begin) * eb, static_cast<size_t>(std::min(take, cols - std::min(cols, begin)) * eb));
+    copy_param_elements(in, r * cols + begin, out, r * take, std::min(take, cols - std::min(cols, begin)), eb, role);
   return widened(out);
 }
 

@@ -9,6 +9,16 @@
 #include "lib/core/error.h"
 
 namespace moepack::convert {
+
+void copy_param_elements(const OwnedTensor& src, uint64_t src_at, OwnedTensor& dst, uint64_t dst_at, uint64_t count, uint64_t element_bytes,
+                         const std::string& role) {
+  if (count == 0) return;
+  if ((src_at + count) * element_bytes > src.bytes.size() || (dst_at + count) * element_bytes > dst.bytes.size())
+    throw_internal("param loader: " + role + ": " + std::to_string(count) + " elements from " + std::to_string(src_at) + " of " + shape_string(src.shape) +
+                   " to " + std::to_string(dst_at) + " of " + shape_string(dst.shape) + " do not fit");
+  std::memcpy(dst.bytes.data() + dst_at * element_bytes, src.bytes.data() + src_at * element_bytes, static_cast<size_t>(count * element_bytes));
+}
+
 namespace {
 
 uint64_t element_bytes(const OwnedTensor& t) {
@@ -33,10 +43,11 @@ uint64_t storage_units(uint64_t logical, uint64_t stored, uint64_t total_logical
 
 // Copies src[row0 + r, col0 + c] to dst[drow0 + r, c] for r < nrows, c < ncols (elements of `eb` bytes).
 void copy_block(const OwnedTensor& src, uint64_t src_cols, uint64_t row0, uint64_t col0, OwnedTensor& dst, uint64_t dst_cols,
-                uint64_t drow0, uint64_t nrows, uint64_t ncols, uint64_t eb) {
-  for (uint64_t r = 0; r < nrows; ++r)
-    std::memcpy(dst.bytes.data() + ((drow0 + r) * dst_cols) * eb, src.bytes.data() + ((row0 + r) * src_cols + col0) * eb,
-                static_cast<size_t>(ncols * eb));
+                uint64_t drow0, uint64_t nrows, uint64_t ncols, uint64_t eb, const std::string& role) {
+  if (col0 + ncols > src_cols || ncols > dst_cols)
+    throw_internal("param loader: " + role + ": columns [" + std::to_string(col0) + ", " + std::to_string(col0 + ncols) + ") of " + shape_string(src.shape) +
+                   " do not fit rows of " + std::to_string(dst_cols) + " in " + shape_string(dst.shape));
+  for (uint64_t r = 0; r < nrows; ++r) copy_param_elements(src, (row0 + r) * src_cols + col0, dst, (drow0 + r) * dst_cols, ncols, eb, role);
 }
 
 // FusedMoE's narrowing: floor(n/tp) per rank, clipped; nullopt when the rank gets nothing.
@@ -54,8 +65,8 @@ std::optional<Slice> generic_slice(uint64_t n, const RankGeometry& g) {
 
 IntermediateRange gpt_oss_rank_range(const RankGeometry& g) {
   constexpr uint64_t kBlock = 32;
-  uint64_t blocks = g.intermediate / kBlock;
-  uint64_t per_rank = (blocks + g.tp_size - 1) / g.tp_size * kBlock;
+  const uint64_t per_rank = g.gpt_oss_mx_blocks ? (g.intermediate / kBlock + g.tp_size - 1) / g.tp_size * kBlock
+                                                : (g.intermediate + g.tp_size - 1) / g.tp_size;
   uint64_t begin = std::min(g.tp_rank * per_rank, g.intermediate);
   return {begin, std::min(begin + per_rank, g.intermediate)};
 }
@@ -104,7 +115,7 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
     if (is_w13 && !g.gated) {
       if (n != I) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected I (non-gated)");
       OwnedTensor out(in.dtype, {P});
-      if (auto s = generic_slice(I, g)) copy_block(in, n, 0, s->begin, out, P, 0, 1, s->size, eb);
+      if (auto s = generic_slice(I, g)) copy_block(in, n, 0, s->begin, out, P, 0, 1, s->size, eb, role);
       return out;
     }
     if (is_w13) {
@@ -112,16 +123,16 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
       OwnedTensor out(in.dtype, {2 * P});
       if (g.gpt_oss_interleaved) {
         IntermediateRange r = gpt_oss_rank_range(g);
-        copy_block(in, n, 0, 2 * r.begin, out, 2 * P, 0, 1, 2 * (r.end - r.begin), eb);
+        copy_block(in, n, 0, 2 * r.begin, out, 2 * P, 0, 1, 2 * (r.end - r.begin), eb, role);
       } else if (auto s = generic_slice(I, g)) {
-        copy_block(in, n, 0, s->begin, out, 2 * P, 0, 1, s->size, eb);          // gate half
-        std::memcpy(out.bytes.data() + P * eb, in.bytes.data() + (I + s->begin) * eb, static_cast<size_t>(s->size * eb));  // up half
+        copy_param_elements(in, s->begin, out, 0, s->size, eb, role);      // gate half
+        copy_param_elements(in, I + s->begin, out, P, s->size, eb, role);  // up half
       }
       return out;
     }
     if (n != H) throw_internal("param loader: " + role + " has " + std::to_string(n) + " entries, expected H");
     OwnedTensor out(in.dtype, {Hp});
-    if (!g.w2_bias_first_rank_only || g.tp_rank == 0) std::memcpy(out.bytes.data(), in.bytes.data(), static_cast<size_t>(H * eb));
+    if (!g.w2_bias_first_rank_only || g.tp_rank == 0) copy_param_elements(in, 0, out, 0, H, eb, role);
     return out;
   }
 
@@ -132,7 +143,7 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
     if (rows != I) throw_internal("param loader: " + role + " has " + std::to_string(rows) + " rows, expected I = " + std::to_string(I) + " (non-gated)");
     const uint64_t out_cols = storage_units(Hp, cols, H, role);
     OwnedTensor out(in.dtype, {P, out_cols});
-    if (auto s = generic_slice(I, g)) copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb);
+    if (auto s = generic_slice(I, g)) copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb, role);
     return out;
   }
   if (is_w13) {
@@ -141,10 +152,10 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
     OwnedTensor out(in.dtype, {2 * P, out_cols});
     if (g.gpt_oss_interleaved) {
       IntermediateRange r = gpt_oss_rank_range(g);
-      copy_block(in, cols, 2 * r.begin, 0, out, out_cols, 0, 2 * (r.end - r.begin), cols, eb);
+      copy_block(in, cols, 2 * r.begin, 0, out, out_cols, 0, 2 * (r.end - r.begin), cols, eb, role);
     } else if (auto s = generic_slice(I, g)) {
-      copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb);      // gate -> rows [0, n)
-      copy_block(in, cols, I + s->begin, 0, out, out_cols, P, s->size, cols, eb);  // up -> rows [P, P+n)
+      copy_block(in, cols, s->begin, 0, out, out_cols, 0, s->size, cols, eb, role);      // gate -> rows [0, n)
+      copy_block(in, cols, I + s->begin, 0, out, out_cols, P, s->size, cols, eb, role);  // up -> rows [P, P+n)
     }
     return out;
   }
@@ -155,9 +166,9 @@ OwnedTensor sliced_param(const std::string& role, const OwnedTensor& in, const R
   OwnedTensor out(in.dtype, {Hp, out_cols});
   if (g.gpt_oss_interleaved) {
     IntermediateRange r = gpt_oss_rank_range(g);
-    copy_block(in, cols, 0, storage_units(r.begin, cols, I, role), out, out_cols, 0, H, storage_units(r.end - r.begin, cols, I, role), eb);
+    copy_block(in, cols, 0, storage_units(r.begin, cols, I, role), out, out_cols, 0, H, storage_units(r.end - r.begin, cols, I, role), eb, role);
   } else if (auto s = generic_slice(cols, g)) {
-    copy_block(in, cols, 0, s->begin, out, out_cols, 0, H, s->size, eb);
+    copy_block(in, cols, 0, s->begin, out, out_cols, 0, H, s->size, eb, role);
   }
   return out;
 }

@@ -3,11 +3,13 @@
 // allocated at the backend's padded sizes. The packers start from the result.
 //
 // Two loaders exist at the reference (vllm e9d1398d9):
-//  * gpt-oss MXFP4 (vllm/model_executor/models/gpt_oss.py `_load_weights_mxfp4` and the
-//    "all experts are combined" branch of FusedMoE.weight_loader): w13 rows are interleaved
-//    gate/up, so a rank takes one contiguous row block [2*start, 2*end) with
-//    per_rank = ceil((I/32)/tp)*32, start = rank*per_rank, end = min(start+per_rank, I); w2 takes
-//    the matching columns; the w2 bias is loaded on rank 0 only (zeros elsewhere).
+//  * gpt-oss (vllm/model_executor/models/gpt_oss.py): w13 rows are interleaved gate/up, so a
+//    rank takes one contiguous row block [2*start, 2*end) with start = rank*per_rank,
+//    end = min(start+per_rank, I); w2 takes the matching columns; the w2 bias is loaded on rank 0
+//    only (zeros elsewhere). The MXFP4 loaders (`_load_weights_mxfp4`, and `_load_weights_quark`
+//    for MXFP4 weights) keep whole 32-element scale blocks: per_rank = ceil((I/32)/tp)*32; the
+//    others (`_load_weights_other` for BF16 and compressed-tensors, `_load_weights_quark` for
+//    the rest) take per_rank = ceil(I/tp).
 //  * everything else (FusedMoE._load_w13/_load_w2 in fused_moe/routed_experts.py): gate and up
 //    are separate shards; each is narrowed along its sharded dim with size floor(n/tp) at offset
 //    rank*floor(n/tp) (clipped at the end), and copied to the start of its half of the padded
@@ -32,6 +34,7 @@ struct RankGeometry {
   uint64_t tp_size = 1;
   uint64_t tp_rank = 0;
   bool gpt_oss_interleaved = false;       // the gpt-oss loader (interleaved w13 rows)
+  bool gpt_oss_mx_blocks = false;         // ... its MXFP4 variant: ranks take whole 32-element blocks
   bool w2_bias_first_rank_only = false;   // gpt-oss' loaders: w2_bias zero on TP ranks > 0
   bool gated = true;                      // false: w13 holds only the up projection (I rows, padded to P)
   bool int_transposed = false;            // WNA16 (GPTQ/AWQ/compressed-tensors) params: lib/convert/wna16_marlin.h
@@ -60,12 +63,19 @@ struct RankGeometry {
 };
 
 
-// The per-rank row range [begin, end) of the intermediate dimension the gpt-oss loader takes.
+// The per-rank row range [begin, end) of the intermediate dimension the gpt-oss loader takes
+// (empty on the ranks past the end).
 struct IntermediateRange {
   uint64_t begin = 0;
   uint64_t end = 0;
 };
 IntermediateRange gpt_oss_rank_range(const RankGeometry& g);
+
+// Copies `count` elements of `element_bytes` bytes from src element `src_at` to dst element
+// `dst_at`: the loaders' one copy. A range outside either tensor is a planning bug (a rank range
+// the parameter was not sized for) and an internal error naming `role`, never a write past a buffer.
+void copy_param_elements(const OwnedTensor& src, uint64_t src_at, OwnedTensor& dst, uint64_t dst_at, uint64_t count, uint64_t element_bytes,
+                         const std::string& role);
 
 // Loads one expert's canonical tensor `role` (w13_weight, w13_weight_scale, w2_weight,
 // w2_weight_scale, w13_bias, w2_bias, or a per-expert scalar) into its padded per-rank parameter.

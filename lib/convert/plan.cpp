@@ -486,6 +486,16 @@ RankSplit split_over_ranks(const ckpt::MoeLayer& layer, const orc::Decision& d) 
   return split;
 }
 
+// The elements one w2 scale covers along the intermediate dim, for the block-scaled float
+// families vLLM shards by whole scale groups; 0 where the rule does not apply (no such scales,
+// gpt-oss' block loader, or a family whose loader refuses split groups itself: WNA16, FP8 blocks).
+uint64_t w2_scale_group(const ckpt::MoeLayer& layer, const orc::Decision& d) {
+  if (d.family == orc::Family::nvfp4) return layer.quant.group_size > 0 ? static_cast<uint64_t>(layer.quant.group_size) : 16;
+  if (d.family == orc::Family::mxfp8) return 32;
+  if (d.family == orc::Family::mxfp4 && !uses_gpt_oss_mx_block_loader(layer, orc::family_name(d.family))) return 32;
+  return 0;
+}
+
 // The refusals of a split that vLLM would load wrongly or not at all.
 void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const RankSplit& split) {
   if (split.expert_parallel && layer.num_experts % static_cast<uint64_t>(d.ep_size) != 0)
@@ -497,6 +507,33 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
     refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank sizes (hidden " + std::to_string(d.padded_hidden_size) +
                              ", intermediate " + std::to_string(d.padded_intermediate_size) +
                              ") split the 32-element MX scale blocks at this parallel size");
+  // Scale groups along w2's input dim (NVFP4 16, MXFP4 / MXFP6 / MXFP8 32): the methods'
+  // create_weights allocate w2's scales for intermediate_size_per_partition // group groups, and
+  // FusedMoE._load_w2 narrows the checkpoint's I / group groups by whole groups per rank
+  // (modelopt.py, compressed_tensors_moe_w4a4_nvfp4.py, quark_moe.py, routed_experts.py
+  // @ e9d1398d9; padding comes later). A per-rank size that is not a multiple of the group leaves
+  // the rank's w2 weights without their own scales (none at all below one group, at TP 8 and 16
+  // on the samples): vLLM loads the layer and computes wrong results (EMULATION reads past an
+  // empty scale tensor). Refused. gpt-oss' MXFP4 loader takes whole blocks per rank instead.
+  if (const uint64_t group = w2_scale_group(layer, d); group > 0 && static_cast<uint64_t>(d.intermediate_size) % group != 0) {
+    const auto per_rank = static_cast<uint64_t>(d.intermediate_size);
+    refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": the per-rank intermediate size " + std::to_string(per_rank) + " is not a multiple of the " +
+                             std::to_string(group) + "-element " + orc::family_name(d.family) + " scale group: vLLM allocates and loads w2's scales for " +
+                             std::to_string(per_rank) + " // " + std::to_string(group) + " = " + std::to_string(per_rank / group) +
+                             " group(s) per row (create_weights, FusedMoE._load_w2), so the rank's w2 weights run without their own scales; refusing "
+                             "rather than writing a layer vLLM computes wrongly");
+  }
+  // gpt-oss' loaders other than the MXFP4 ones (GptOssModel._load_weights_other, the non-MXFP4
+  // branch of _load_weights_quark) copy a rank's slice into the whole parameter (param.copy_),
+  // which raises unless the slice has the parameter's shape: no padding of either size.
+  if (layer.recipe.w13_order == ckpt::W13Order::interleaved && !uses_gpt_oss_mx_block_loader(layer, orc::family_name(d.family))) {
+    const uint64_t local_intermediate = split.expert_parallel ? layer.intermediate_size : (layer.intermediate_size + static_cast<uint64_t>(d.tp_size) - 1) / static_cast<uint64_t>(d.tp_size);
+    if (static_cast<uint64_t>(d.padded_intermediate_size) != local_intermediate || static_cast<uint64_t>(d.padded_hidden_size) != layer.hidden_size)
+      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": vLLM raises RuntimeError while loading: gpt-oss' loader copies each rank's [" +
+                               std::to_string(2 * local_intermediate) + ", " + std::to_string(layer.hidden_size) + "] w13 slice into the whole [" +
+                               std::to_string(2 * d.padded_intermediate_size) + ", " + std::to_string(d.padded_hidden_size) +
+                               "] parameter (param.copy_), and the padded sizes do not match it");
+  }
 }
 
 RankGeometry rank_geometry(const ckpt::MoeLayer& layer, const LayerDecision& ld, const RankSplit& split, int rank) {
@@ -640,8 +677,15 @@ LayerPlan plan_layer(const ckpt::Checkpoint& checkpoint, const LayerDecision& ld
 
 }  // namespace
 
+bool uses_gpt_oss_mx_block_loader(const ckpt::MoeLayer& layer, const std::string& family) {
+  // gpt_oss.py @ e9d1398d9: `_load_weights_mxfp4` (openai MXFP4), and `_load_weights_quark` when
+  // the weight dtype names mxfp4 (amd-quark MXFP4 exports; FP6 and FP8 weights take cdiv(I, tp)).
+  return layer.recipe.w13_order == ckpt::W13Order::interleaved && family == "mxfp4" && layer.quant.weight_bits == 4;
+}
+
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device) {
   g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
+  g.gpt_oss_mx_blocks = uses_gpt_oss_mx_block_loader(layer, family);
   if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
   if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
   if (family == "w4a8") g.params_dtype = params_dtype;  // bf16 group-scale parameters (w4a8_cutlass.h)

@@ -39,9 +39,13 @@ struct LayerDecision {
   bool fp8_is_fnuz = false;
 };
 
+// Whether vLLM loads this layer with one of gpt-oss' MXFP4 loaders (interleaved w13 rows, ranks
+// taking whole 32-element blocks; param_loader.h) rather than its other loaders.
+bool uses_gpt_oss_mx_block_loader(const ckpt::MoeLayer& layer, const std::string& family);
+
 // The family-specific facts of one rank's loader geometry (WNA16's transposed params and params
-// dtype, FP8's fp32 scales and blocks), shared by the planner, the integrity check and the
-// reference. `family` is the oracle family's name ("wna16", "fp8", ...).
+// dtype, FP8's fp32 scales and blocks, gpt-oss' rank ranges), shared by the planner, the
+// integrity check and the reference. `family` is the oracle family's name ("wna16", "fp8", ...).
 // `fp8_fnuz_device`: the target holds FP8 as E4M3FNUZ (an FP8 layer then loads normalized).
 void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device);
 

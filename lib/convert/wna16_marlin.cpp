@@ -173,7 +173,7 @@ OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, co
       if (w13) return in;  // [H], not sharded
       const Slice s = rank_slice(n, g);
       OwnedTensor out(in.dtype, {s.size});
-      std::memcpy(out.bytes.data(), in.bytes.data() + s.begin * eb, static_cast<size_t>(s.size * eb));
+      copy_param_elements(in, s.begin, out, 0, s.size, eb, role);
       return out;
     }
     if (!w13) return in;  // w2 bias [H]
@@ -182,7 +182,7 @@ OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, co
     OwnedTensor out(in.dtype, {halves * P});
     const Slice s = rank_slice(half, g);
     for (uint64_t h = 0; h < halves; ++h)
-      std::memcpy(out.bytes.data() + h * P * eb, in.bytes.data() + (h * half + s.begin) * eb, static_cast<size_t>(s.size * eb));
+      copy_param_elements(in, h * half + s.begin, out, h * P, s.size, eb, role);
     return out;
   }
   if (in.shape.size() != 2) throw_internal("wna16 loader: " + role + " is not 1-D or 2-D");
@@ -194,15 +194,14 @@ OwnedTensor load_wna16_uncast(const std::string& role, const OwnedTensor& in, co
     const Slice s{take * g.tp_rank, take};
     for (uint64_t r = 0; r < rows; ++r)
       for (uint64_t h = 0; h < halves; ++h)
-        std::memcpy(out.bytes.data() + (r * halves * padded + h * padded) * eb, in.bytes.data() + (r * cols + h * half + s.begin) * eb,
-                    static_cast<size_t>(s.size * eb));
+        copy_param_elements(in, r * cols + h * half + s.begin, out, r * halves * padded + h * padded, s.size, eb, role);
     return out;
   }
   // w2: rows hold the intermediate dimension; a single row (channel-wise scales / zeros) is kept whole.
   if (rows == 1) return in;
   const uint64_t take = scaled(per_rank, rows, I, role), padded = scaled(P, rows, I, role);
   OwnedTensor out(in.dtype, {padded, cols});
-  std::memcpy(out.bytes.data(), in.bytes.data() + take * g.tp_rank * cols * eb, static_cast<size_t>(take * cols * eb));
+  copy_param_elements(in, take * g.tp_rank * cols, out, 0, take * cols, eb, role);
   return out;
 }
 

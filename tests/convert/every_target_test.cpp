@@ -1,4 +1,4 @@
-// Every shipped sample on every --target this build knows, at TP 1 and TP 2: the deployment is
+// Every shipped sample on every --target this build knows, at TP 1, 2, 4, 8 and 16: the deployment is
 // either refused by name (exit 3) or converted, and a converted artifact must pass `verify`
 // (every layer run from the packed bytes against the source's reference). The outcome of each
 // case — the backend that converted, or the refusal's exit code — is pinned in
@@ -35,6 +35,30 @@ std::vector<std::string> sample_names() {
   return names;
 }
 
+// Past the 2 the test stopped at before issue 20 (TP 4 crashed gpt-oss BF16, TP 16 NVFP4 on
+// gfx950): every power of two up to 16, where the samples' sizes (128, 192, 256) leave per-rank
+// slices of 8 to 16 that split scale groups and blocks.
+constexpr int kTensorParallelSizes[] = {1, 2, 4, 8, 16};
+
+// Under AddressSanitizer (CI's second run of the suite) the cases past TP 2 are planned and
+// converted (where issue 20's out-of-bounds writes were) for their last rank only, the one whose
+// slices are clipped, and not run by `verify`: run in full they would
+// triple this test's time there (about 4 min at TP 1 and 2), and the normal build runs them in
+// full. A refusal does not depend on the rank, so the outcome lines and the golden file are the
+// same in both builds.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizerBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitizerBuild = true;
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+bool verifies(int tp) { return !kSanitizerBuild || tp <= 2; }
+
 fs::path golden_file() { return fs::path(test::source_dir()) / "tests/convert/golden/every_target.txt"; }
 
 // One case's outcome line: "SAMPLE TARGET tpN -> BACKEND" or "... -> refused (exit N)".
@@ -49,10 +73,11 @@ std::string run_case(const std::string& name, const std::string& target, int tp)
     auto decisions = decide_layers(ck, dep);
     ConvertRequest req;
     req.target_json = target_json(dep);
+    if (!verifies(tp)) req.only_rank = tp - 1;
     ConversionPlan plan = build_conversion_plan(ck, decisions, req);
     test::TempDir out;
     execute_plan(plan, out.path(), ExecutorOptions{});
-    test::expect_verified_against_source(out.path(), source, 4);
+    if (verifies(tp)) test::expect_verified_against_source(out.path(), source, 4);
     std::string backends;
     for (const auto& d : decisions)
       if (backends.find(d.decision.backend.value_or("?")) == std::string::npos) backends += (backends.empty() ? "" : ",") + d.decision.backend.value_or("?");
@@ -72,7 +97,7 @@ TEST_P(EveryTarget, ConvertsAndVerifiesOrIsRefusedByName) {
   std::ostringstream actual;
   for (const std::string& target : oracle::known_target_names()) {
     if (target == "host") continue;  // the machine the tests run on: not a fixed outcome
-    for (int tp : {1, 2}) actual << run_case(name, target, tp) << "\n";
+    for (int tp : kTensorParallelSizes) actual << run_case(name, target, tp) << "\n";
   }
   // This sample's block of the golden file.
   std::ifstream in(golden_file());

@@ -2,6 +2,7 @@
 // padded per-rank parameter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,7 +64,7 @@ TEST(ParamLoader, WholeUnpaddedLoadIsTheCanonicalTensorAndTheMoveTakesIt) {
 }
 
 TEST(ParamLoader, GptOssRankRangeRoundsBlocksUp) {
-  RankGeometry g{.hidden = 64, .intermediate = 96, .tp_size = 2};
+  RankGeometry g{.hidden = 64, .intermediate = 96, .tp_size = 2, .gpt_oss_mx_blocks = true};
   g.tp_rank = 0;
   EXPECT_EQ(gpt_oss_rank_range(g).begin, 0u);
   EXPECT_EQ(gpt_oss_rank_range(g).end, 64u);   // ceil(3 blocks / 2) = 2 blocks
@@ -71,15 +72,75 @@ TEST(ParamLoader, GptOssRankRangeRoundsBlocksUp) {
   EXPECT_EQ(gpt_oss_rank_range(g).begin, 64u);
   EXPECT_EQ(gpt_oss_rank_range(g).end, 96u);   // the last rank is clipped
   // gpt-oss-120b, tp 4: 90 blocks -> 23 per rank -> 736 rows; the last rank gets 672.
-  RankGeometry big{.hidden = 2880, .intermediate = 2880, .tp_size = 4, .tp_rank = 3};
+  RankGeometry big{.hidden = 2880, .intermediate = 2880, .tp_size = 4, .tp_rank = 3, .gpt_oss_mx_blocks = true};
   EXPECT_EQ(gpt_oss_rank_range(big).begin, 3u * 736u);
   EXPECT_EQ(gpt_oss_rank_range(big).end, 2880u);
+}
+
+// gpt-oss' other loaders (BF16, compressed-tensors, non-MXFP4 quark) take ceil(I / tp) rows per
+// rank, not whole 32-element blocks (issue 20: I = 192 at TP 4 is 48 rows, where the block rule's
+// 64 overran the 48-row parameter).
+TEST(ParamLoader, GptOssNonMxRankRangeIsCeilOfIOverTp) {
+  for (uint64_t rank = 0; rank < 4; ++rank) {
+    RankGeometry g{.hidden = 192, .intermediate = 192, .tp_size = 4, .tp_rank = rank};
+    EXPECT_EQ(gpt_oss_rank_range(g).begin, 48 * rank);
+    EXPECT_EQ(gpt_oss_rank_range(g).end, 48 * rank + 48);
+    g.gpt_oss_mx_blocks = true;  // ceil(6 blocks / 4) = 2 blocks: 64 rows, the last rank none
+    EXPECT_EQ(gpt_oss_rank_range(g).begin, std::min<uint64_t>(64 * rank, 192));
+    EXPECT_EQ(gpt_oss_rank_range(g).end, std::min<uint64_t>(64 * rank + 64, 192));
+  }
+  RankGeometry g16{.hidden = 192, .intermediate = 192, .tp_size = 16, .tp_rank = 15};
+  EXPECT_EQ(gpt_oss_rank_range(g16).begin, 180u);
+  EXPECT_EQ(gpt_oss_rank_range(g16).end, 192u);
+}
+
+TEST(ParamLoader, GptOssBf16W13AtTp4TakesItsInterleavedRowsAndBiasHalves) {
+  // I = 192, H = 8 (BF16 [2I, H] canonical rows, interleaved): rank 2 of 4 takes rows [192, 288).
+  RankGeometry g{.hidden = 8, .intermediate = 192, .padded_hidden = 8, .padded_intermediate = 48,
+                 .tp_size = 4, .tp_rank = 2, .gpt_oss_interleaved = true, .w2_bias_first_rank_only = true};
+  OwnedTensor w13(DType::BF16, {384, 8});
+  for (size_t i = 0; i < w13.bytes.size(); ++i) w13.bytes[i] = static_cast<uint8_t>(i * 13 + i / 251);
+  OwnedTensor out = load_expert_param("w13_weight", w13, g);
+  ASSERT_EQ(out.shape, (std::vector<uint64_t>{96, 8}));
+  const uint64_t row_bytes = 8 * 2;
+  EXPECT_TRUE(std::equal(out.bytes.begin(), out.bytes.end(), w13.bytes.begin() + 192 * row_bytes));
+  OwnedTensor bias(DType::BF16, {384});
+  for (size_t i = 0; i < bias.bytes.size(); ++i) bias.bytes[i] = static_cast<uint8_t>(i + 3);
+  OwnedTensor b = load_expert_param("w13_bias", bias, g);
+  ASSERT_EQ(b.shape, (std::vector<uint64_t>{96}));
+  EXPECT_TRUE(std::equal(b.bytes.begin(), b.bytes.end(), bias.bytes.begin() + 192 * 2));
+  // w2 [H, I]: columns [96, 144).
+  OwnedTensor w2(DType::BF16, {8, 192});
+  for (size_t i = 0; i < w2.bytes.size(); ++i) w2.bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+  OwnedTensor o2 = load_expert_param("w2_weight", w2, g);
+  ASSERT_EQ(o2.shape, (std::vector<uint64_t>{8, 48}));
+  for (uint64_t r = 0; r < 8; ++r)
+    EXPECT_TRUE(std::equal(o2.bytes.begin() + r * 96, o2.bytes.begin() + r * 96 + 96, w2.bytes.begin() + (r * 192 + 96) * 2)) << r;
+}
+
+// A rank range larger than the parameter it was planned for is an internal error naming the
+// tensor, never a write past the buffer (issue 20's heap corruption).
+TEST(ParamLoader, ARankRangeThatDoesNotFitTheParameterIsAnInternalError) {
+  RankGeometry g{.hidden = 8, .intermediate = 192, .padded_hidden = 8, .padded_intermediate = 48,
+                 .tp_size = 4, .tp_rank = 0, .gpt_oss_interleaved = true, .gpt_oss_mx_blocks = true};  // 64 rows into 48
+  for (const char* role : {"w13_weight", "w13_bias", "w2_weight"}) {
+    SCOPED_TRACE(role);
+    const bool w13 = std::string(role).starts_with("w13");
+    OwnedTensor t(DType::BF16, std::string(role) == "w13_bias" ? std::vector<uint64_t>{384} : w13 ? std::vector<uint64_t>{384, 8} : std::vector<uint64_t>{8, 192});
+    try {
+      load_expert_param(role, t, g);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::internal) << e.what();
+      EXPECT_NE(std::string(e.what()).find(role), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ParamLoader, GptOssW13TakesOneInterleavedRowBlockAndPadsAtTheEnd) {
   // I = 96, H = 64: w13 U8 [192, 32]; rank 1 of 2 takes rows [128, 192).
   RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 128, .padded_intermediate = 64,
-                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .w2_bias_first_rank_only = true};
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .gpt_oss_mx_blocks = true, .w2_bias_first_rank_only = true};
   OwnedTensor w13 = numbered(192, 32);
   OwnedTensor out = load_expert_param("w13_weight", w13, g);
   ASSERT_EQ(out.shape, (std::vector<uint64_t>{128, 64}));
@@ -96,7 +157,7 @@ TEST(ParamLoader, GptOssW13TakesOneInterleavedRowBlockAndPadsAtTheEnd) {
 
 TEST(ParamLoader, GptOssW2TakesTheMatchingColumnsAndBiasOnRankZero) {
   RankGeometry g{.hidden = 64, .intermediate = 96, .padded_hidden = 64, .padded_intermediate = 64,
-                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .w2_bias_first_rank_only = true};
+                 .tp_size = 2, .tp_rank = 1, .gpt_oss_interleaved = true, .gpt_oss_mx_blocks = true, .w2_bias_first_rank_only = true};
   OwnedTensor w2 = numbered(64, 48);  // [H, I/2]
   OwnedTensor out = load_expert_param("w2_weight", w2, g);
   ASSERT_EQ(out.shape, (std::vector<uint64_t>{64, 32}));
