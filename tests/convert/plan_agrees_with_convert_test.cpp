@@ -47,9 +47,6 @@ bool claims_vllm_raises(const std::string& message) {
 // Deployments whose convert --dry-run aborts on main today (gpt-oss' interleaved w13 loader at
 // TP 4 slices past the intermediate size; the plan_layer TP fix is on its way). Each must still
 // crash: once it does not, this list is stale and the test says so.
-bool known_crash(const std::string& label) {
-  return label.rfind("gpt-oss-bf16 ", 0) == 0 && label.find(" cpu-") == std::string::npos && label.ends_with(" tp4");
-}
 
 struct Verdicts {
   int cases = 0, plan_refused = 0, convert_only_refused = 0;
@@ -121,11 +118,9 @@ void check_case(const ckpt::Checkpoint& ck, const std::string& label, const orac
   waitpid(child, &status, 0);
   ++v.cases;
   const bool crashed = !WIFEXITED(status) || WEXITSTATUS(status) != 0 || got.empty();
-  if (crashed != known_crash(label)) {
-    v.disagreements.push_back(label + (crashed ? ": plan or convert --dry-run crashed (" +
-                                                     (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status))) + ")"
-                                               : ": no longer crashes: drop it from known_crash()"));
-  }
+  if (crashed)
+    v.disagreements.push_back(label + ": plan or convert --dry-run crashed (" +
+                              (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status))) + ")");
   if (crashed) return;
   std::istringstream in(got);
   int plan_refused = 0, convert_only_refused = 0;
