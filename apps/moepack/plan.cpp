@@ -171,8 +171,8 @@ int run_fleet_plan(const PlanOptions& o, const std::vector<std::string>& targets
     where = ckpt::locate_checkpoint(o.checkpoint);
     const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
     reader_notes = c.notes;
-    for (auto& p : plans)
-      for (const auto& layer : convert::decide_layers(c, p.deployment)) p.decisions.push_back(convert::reported_decision(layer));
+    // Each device answers exactly as a single-target plan does, load-time refusals included.
+    for (auto& p : plans) p.decisions = convert::reported_decisions(c, convert::decide_layers(c, p.deployment));
   } else {
     const auto queries =
         o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);

@@ -529,7 +529,7 @@ void refuse_bad_split(const ckpt::MoeLayer& layer, const orc::Decision& d, const
   if (layer.recipe.w13_order == ckpt::W13Order::interleaved && !uses_gpt_oss_mx_block_loader(layer, orc::family_name(d.family))) {
     const uint64_t local_intermediate = split.expert_parallel ? layer.intermediate_size : (layer.intermediate_size + static_cast<uint64_t>(d.tp_size) - 1) / static_cast<uint64_t>(d.tp_size);
     if (static_cast<uint64_t>(d.padded_intermediate_size) != local_intermediate || static_cast<uint64_t>(d.padded_hidden_size) != layer.hidden_size)
-      refuse(layer.prefix, "backend " + d.backend.value_or("?") + ": vLLM raises RuntimeError while loading: gpt-oss' loader copies each rank's [" +
+      throw VllmLoadError(layer.prefix, "backend " + d.backend.value_or("?") + ": vLLM raises RuntimeError while loading: gpt-oss' loader copies each rank's [" +
                                std::to_string(2 * local_intermediate) + ", " + std::to_string(layer.hidden_size) + "] w13 slice into the whole [" +
                                std::to_string(2 * d.padded_intermediate_size) + ", " + std::to_string(d.padded_hidden_size) +
                                "] parameter (param.copy_), and the padded sizes do not match it");
