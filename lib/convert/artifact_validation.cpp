@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "formats/safetensors/file.h"
 #include "lib/convert/derivations.h"
@@ -99,11 +100,12 @@ void check_numbers(const Check& c, const artifact::Layer& l, const std::string& 
   bounded(l.top_k, l.num_experts, "top_k");
   bounded(l.hidden_size, kMaxModelSize, "hidden_size");
   bounded(l.intermediate_size, kMaxModelSize, "intermediate_size");
-  c.require(l.padded_hidden_size >= l.hidden_size && l.padded_hidden_size <= kMaxModelSize, w + ".padded_hidden_size",
-            "is " + std::to_string(l.padded_hidden_size) + ", not from hidden_size (" + std::to_string(l.hidden_size) + ") to " + std::to_string(kMaxModelSize));
-  c.require(l.padded_intermediate_size >= l.intermediate_size && l.padded_intermediate_size <= kMaxModelSize, w + ".padded_intermediate_size",
-            "is " + std::to_string(l.padded_intermediate_size) + ", not from intermediate_size (" + std::to_string(l.intermediate_size) + ") to " +
-                std::to_string(kMaxModelSize));
+  // A real size above its padded one: name the real size, the field an edit most likely touched.
+  for (const auto& [key, real, padded] : {std::tuple{"hidden_size", l.hidden_size, l.padded_hidden_size},
+                                          std::tuple{"intermediate_size", l.intermediate_size, l.padded_intermediate_size}}) {
+    c.require(real <= padded, w + "." + key, "is " + std::to_string(real) + ", above padded_" + key + " (" + std::to_string(padded) + ")");
+    c.require(padded <= kMaxModelSize, w + ".padded_" + key, "is " + std::to_string(padded) + ", above " + std::to_string(kMaxModelSize));
+  }
   if (l.routing) {
     const artifact::RoutingFacts& r = *l.routing;
     c.require(r.n_group <= l.num_experts && (r.n_group == 0 || l.num_experts % r.n_group == 0), w + ".routing.n_group",

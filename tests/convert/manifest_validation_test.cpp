@@ -96,10 +96,10 @@ std::vector<Tamper> table() {
   auto times2 = [](const char* key) { return [key](json& m) { layer0(m)[key] = layer0(m)[key].get<uint64_t>() * 2; }; };
   auto set = [](const char* key, json v) { return [key, v](json& m) { layer0(m)[key] = v; }; };
   return {
-      {"hidden_size doubled", kMxfp4, times2("hidden_size"), "$.layers[0].padded_hidden_size"},
+      {"hidden_size doubled", kMxfp4, times2("hidden_size"), "$.layers[0].hidden_size"},
       {"hidden and padded hidden doubled", kMxfp4, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
       {"padded intermediate doubled", kNvfp4Tp2, times2("padded_intermediate_size"), "$.layers[0]"},
-      {"intermediate above padded", kBf16Cpu, times2("intermediate_size"), "$.layers[0].padded_intermediate_size"},
+      {"intermediate above padded", kBf16Cpu, times2("intermediate_size"), "$.layers[0].intermediate_size"},
       {"hidden doubled, BF16 CPU", kBf16Cpu, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
       {"hidden doubled, Marlin act-order", kGptqMarlin, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
       {"one more expert", kMxfp4, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; }, "$.layers[0]."},
