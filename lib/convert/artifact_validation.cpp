@@ -88,7 +88,8 @@ void check_names(const Check& c, const artifact::Layer& l, const std::string& w)
     c.require(oracle::parse_routing_method(l.routing->method).has_value(), w + ".routing.method",
               "is " + ticked(l.routing->method) + ", no RoutingMethodType vLLM has");
     const std::string& sf = l.routing->scoring_func;
-    c.require(sf == "softmax" || sf == "sigmoid" || sf == "sqrtsoftplus", w + ".routing.scoring_func", "is " + ticked(sf) + " (known: softmax, sigmoid, sqrtsoftplus)");
+    c.require(sf == "softmax" || sf == "sigmoid" || sf == "sqrtsoftplus", w + ".routing.scoring_func",
+              "is " + ticked(sf) + " (known: softmax, sigmoid, sqrtsoftplus)");
   }
 }
 
@@ -101,8 +102,8 @@ void check_numbers(const Check& c, const artifact::Layer& l, const std::string& 
   bounded(l.hidden_size, kMaxModelSize, "hidden_size");
   bounded(l.intermediate_size, kMaxModelSize, "intermediate_size");
   // A real size above its padded one: name the real size, the field an edit most likely touched.
-  for (const auto& [key, real, padded] : {std::tuple{"hidden_size", l.hidden_size, l.padded_hidden_size},
-                                          std::tuple{"intermediate_size", l.intermediate_size, l.padded_intermediate_size}}) {
+  for (const auto& [key, real, padded] :
+       {std::tuple{"hidden_size", l.hidden_size, l.padded_hidden_size}, std::tuple{"intermediate_size", l.intermediate_size, l.padded_intermediate_size}}) {
     c.require(real <= padded, w + "." + key, "is " + std::to_string(real) + ", above padded_" + key + " (" + std::to_string(padded) + ")");
     c.require(padded <= kMaxModelSize, w + ".padded_" + key, "is " + std::to_string(padded) + ", above " + std::to_string(kMaxModelSize));
   }
@@ -110,9 +111,9 @@ void check_numbers(const Check& c, const artifact::Layer& l, const std::string& 
     const artifact::RoutingFacts& r = *l.routing;
     c.require(r.n_group <= l.num_experts && (r.n_group == 0 || l.num_experts % r.n_group == 0), w + ".routing.n_group",
               "is " + std::to_string(r.n_group) + ", which does not divide the " + std::to_string(l.num_experts) + " experts");
-    c.require(r.topk_group <= r.n_group, w + ".routing.topk_group", "is " + std::to_string(r.topk_group) + ", above n_group (" + std::to_string(r.n_group) + ")");
-    if (r.routed_scaling_factor)
-      c.require(std::isfinite(*r.routed_scaling_factor), w + ".routing.routed_scaling_factor", "is not a finite number");
+    c.require(r.topk_group <= r.n_group, w + ".routing.topk_group",
+              "is " + std::to_string(r.topk_group) + ", above n_group (" + std::to_string(r.n_group) + ")");
+    if (r.routed_scaling_factor) c.require(std::isfinite(*r.routed_scaling_factor), w + ".routing.routed_scaling_factor", "is not a finite number");
   }
   for (const auto& [key, v] : {std::pair{"swiglu_limit", l.swiglu_limit}, std::pair{"swiglu_alpha", l.swiglu_alpha}, std::pair{"swiglu_beta", l.swiglu_beta}})
     if (v) c.require(std::isfinite(*v), w + "." + key, "is not a finite number");
@@ -184,12 +185,13 @@ void check_layout(const Check& c, const artifact::PackedTensor& t, uint64_t loca
   }
   const uint64_t packed_bytes = byte_size(packed_dtype, packed_shape);
   c.require(packed_bytes == slab, tw + ".shape",
-            "is " + shape_text(t.shape) + " (" + std::to_string(slab) + " bytes per expert), but " + ticked(id) + " packs the canonical " + t.canonical_dtype + " " +
-                shape_text(t.canonical_shape) + " into " + std::to_string(packed_bytes));
+            "is " + shape_text(t.shape) + " (" + std::to_string(slab) + " bytes per expert), but " + ticked(id) + " packs the canonical " + t.canonical_dtype +
+                " " + shape_text(t.canonical_shape) + " into " + std::to_string(packed_bytes));
   if (derived.kind == DerivedKind::none) {
     c.require(t.dtype == dtype_name(packed_dtype), tw + ".dtype", "is " + t.dtype + ", but " + ticked(id) + " stores " + std::string(dtype_name(packed_dtype)));
     const std::vector<uint64_t> shape = layout->parameter_shape(local, t.canonical_shape);
-    c.require(t.shape == shape, tw + ".shape", "is " + shape_text(t.shape) + ", but " + ticked(id) + " holds " + std::to_string(local) + " experts as " + shape_text(shape));
+    c.require(t.shape == shape, tw + ".shape",
+              "is " + shape_text(t.shape) + ", but " + ticked(id) + " holds " + std::to_string(local) + " experts as " + shape_text(shape));
   }
 }
 
@@ -248,16 +250,19 @@ void check_weight_extent(const Check& c, const artifact::Layer& l, const artifac
   const uint64_t s = static_cast<uint64_t>(dtype_bits(dt));
   uint64_t a = t.canonical_shape[0], b = 1;
   for (size_t i = 1; i < t.canonical_shape.size(); ++i) b *= t.canonical_shape[i];
-  const bool fits = (a == rows && b * s == cols * *v) || (b == cols && a * s == rows * *v) || (a == cols && b * s == rows * *v) || (b == rows && a * s == cols * *v);
-  c.require(fits, sizes, "do not fit " + tw + ".canonical: " + t.canonical_dtype + " " + shape_text(t.canonical_shape) + " holds no [" + std::to_string(rows) +
-                             ", " + std::to_string(cols) + "] weight of " + std::to_string(*v) + "-bit values");
+  const bool fits =
+      (a == rows && b * s == cols * *v) || (b == cols && a * s == rows * *v) || (a == cols && b * s == rows * *v) || (b == rows && a * s == cols * *v);
+  c.require(fits, sizes,
+            "do not fit " + tw + ".canonical: " + t.canonical_dtype + " " + shape_text(t.canonical_shape) + " holds no [" + std::to_string(rows) + ", " +
+                std::to_string(cols) + "] weight of " + std::to_string(*v) + "-bit values");
 }
 
 }  // namespace
 
 void validate_artifact(const artifact::Manifest& m, const std::string& artifact_dir, const std::string& manifest_path) {
   const Check c(manifest_path);
-  c.require(m.reference == artifact::kReferencePoint, "$.reference", "is " + ticked(m.reference) + ", this moepack converts for " + ticked(artifact::kReferencePoint));
+  c.require(m.reference == artifact::kReferencePoint, "$.reference",
+            "is " + ticked(m.reference) + ", this moepack converts for " + ticked(artifact::kReferencePoint));
   const oracle::Deployment deployment = deployment_from_target_json(m.target, manifest_path);
   const oracle::MoeParallelConfig parallel = oracle::make_moe_parallel_config(deployment.parallel);
   const bool expert_parallel = parallel.ep_size > 1;
@@ -279,8 +284,9 @@ void validate_artifact(const artifact::Manifest& m, const std::string& artifact_
     std::vector<int> ids;
     for (size_t k = 0; k < l.ranks.size(); ++k) {
       const int id = l.ranks[k].rank;
-      c.require(static_cast<uint64_t>(id) < ranks && (l.ranks.size() == 1 || static_cast<uint64_t>(id) == k), w + ".ranks[" + std::to_string(k) + "].rank",
-                "is " + std::to_string(id) + ", not rank " + (l.ranks.size() == 1 ? "0.." + std::to_string(ranks - 1) : std::to_string(k)) + " of the deployment");
+      c.require(
+          static_cast<uint64_t>(id) < ranks && (l.ranks.size() == 1 || static_cast<uint64_t>(id) == k), w + ".ranks[" + std::to_string(k) + "].rank",
+          "is " + std::to_string(id) + ", not rank " + (l.ranks.size() == 1 ? "0.." + std::to_string(ranks - 1) : std::to_string(k)) + " of the deployment");
       ids.push_back(id);
     }
     if (rank_ids) c.require(*rank_ids == ids, w + ".ranks", "holds other ranks than the layers before it");
@@ -288,7 +294,8 @@ void validate_artifact(const artifact::Manifest& m, const std::string& artifact_
     c.require(l.intermediate_size_scope.has_value() == (ranks > 1), w + ".intermediate_size_scope",
               ranks > 1 ? "is missing: with several ranks the sizes are one rank's" : "is set, but the deployment has one rank");
     if (expert_parallel)
-      c.require(l.num_experts % ranks == 0, w + ".num_experts", "is " + std::to_string(l.num_experts) + ", which does not split over " + std::to_string(ranks) + " expert-parallel ranks");
+      c.require(l.num_experts % ranks == 0, w + ".num_experts",
+                "is " + std::to_string(l.num_experts) + ", which does not split over " + std::to_string(ranks) + " expert-parallel ranks");
     const uint64_t local = expert_parallel ? l.num_experts / ranks : l.num_experts;
     const uint64_t n13 = l.gated ? 2 * l.padded_intermediate_size : l.padded_intermediate_size;
     const std::string sizes = "the sizes of " + w + " (padded hidden " + std::to_string(l.padded_hidden_size) + ", padded intermediate " +
@@ -302,11 +309,13 @@ void validate_artifact(const artifact::Manifest& m, const std::string& artifact_
       for (const auto& [role, t] : rank.tensors) {
         these.insert(role);
         const std::string tw = rw + ".tensors." + role;
-        c.require(shards.listed(t.file) && t.file.ends_with(".safetensors"), tw + ".file", "is " + ticked(t.file) + ", no safetensors file the manifest lists in `files`");
+        c.require(shards.listed(t.file) && t.file.ends_with(".safetensors"), tw + ".file",
+                  "is " + ticked(t.file) + ", no safetensors file the manifest lists in `files`");
         const st::File& f = shards.open(t.file);
         const st::TensorInfo* info = f.find(t.name);
         c.require(info != nullptr, tw + ".name", "is " + ticked(t.name) + ", which " + t.file + " does not hold");
-        c.require(t.dtype == dtype_name(info->dtype), tw + ".dtype", "is " + ticked(t.dtype) + ", " + t.file + " holds " + std::string(dtype_name(info->dtype)));
+        c.require(t.dtype == dtype_name(info->dtype), tw + ".dtype",
+                  "is " + ticked(t.dtype) + ", " + t.file + " holds " + std::string(dtype_name(info->dtype)));
         c.require(t.shape == info->shape, tw + ".shape", "is " + shape_text(t.shape) + ", " + t.file + " holds " + shape_text(info->shape));
         check_canonical(c, t, tw);
         check_layout(c, t, local, tw);
@@ -321,7 +330,8 @@ void validate_artifact(const artifact::Manifest& m, const std::string& artifact_
           uint64_t elements = 1;
           for (uint64_t d : t.canonical_shape) elements *= d;
           const uint64_t expected = role == "w13_bias" ? n13 : l.padded_hidden_size;
-          c.require(elements == expected, sizes, "do not fit " + tw + ".canonical: " + shape_text(t.canonical_shape) + " holds no bias of " + std::to_string(expected));
+          c.require(elements == expected, sizes,
+                    "do not fit " + tw + ".canonical: " + shape_text(t.canonical_shape) + " holds no bias of " + std::to_string(expected));
         }
       }
       if (roles) c.require(*roles == these, rw + ".tensors", "holds other roles than rank " + std::to_string(l.ranks.front().rank));
@@ -393,7 +403,8 @@ void validate_artifact_against_source(const artifact::Manifest& m, const std::st
     if (e.kind() != ErrorKind::refused) throw;
     c.fail("$.target", "is a deployment this moepack refuses for the source " + source_path + ": " + e.what());
   }
-  c.require(m.source_scheme == plan.source_scheme, "$.source.scheme", "is " + ticked(m.source_scheme) + ", the source " + source_path + " is " + ticked(plan.source_scheme));
+  c.require(m.source_scheme == plan.source_scheme, "$.source.scheme",
+            "is " + ticked(m.source_scheme) + ", the source " + source_path + " is " + ticked(plan.source_scheme));
   c.require(m.layers.size() == plan.layers.size(), "$.layers",
             "holds " + std::to_string(m.layers.size()) + " layers, the source " + source_path + " has " + std::to_string(plan.layers.size()) + " MoE layers");
   for (size_t li = 0; li < m.layers.size(); ++li) {

@@ -97,17 +97,40 @@ std::vector<Tamper> table() {
   auto set = [](const char* key, json v) { return [key, v](json& m) { layer0(m)[key] = v; }; };
   return {
       {"hidden_size doubled", kMxfp4, times2("hidden_size"), "$.layers[0].hidden_size"},
-      {"hidden and padded hidden doubled", kMxfp4, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
+      {"hidden and padded hidden doubled", kMxfp4,
+       [](json& m) {
+         layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2;
+         layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2;
+       },
+       "$.layers[0]"},
       {"padded intermediate doubled", kNvfp4Tp2, times2("padded_intermediate_size"), "$.layers[0]"},
       {"intermediate above padded", kBf16Cpu, times2("intermediate_size"), "$.layers[0].intermediate_size"},
-      {"hidden doubled, BF16 CPU", kBf16Cpu, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
-      {"hidden doubled, Marlin act-order", kGptqMarlin, [](json& m) { layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2; layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2; }, "$.layers[0]"},
+      {"hidden doubled, BF16 CPU", kBf16Cpu,
+       [](json& m) {
+         layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2;
+         layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2;
+       },
+       "$.layers[0]"},
+      {"hidden doubled, Marlin act-order", kGptqMarlin,
+       [](json& m) {
+         layer0(m)["hidden_size"] = layer0(m)["hidden_size"].get<uint64_t>() * 2;
+         layer0(m)["padded_hidden_size"] = layer0(m)["padded_hidden_size"].get<uint64_t>() * 2;
+       },
+       "$.layers[0]"},
       {"one more expert", kMxfp4, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; }, "$.layers[0]."},
-      {"one more expert, no groups", kBf16Cpu, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; }, "$.layers[0].ranks[0].tensors."},
-      {"another backend of the family with its class", kMxfp4, [](json& m) { layer0(m)["backend"] = "MARLIN"; layer0(m)["experts_class"] = "MarlinExperts"; }, "$.layers[0].ranks[0].tensors."},
+      {"one more expert, no groups", kBf16Cpu, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; },
+       "$.layers[0].ranks[0].tensors."},
+      {"another backend of the family with its class", kMxfp4,
+       [](json& m) {
+         layer0(m)["backend"] = "MARLIN";
+         layer0(m)["experts_class"] = "MarlinExperts";
+       },
+       "$.layers[0].ranks[0].tensors."},
       {"2^31 experts", kMxfp4, set("num_experts", uint64_t{1} << 31), "$.layers[0].num_experts"},
-      {"experts that do not split over EP ranks", kFp8Ep, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; }, "$.layers[0]."},
-      {"EP ranks with fewer experts each", kFp8Ep, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() * 2; }, "$.layers[0].ranks[0].tensors."},
+      {"experts that do not split over EP ranks", kFp8Ep, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() + 1; },
+       "$.layers[0]."},
+      {"EP ranks with fewer experts each", kFp8Ep, [](json& m) { layer0(m)["num_experts"] = layer0(m)["num_experts"].get<uint64_t>() * 2; },
+       "$.layers[0].ranks[0].tensors."},
       {"top_k 0", kMxfp4, set("top_k", 0), "$.layers[0].top_k"},
       {"top_k above the experts", kMxfp4, [](json& m) { layer0(m)["top_k"] = layer0(m)["num_experts"].get<uint64_t>() + 1; }, "$.layers[0].top_k"},
       {"backend that does not exist", kMxfp4, set("backend", "NO_SUCH_BACKEND"), "$.layers[0].backend"},
@@ -116,23 +139,61 @@ std::vector<Tamper> table() {
       {"weight key that does not exist", kMxfp4, set("weight_key", "kFp3Static"), "$.layers[0].weight_key"},
       {"activation that does not exist", kMxfp4, set("activation", "swishy"), "$.layers[0].activation"},
       {"routing method that does not exist", kMxfp4, [](json& m) { layer0(m)["routing"]["method"] = "Random"; }, "$.layers[0].routing.method"},
-      {"a rank too many", kNvfp4Tp2, [](json& m) { layer0(m)["ranks"].push_back(layer0(m)["ranks"][1]); layer0(m)["ranks"][2]["rank"] = 2; }, "$.layers[0].ranks"},
+      {"a rank too many", kNvfp4Tp2,
+       [](json& m) {
+         layer0(m)["ranks"].push_back(layer0(m)["ranks"][1]);
+         layer0(m)["ranks"][2]["rank"] = 2;
+       },
+       "$.layers[0].ranks"},
       {"a rank id out of range", kNvfp4Tp2, [](json& m) { layer0(m)["ranks"][1]["rank"] = 7; }, "$.layers[0].ranks[1].rank"},
       {"per-rank scope dropped", kNvfp4Tp2, [](json& m) { layer0(m).erase("intermediate_size_scope"); }, "$.layers[0].intermediate_size_scope"},
-      {"shape with one more expert", kMxfp4, [](json& m) { auto& s = tensor(m, "w13_weight")["shape"]; s[0] = s[0].get<uint64_t>() + 1; }, "$.layers[0].ranks[0].tensors.w13_weight.shape"},
-      {"shape [2^40, 2^40]", kMxfp4, [](json& m) { tensor(m, "w2_weight")["shape"] = json::array({uint64_t{1} << 40, uint64_t{1} << 40}); }, "$.layers[0].ranks[0].tensors.w2_weight.shape"},
+      {"shape with one more expert", kMxfp4,
+       [](json& m) {
+         auto& s = tensor(m, "w13_weight")["shape"];
+         s[0] = s[0].get<uint64_t>() + 1;
+       },
+       "$.layers[0].ranks[0].tensors.w13_weight.shape"},
+      {"shape [2^40, 2^40]", kMxfp4,
+       [](json& m) {
+         tensor(m, "w2_weight")["shape"] = json::array({uint64_t{1} << 40, uint64_t{1} << 40});
+       },
+       "$.layers[0].ranks[0].tensors.w2_weight.shape"},
       {"dtype F64", kMxfp4, [](json& m) { tensor(m, "w13_weight")["dtype"] = "F64"; }, "$.layers[0].ranks[0].tensors.w13_weight.dtype"},
       {"dtype that is no dtype", kMxfp4, [](json& m) { tensor(m, "w13_weight")["dtype"] = "Q7"; }, "$.layers[0].ranks[0].tensors.w13_weight.dtype"},
-      {"layout no packer has", kMxfp4, [](json& m) { tensor(m, "w13_weight")["layout"] = "nobody.Swizzle(v0)"; }, "$.layers[0].ranks[0].tensors.w13_weight.layout"},
-      {"layout of another role", kMxfp4, [](json& m) { tensor(m, "w13_weight")["layout"] = tensor(m, "w13_weight_scale")["layout"]; }, "$.layers[0].ranks[0].tensors.w13_weight."},
-      {"canonical shape changed", kBf16Cpu, [](json& m) { auto& s = tensor(m, "w2_weight")["canonical"]["shape"]; s[0] = s[0].get<uint64_t>() * 2; }, "$.layers[0].ranks[0].tensors.w2_weight."},
-      {"canonical shape huge", kBf16Cpu, [](json& m) { tensor(m, "w2_weight")["canonical"]["shape"] = json::array({uint64_t{1} << 40, uint64_t{1} << 30}); }, "$.layers[0].ranks[0].tensors.w2_weight.canonical.shape"},
-      {"canonical dtype no dtype", kBf16Cpu, [](json& m) { tensor(m, "w2_weight")["canonical"]["dtype"] = "X9"; }, "$.layers[0].ranks[0].tensors.w2_weight.canonical.dtype"},
-      {"tensor name not in its file", kMxfp4, [](json& m) { tensor(m, "w2_weight")["name"] = "model.layers.0.mlp.experts.nothing"; }, "$.layers[0].ranks[0].tensors.w2_weight.name"},
-      {"file the manifest does not list", kMxfp4, [](json& m) { tensor(m, "w2_weight")["file"] = "other.safetensors"; }, "$.layers[0].ranks[0].tensors.w2_weight.file"},
-      {"tensor name swapped with another role's", kMxfp4, [](json& m) { tensor(m, "w2_weight")["name"] = tensor(m, "w13_weight")["name"]; }, "$.layers[0].ranks[0].tensors.w2_weight."},
-      {"reduction layout unknown", kNvfp4Tp2, [](json& m) { tensor(m, "w13_weight_scale_2")["layout"] = "vllm.nothing(e9d1398d9)"; }, "$.layers[0].ranks[0].tensors.w13_weight_scale_2.layout"},
-      {"value stage unknown", kGptqMarlin, [](json& m) { for (auto& [role, t] : layer0(m)["ranks"][0]["tensors"].items()) if (t.contains("canonical")) { t["canonical"]["value_stage"] = "vllm.nothing()"; break; } }, "value_stage"},
+      {"layout no packer has", kMxfp4, [](json& m) { tensor(m, "w13_weight")["layout"] = "nobody.Swizzle(v0)"; },
+       "$.layers[0].ranks[0].tensors.w13_weight.layout"},
+      {"layout of another role", kMxfp4, [](json& m) { tensor(m, "w13_weight")["layout"] = tensor(m, "w13_weight_scale")["layout"]; },
+       "$.layers[0].ranks[0].tensors.w13_weight."},
+      {"canonical shape changed", kBf16Cpu,
+       [](json& m) {
+         auto& s = tensor(m, "w2_weight")["canonical"]["shape"];
+         s[0] = s[0].get<uint64_t>() * 2;
+       },
+       "$.layers[0].ranks[0].tensors.w2_weight."},
+      {"canonical shape huge", kBf16Cpu,
+       [](json& m) {
+         tensor(m, "w2_weight")["canonical"]["shape"] = json::array({uint64_t{1} << 40, uint64_t{1} << 30});
+       },
+       "$.layers[0].ranks[0].tensors.w2_weight.canonical.shape"},
+      {"canonical dtype no dtype", kBf16Cpu, [](json& m) { tensor(m, "w2_weight")["canonical"]["dtype"] = "X9"; },
+       "$.layers[0].ranks[0].tensors.w2_weight.canonical.dtype"},
+      {"tensor name not in its file", kMxfp4, [](json& m) { tensor(m, "w2_weight")["name"] = "model.layers.0.mlp.experts.nothing"; },
+       "$.layers[0].ranks[0].tensors.w2_weight.name"},
+      {"file the manifest does not list", kMxfp4, [](json& m) { tensor(m, "w2_weight")["file"] = "other.safetensors"; },
+       "$.layers[0].ranks[0].tensors.w2_weight.file"},
+      {"tensor name swapped with another role's", kMxfp4, [](json& m) { tensor(m, "w2_weight")["name"] = tensor(m, "w13_weight")["name"]; },
+       "$.layers[0].ranks[0].tensors.w2_weight."},
+      {"reduction layout unknown", kNvfp4Tp2, [](json& m) { tensor(m, "w13_weight_scale_2")["layout"] = "vllm.nothing(e9d1398d9)"; },
+       "$.layers[0].ranks[0].tensors.w13_weight_scale_2.layout"},
+      {"value stage unknown", kGptqMarlin,
+       [](json& m) {
+         for (auto& [role, t] : layer0(m)["ranks"][0]["tensors"].items())
+           if (t.contains("canonical")) {
+             t["canonical"]["value_stage"] = "vllm.nothing()";
+             break;
+           }
+       },
+       "value_stage"},
       {"reference of another vLLM", kMxfp4, [](json& m) { m["reference"] = "vllm 0000000 (2025-01-01)"; }, "$.reference"},
       {"target device unknown", kMxfp4, [](json& m) { m["target"]["device"] = "sm99"; }, "$.target.device"},
       {"target tp size disagrees with moe_tp_size", kNvfp4Tp2, [](json& m) { m["target"]["tp_size"] = 4; }, "$.target."},
@@ -204,7 +265,11 @@ TEST(ManifestValidation, WithTheSourceEveryLayerMustBeWhatConvertingItGives) {
       {"activation parameter changed", [](json& m) { layer0(m)["swiglu_limit"] = 1.0; }, "$.layers[0].swiglu_limit", "converting the source"},
       {"routing renormalization flipped", [](json& m) { layer0(m)["routing"]["renormalize"] = !layer0(m)["routing"]["renormalize"].get<bool>(); },
        "$.layers[0].routing.renormalize", "converting the source"},
-      {"padding of another backend", [](json& m) { layer0(m)["padded_intermediate_size"] = layer0(m)["padded_intermediate_size"].get<uint64_t>(); layer0(m)["activation"] = "silu"; },
+      {"padding of another backend",
+       [](json& m) {
+         layer0(m)["padded_intermediate_size"] = layer0(m)["padded_intermediate_size"].get<uint64_t>();
+         layer0(m)["activation"] = "silu";
+       },
        "$.layers[0].activation", "converting the source"},
       {"a layer dropped", [](json& m) { m["layers"].erase(m["layers"].size() - 1); }, "$.layers", "MoE layers"},
       {"source scheme changed", [](json& m) { m["source"]["scheme"] = "gptq"; }, "$.source.scheme", "the source"},
