@@ -124,7 +124,23 @@ artifact::Manifest read_artifact_manifest(const std::string& artifact_dir) {
   return m;
 }
 
+// Every file of the directory must be one the manifest lists: the contract is that OUT holds
+// the manifest and its `files`, nothing else, so a file the manifest does not vouch for (or an
+// entry dropped from `files`) is a difference.
+void check_unlisted_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out) {
+  std::set<std::string> listed;
+  for (const auto& f : m.files) listed.insert(f.name);
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(artifact_dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string name = fs::relative(it->path(), artifact_dir, ec).generic_string();
+    if (name != artifact::kManifestFileName && !listed.count(name)) out.problems.push_back(name + ": in the artifact but not in the manifest's files");
+  }
+  if (ec) throw_io(artifact_dir, "cannot list the artifact's files", ec.value());
+}
+
 void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out) {
+  check_unlisted_files(artifact_dir, m, out);
   for (const auto& f : m.files) {
     MappedFile map((fs::path(artifact_dir) / f.name).string());
     ++out.files_checked;

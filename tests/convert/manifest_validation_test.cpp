@@ -307,3 +307,30 @@ TEST(TargetJson, RoundTripsEveryDeploymentFlag) {
 
 }  // namespace
 }  // namespace moepack::convert
+
+namespace moepack::convert {
+namespace {
+
+// The artifact holds its manifest and the files it lists, nothing else: a file the manifest does
+// not vouch for, or an entry dropped from `files`, fails the integrity check (found by
+// fuzz_verify_manifest: dropping generation_config.json's entry passed).
+TEST(ManifestValidation, FilesTheManifestDoesNotListFailIntegrity) {
+  test::TempDir dir;
+  const std::string good = artifacts().get(kMxfp4);
+  const std::string dropped = tampered_copy(good, dir.file("dropped"), [](json& m) { m["files"].erase(0); });
+  const std::string extra = tampered_copy(good, dir.file("extra"), [](json&) {});
+  test::write_text(extra + "/notes.txt", "added after conversion\n");
+  for (const std::string& a : {dropped, extra}) {
+    SCOPED_TRACE(a);
+    VerifyOptions o;
+    o.artifact = a;
+    o.source = sample(kMxfp4.sample);
+    const VerifyReport r = verify_artifact(o);
+    EXPECT_FALSE(r.ok());
+    ASSERT_FALSE(r.integrity.problems.empty());
+    EXPECT_NE(r.integrity.problems.front().find("not in the manifest's files"), std::string::npos) << r.integrity.problems.front();
+  }
+}
+
+}  // namespace
+}  // namespace moepack::convert
