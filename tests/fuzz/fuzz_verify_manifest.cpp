@@ -8,6 +8,7 @@
 // records (the fields verify cannot see, such as the version string or the source's file list,
 // aside).
 // fuzz-max-len: 512
+// fuzz-max-runs: 3000
 #include <filesystem>
 #include <fstream>
 #include <map>

@@ -60,10 +60,15 @@ for t in "${targets[@]}"; do
   # with a `// fuzz-max-len: N` line in its source.
   max_len=$(sed -n 's|^// fuzz-max-len: *\([0-9]*\).*|\1|p' "$src/tests/fuzz/fuzz_$t.cpp" | head -n 1)
   max_len=${max_len:-4096}
+  # A target whose every input runs a whole pipeline (fuzz_verify_manifest converts and verifies)
+  # may cap its executions with a `// fuzz-max-runs: N` line, so a CI run stays bounded.
+  runs_t=$(sed -n 's|^// fuzz-max-runs: *\([0-9]*\).*|\1|p' "$src/tests/fuzz/fuzz_$t.cpp" | head -n 1)
+  runs_t=${runs_t:-$runs}
+  (( runs_t > runs )) && runs_t=$runs
   start=$(date +%s.%N)
   # -max_len bounds the mutated inputs (longer seeds are cut to it); -timeout turns a hang into a
   # failure; -rss_limit_mb catches an allocation sized by an unchecked field.
-  if "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+  if "$build/tests/fuzz/fuzz_$t" -runs="$runs_t" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
        -dict="$src/tests/fuzz/safetensors.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
        "$corpus" "$seeds/$t" "${extra[@]}" > "$build/fuzz-$t.log" 2>&1; then
     verdict=ok
