@@ -311,6 +311,18 @@ TEST(TargetJson, RoundTripsEveryDeploymentFlag) {
 namespace moepack::convert {
 namespace {
 
+// A manifest written before `layers[i].vllm` existed is still the conversion of its source.
+TEST(ManifestValidation, AManifestWithoutTheLaterVllmKeyStillVerifies) {
+  test::TempDir dir;
+  const std::string older = tampered_copy(artifacts().get(kMxfp4), dir.file("older"), [](json& m) {
+    for (auto& l : m["layers"]) l.erase("vllm");
+  });
+  VerifyOptions o;
+  o.artifact = older;
+  o.source = sample(kMxfp4.sample);
+  EXPECT_TRUE(verify_artifact(o).ok());
+}
+
 // The artifact holds its manifest and the files it lists, nothing else: a file the manifest does
 // not vouch for, or an entry dropped from `files`, fails the integrity check (found by
 // fuzz_verify_manifest: dropping generation_config.json's entry passed).
