@@ -157,6 +157,36 @@ void require_one_layer_source(const PlanOptions& o) {
 
 // Several devices: every device planned with the same flags, one table (or one document).
 // Refusals are the table's answer, not errors: exit 3 only when no device runs every layer.
+// What plan asks about: a checkpoint's MoE layers, or layers a JSON file or the flags describe.
+struct PlanSubject {
+  ckpt::CheckpointLocation where;
+  std::optional<ckpt::Checkpoint> checkpoint;
+  std::vector<orc::MoeLayerQuery> queries;
+  std::vector<std::string> reader_notes;
+};
+
+PlanSubject read_plan_subject(const PlanOptions& o) {
+  require_one_layer_source(o);
+  PlanSubject s;
+  if (!o.checkpoint.empty()) {
+    s.where = ckpt::locate_checkpoint(o.checkpoint);
+    s.checkpoint = ckpt::open_checkpoint(s.where.path);
+    s.reader_notes = s.checkpoint->notes;
+  } else {
+    s.queries = o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);
+  }
+  return s;
+}
+
+// The decisions plan reports on one deployment: a checkpoint's include the refusals vLLM raises
+// while loading its layers, as convert meets them.
+std::vector<orc::Decision> decisions_for(const PlanSubject& s, const orc::Deployment& dep) {
+  if (s.checkpoint) return convert::reported_decisions(*s.checkpoint, convert::decide_layers(*s.checkpoint, dep));
+  std::vector<orc::Decision> decisions;
+  for (const auto& q : s.queries) decisions.push_back(orc::decide(q, dep));
+  return decisions;
+}
+
 int run_fleet_plan(const PlanOptions& o, const std::vector<std::string>& targets) {
   std::vector<report::TargetPlan> plans;
   for (const auto& name : targets) {
@@ -164,21 +194,10 @@ int run_fleet_plan(const PlanOptions& o, const std::vector<std::string>& targets
     flags.target = name;
     plans.push_back({build_deployment(flags), {}});
   }
-  require_one_layer_source(o);
-  std::vector<std::string> reader_notes;
-  ckpt::CheckpointLocation where;
-  if (!o.checkpoint.empty()) {
-    where = ckpt::locate_checkpoint(o.checkpoint);
-    const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
-    reader_notes = c.notes;
-    // Each device answers exactly as a single-target plan does, load-time refusals included.
-    for (auto& p : plans) p.decisions = convert::reported_decisions(c, convert::decide_layers(c, p.deployment));
-  } else {
-    const auto queries =
-        o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);
-    for (auto& p : plans)
-      for (const auto& q : queries) p.decisions.push_back(orc::decide(q, p.deployment));
-  }
+  const PlanSubject subject = read_plan_subject(o);
+  const std::vector<std::string>& reader_notes = subject.reader_notes;
+  const ckpt::CheckpointLocation& where = subject.where;
+  for (auto& p : plans) p.decisions = decisions_for(subject, p.deployment);
   if (o.json) {
     json document = report::fleet_json(plans, reader_notes);
     if (where.from_hub_cache()) document["hub"] = report::hub_json(where);
@@ -197,21 +216,10 @@ int run_plan(const PlanOptions& o) {
   if (names_several_targets(o.deployment.target))
     return run_fleet_plan(o, target_names(o.deployment.target));
   const orc::Deployment dep = build_deployment(o.deployment);
-  require_one_layer_source(o);
-
-  std::vector<orc::Decision> decisions;
-  std::vector<std::string> reader_notes;
-  ckpt::CheckpointLocation where;
-  if (!o.checkpoint.empty()) {
-    where = ckpt::locate_checkpoint(o.checkpoint);
-    const ckpt::Checkpoint c = ckpt::open_checkpoint(where.path);
-    reader_notes = c.notes;
-    decisions = convert::reported_decisions(c, convert::decide_layers(c, dep));
-  } else {
-    const auto queries =
-        o.layer_json.empty() ? std::vector<orc::MoeLayerQuery>{query_from_flags(o)} : convert::read_layer_queries(o.layer_json);
-    for (const auto& q : queries) decisions.push_back(orc::decide(q, dep));
-  }
+  const PlanSubject subject = read_plan_subject(o);
+  const std::vector<std::string>& reader_notes = subject.reader_notes;
+  const ckpt::CheckpointLocation& where = subject.where;
+  const std::vector<orc::Decision> decisions = decisions_for(subject, dep);
 
   if (o.json) {
     json document = report::plan_json(dep, decisions, reader_notes);

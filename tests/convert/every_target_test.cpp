@@ -27,13 +27,7 @@ namespace moepack::convert {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> sample_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(fs::path(test::source_dir()) / "samples"))
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using test::sample_names;
 
 // Past the 2 the test stopped at before issue 20 (TP 4 crashed gpt-oss BF16, TP 16 NVFP4 on
 // gfx950): every power of two up to 16, where the samples' sizes (128, 192, 256) leave per-rank

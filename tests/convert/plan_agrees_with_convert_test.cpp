@@ -29,13 +29,7 @@ namespace moepack::convert {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> sample_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(fs::path(test::source_dir()) / "samples"))
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using test::sample_names;
 
 // How convert words an error vLLM itself raises while building or loading the layer.
 bool claims_vllm_raises(const std::string& message) {

@@ -1,5 +1,6 @@
 #include "support/test_support.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,5 +83,13 @@ CommandResult run_moepack_in(const std::string& working_dir, const std::vector<s
 
 std::string source_dir() { return MOEPACK_SOURCE_DIR; }
 std::string moepack_binary() { return MOEPACK_BINARY; }
+
+std::vector<std::string> sample_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source_dir()) / "samples"))
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace moepack::test

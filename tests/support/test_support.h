@@ -41,6 +41,8 @@ CommandResult run_moepack(const std::vector<std::string>& args);
 CommandResult run_moepack_in(const std::string& working_dir, const std::vector<std::string>& args);
 
 std::string source_dir();  // the repository root
+// The shipped samples (samples/*/), by name, sorted.
+std::vector<std::string> sample_names();
 std::string moepack_binary();
 
 }  // namespace moepack::test
