@@ -60,6 +60,34 @@ void CpuSglWeightPackedMxfp4Layout::pack(const TensorView& canonical, std::span<
   }
 }
 
+// The inverse, tile by tile: a tile of packed columns is read column by column into words
+// (L1), then each word's two bytes give back rows r and r+16 at that column:
+//   row r    = lo & 0x0F | (hi & 0x0F) << 4        row r+16 = lo >> 4 | hi & 0xF0
+void CpuSglWeightPackedMxfp4Layout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
+  expect_unpack_args(packed, canonical);
+  const uint64_t rows = canonical.shape[0], cols = canonical.shape[1];
+  constexpr uint64_t kHalf = kSglBlockN / 2;
+  constexpr uint64_t kTile = 64;
+  uint16_t words[kTile][kHalf];
+  for (uint64_t nb = 0; nb < rows / kSglBlockN; ++nb) {
+    uint8_t* block = canonical.bytes.data() + nb * kSglBlockN * cols;
+    const uint8_t* in = packed.data() + nb * kSglBlockN * cols;
+    for (uint64_t k0 = 0; k0 < cols; k0 += kTile) {
+      const uint64_t width = std::min(kTile, cols - k0);
+      std::memcpy(words, in + k0 * kSglBlockN, static_cast<size_t>(width * kSglBlockN));
+      for (uint64_t r = 0; r < kHalf; ++r) {
+        uint8_t* a = block + r * cols + k0;
+        uint8_t* b = block + (r + kHalf) * cols + k0;
+        for (uint64_t i = 0; i < width; ++i) {
+          const unsigned lo = words[i][r] & 0xFFu, hi = words[i][r] >> 8;
+          a[i] = static_cast<uint8_t>((lo & 0x0Fu) | ((hi & 0x0Fu) << 4));
+          b[i] = static_cast<uint8_t>((lo >> 4) | (hi & 0xF0u));
+        }
+      }
+    }
+  }
+}
+
 // ---- scale ----
 
 Accepts CpuSglScalePackedLayout::accepts() const {

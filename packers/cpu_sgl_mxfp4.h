@@ -77,6 +77,7 @@ class CpuSglWeightPackedMxfp4Layout final : public IndexMap<CpuSglWeightPackedMx
   Accepts accepts() const override;
   Units units(DType) const override { return {.canonical_bits = 4, .packed_bits = 4}; }
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: whole bytes
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;  // bulk inverse
 
   // Index map at nibble granularity: FP4 element (row, k) -> packed byte offset, and whether it
   // is that byte's high nibble.

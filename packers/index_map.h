@@ -19,9 +19,10 @@
 // significant bit of byte i*b/8 (so FP4 unit 2k is byte k's low nibble, as checkpoints store
 // FP4 pairs), for b >= 8 the little-endian bytes at i*b/8.
 //
-// A packer may override pack() with a hand-written bulk path (whole rows, tiles, tables);
-// tests/packers/layout_contract_test.cpp checks every registered layout's pack() against
-// pack_by_map() and unpack(pack(x)) == x over awkward sizes drawn from accepts().
+// A packer may override pack() and unpack() with hand-written bulk paths (whole rows, tiles,
+// tables); tests/packers/layout_contract_test.cpp checks every registered layout's pack()
+// against pack_by_map(), unpack() against unpack_by_map() on the same packed bytes, and
+// unpack(pack(x)) == x over awkward sizes drawn from accepts().
 #pragma once
 
 #include <algorithm>
@@ -98,6 +99,11 @@ class IndexMapLayout : public Layout {
   // moved. pack() is this unless the layout overrides it with a bulk path.
   virtual void pack_by_map(const TensorView& canonical, std::span<uint8_t> packed) const = 0;
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override { pack_by_map(canonical, packed); }
+  // The generic inverse: every canonical unit read back from where the visit put it. unpack()
+  // is this unless the layout overrides it with a bulk path (verify and run unpack every
+  // routed expert of every layer, so the hot layouts have one).
+  virtual void unpack_by_map(std::span<const uint8_t> packed, OwnedTensor& canonical) const = 0;
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override { unpack_by_map(packed, canonical); }
   // The visit with its callback type-erased (slower), for tests and tools that walk the map.
   virtual void visit_pairs(DType canonical, std::span<const uint64_t> canonical_shape,
                            const std::function<void(uint64_t canonical_unit, uint64_t packed_unit)>& fn) const = 0;
@@ -200,7 +206,7 @@ class IndexMap : public IndexMapLayout {
     });
   }
 
-  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const final {
+  void unpack_by_map(std::span<const uint8_t> packed, OwnedTensor& canonical) const final {
     const Units u = expect_unpack_args(packed, canonical);
     const uint8_t* in = packed.data();
     uint8_t* out = canonical.bytes.data();

@@ -40,6 +40,29 @@ const TwiddleTables& twiddle_tables() {
   return tables;
 }
 
+// The inverse, also linear over bits: a stored word's byte h (0..3) holds bits of lane h/2
+// (low nibbles for h < 2, high nibbles above); untwiddle[h % 2][byte] spreads those bits back to
+// their slots, slot s's nibble in the low half of byte s. Built from kLaneBit as well.
+struct UntwiddleTables {
+  uint32_t by_lane_byte[2][256];
+  UntwiddleTables() {
+    for (int half = 0; half < 2; ++half)
+      for (int byte = 0; byte < 256; ++byte) {
+        uint32_t slots = 0;
+        for (int slot = 0; slot < 4; ++slot)
+          for (int bit = 0; bit < 4; ++bit) {
+            const int lane_bit = TritonHopperMXValueLayout::kLaneBit[slot][bit];
+            if (lane_bit / 8 == half && ((byte >> (lane_bit % 8)) & 1)) slots |= 1u << (8 * slot + bit);
+          }
+        by_lane_byte[half][byte] = slots;
+      }
+  }
+};
+const UntwiddleTables& untwiddle_tables() {
+  static const UntwiddleTables tables;
+  return tables;
+}
+
 }  // namespace
 
 std::string TritonHopperMXValueLayout::name() const {
@@ -90,6 +113,42 @@ void pack_portable_impl(const TensorView& canonical, std::span<uint8_t> packed) 
               const uint32_t word = t.by_slot[0][A[i]] | t.by_slot[1][B[i]] | t.by_slot[2][A[i + 4]] | t.by_slot[3][B[i + 4]];
               std::memcpy(out, &word, 4);  // little-endian storage (index_map.h asserts the host is)
             }
+        }
+}
+
+// The inverse of pack_portable_impl, tile by tile: each stored word gives back the four bytes
+// A[i] B[i] A[i+4] B[i+4]; bytes that land in padding (rows past N, bytes past Kb) are dropped.
+void unpack_portable_impl(std::span<const uint8_t> packed, OwnedTensor& canonical) {
+  using L = TritonHopperMXValueLayout;
+  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
+  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
+  uint8_t* q = canonical.bytes.data();
+  const UntwiddleTables& u = untwiddle_tables();
+  uint8_t a_tile[32], b_tile[32];
+  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
+    for (uint64_t t0 = 0; t0 < 4; ++t0)
+      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0)
+        for (uint64_t s0 = 0; s0 < 2; ++s0) {
+          const uint64_t n = 16 * m0 + 2 * t0 + s0, b0 = 32 * k0;
+          if (n >= rows) continue;  // both rows of the tile are padding (B = n + 8 > n)
+          const uint64_t valid = std::min<uint64_t>(32, bytes - b0);
+          const bool whole = valid == 32;
+          uint8_t* A = whole ? q + n * bytes + b0 : a_tile;
+          uint8_t* B = n + 8 < rows && whole ? q + (n + 8) * bytes + b0 : b_tile;
+          const uint8_t* in = packed.data() + (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0;
+          for (int t1 = 0; t1 < 4; ++t1)
+            for (int kt = 0; kt < 4; ++kt, in += 4) {
+              const int i = 8 * kt + t1;
+              const uint32_t low = u.by_lane_byte[0][in[0]] | u.by_lane_byte[1][in[1]];
+              const uint32_t high = u.by_lane_byte[0][in[2]] | u.by_lane_byte[1][in[3]];
+              const uint32_t slots = low | (high << 4);
+              A[i] = static_cast<uint8_t>(slots);
+              B[i] = static_cast<uint8_t>(slots >> 8);
+              A[i + 4] = static_cast<uint8_t>(slots >> 16);
+              B[i + 4] = static_cast<uint8_t>(slots >> 24);
+            }
+          if (A == a_tile) std::memcpy(q + n * bytes + b0, a_tile, static_cast<size_t>(valid));
+          if (B == b_tile && n + 8 < rows) std::memcpy(q + (n + 8) * bytes + b0, b_tile, static_cast<size_t>(valid));
         }
 }
 
@@ -188,6 +247,11 @@ bool TritonHopperMXValueLayout::simd_available() { return cpu_has_vbmi(); }
 void TritonHopperMXValueLayout::pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
   pack_portable_impl(canonical, packed);
+}
+
+void TritonHopperMXValueLayout::unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const {
+  expect_unpack_args(packed, canonical);
+  unpack_portable_impl(packed, canonical);
 }
 
 // Bulk path: whole 64-byte tiles, by AVX-512 VBMI where the CPU has it, else by table.

@@ -62,6 +62,8 @@ class TritonHopperMXValueLayout final : public IndexMap<TritonHopperMXValueLayou
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   void pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const;  // tables, any CPU
   static bool simd_available();  // whether pack() takes the AVX-512 VBMI path on this CPU
+  // Bulk inverse by tables (any CPU), checked against unpack_by_map in the tests.
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 
   // Index map, part 1: canonical byte (n, b) -> byte offset in the pre-twiddle buffer (which
   // has the packed shape). Part 2 is the twiddle of the 4-byte group containing that offset.

@@ -5,8 +5,9 @@
 // For every declared dtype and every size built from awkward extents (1, 2, 3, 17, 33, 127, 129)
 // and from the layout's own multiples (m, 3m, 5m, and the tails m-1, m+1):
 //   accepted -> pack() (a hand-written bulk path where the layout has one) writes every byte and
-//               equals pack_by_map(); unpack(pack(x)) == x (for a narrowing cast: pack(unpack(p))
-//               == p); the visit names every canonical unit once, no packed unit twice, nothing
+//               equals pack_by_map(); unpack() (a bulk path too, where there is one) equals
+//               unpack_by_map() and overwrites every canonical byte; unpack(pack(x)) == x (for a
+//               narrowing cast: pack(unpack(p)) == p); the visit names every canonical unit once, no packed unit twice, nothing
 //               out of range, and the bytes no unit reaches hold the padding byte;
 //               parameter_shape holds exactly E slabs
 //   refused  -> packed_shape, pack and unpack all fail with a bad_input error naming the layout.
@@ -160,8 +161,12 @@ void expect_accepted(const IndexMapLayout& layout, DType dtype, const Shape& sha
   ASSERT_EQ(bulk, by_map) << "pack differs from the index map";
   expect_valid_map(layout, dtype, shape, by_map);
 
-  OwnedTensor back(dtype, shape);
+  OwnedTensor back(dtype, shape), back_by_map(dtype, shape);
+  std::fill(back.bytes.begin(), back.bytes.end(), uint8_t{0xA5});
+  std::fill(back_by_map.bytes.begin(), back_by_map.bytes.end(), uint8_t{0x5A});
   layout.unpack(bulk, back);
+  layout.unpack_by_map(bulk, back_by_map);
+  ASSERT_EQ(back.bytes, back_by_map.bytes) << "unpack differs from the index map's inverse";
   if (narrows(layout.units(dtype), dtype, packed_dtype)) {
     std::vector<uint8_t> again(slab, 0xC3);
     layout.pack(back.view(), again);
