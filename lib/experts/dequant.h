@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,31 @@ std::optional<WeightFormat> weight_format_of(std::string_view family, std::strin
 // Throws Error(bad_input) when the storage does not match the shapes.
 std::vector<float> dequantize(WeightFormat format, const OwnedTensor& weight, const OwnedTensor* block_scale, uint64_t rows, uint64_t cols,
                               float global_multiplier = 1.0f);
+
+// The same values a block of rows at a time, for the reference experts' dot products: the rows
+// they are about to read are decoded into the cache instead of the whole matrix into memory
+// (an expert of a large model is 100 MB and more in float). Takes the block-scaled coded formats
+// (MX, NVFP4) and floats; the storage is checked once, here, as dequantize checks it (Error
+// bad_input), and decode() then gives exactly dequantize's values.
+class RowDequantizer {
+ public:
+  RowDequantizer(WeightFormat format, OwnedTensor weight, std::optional<OwnedTensor> block_scale, uint64_t rows, uint64_t cols,
+                 float global_multiplier = 1.0f);
+  // Whether `format` can be decoded by rows (the others dequantize whole: int_dequant.h, fp8_dequant.h).
+  static bool takes(WeightFormat format);
+  uint64_t rows() const { return rows_; }
+  uint64_t cols() const { return cols_; }
+  // Rows [first_row, first_row + count) into out[count * cols], row-major.
+  void decode(uint64_t first_row, uint64_t count, float* out) const;
+
+ private:
+  WeightFormat format_;
+  OwnedTensor weight_;
+  std::optional<OwnedTensor> scale_;
+  uint64_t rows_, cols_, row_bytes_ = 0, scale_cols_ = 0;
+  float multiplier_;
+  float element_lut_[256] = {}, scale_lut_[256] = {};
+};
 
 // A float tensor of any float dtype (F32, BF16, F16) as float values.
 std::vector<float> float_values(const OwnedTensor& t);

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/experts/dequant.h"
 #include "lib/experts/routing.h"
 
 namespace moepack::experts {
@@ -94,6 +95,9 @@ struct ExpertMatrices {
   std::vector<float> w13_bias;  // [n13] or empty
   std::vector<float> w2;        // [hidden, inter]
   std::vector<float> w2_bias;   // [hidden] or empty
+  // Instead of w13 / w2 (then left empty): the same values decoded a block of rows at a time
+  // while the dot products read them, so no expert is ever whole in float.
+  std::shared_ptr<const RowDequantizer> w13_rows, w2_rows;
 };
 
 struct MoeShape {
@@ -104,13 +108,16 @@ struct MoeShape {
 };
 
 // Supplies expert `e` (global id) when this computation holds it, nullopt otherwise (another
-// expert-parallel rank). Called once per routed expert, in ascending id order, so only one
-// expert's weights need to be in memory at a time.
+// expert-parallel rank). Called once per routed expert; with several threads, concurrently for
+// different experts (so it must be safe to), and never for more than 2 x threads at a time, so
+// only that many experts' weights are in memory at once.
 using ExpertSource = std::function<std::optional<ExpertMatrices>(uint64_t expert)>;
 
 // Adds every token's weighted expert outputs into `out` [T, shape.hidden] (double). `x` is
-// [T, shape.hidden]. Throws Error(bad_input) when a supplied expert's sizes disagree with `shape`.
+// [T, shape.hidden]. Throws Error(bad_input) when a supplied expert's sizes disagree with `shape`
+// (the lowest such expert). Every dot product is summed in ascending order and the experts'
+// outputs are added in ascending expert id, so `out` is the same bits for any `threads`.
 void accumulate_experts(const std::vector<float>& x, uint64_t tokens, const Routing& routing, const ExpertSource& source, const MoeShape& shape,
-                        const ActivationSpec& activation, std::vector<double>& out);
+                        const ActivationSpec& activation, std::vector<double>& out, int threads = 1);
 
 }  // namespace moepack::experts

@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "lib/core/error.h"
 #include "lib/experts/dequant.h"
 #include "lib/experts/moe.h"
 #include "lib/experts/routing.h"
+#include "lib/experts/seeded.h"
 
 namespace moepack::experts {
 namespace {
@@ -214,6 +217,87 @@ TEST(Moe, ActivationsAndRowOrders) {
   // Not gated: relu2 of the single row (1, 1) -> 3 -> 9.
   EXPECT_NEAR(run_one(act("relu2_no_mul"), W13Rows::gate_up_halves, {1, 1}), 0.5 * 9, 1e-12);
   EXPECT_THROW(run_one(act("situ"), W13Rows::gate_up_halves, halves), Error);
+}
+
+// The definition accumulate_experts must equal bit for bit: experts in ascending id, each row's
+// dot product summed in ascending order in double, one (token, slot) at a time.
+std::vector<double> row_by_row(const std::vector<float>& x, uint64_t T, const Routing& routing, const std::map<uint32_t, ExpertMatrices>& experts,
+                               const MoeShape& shape, const ActivationSpec& activation) {
+  const ResolvedActivation act = resolve_activation(activation);
+  const uint64_t H = shape.hidden, P = shape.inter, n13 = shape.gated ? 2 * P : P;
+  std::vector<double> out(T * H, 0.0), h(n13), a(P);
+  std::set<uint32_t> routed(routing.ids.begin(), routing.ids.end());
+  for (uint32_t e : routed) {
+    const ExpertMatrices& m = experts.at(e);
+    for (uint64_t t = 0; t < T; ++t)
+      for (uint64_t j = 0; j < routing.top_k; ++j) {
+        if (routing.ids[t * routing.top_k + j] != e) continue;
+        for (uint64_t r = 0; r < n13; ++r) {
+          double acc = m.w13_bias.empty() ? 0.0 : m.w13_bias[r];
+          for (uint64_t k = 0; k < H; ++k) acc += static_cast<double>(m.w13[r * H + k]) * x[t * H + k];
+          h[r] = acc;
+        }
+        for (uint64_t i = 0; i < P; ++i) {
+          const auto [g, u] = shape.gated ? gate_and_up(h.data(), i, P, shape.rows) : std::pair<double, double>{h[i], 0.0};
+          a[i] = activation_value(act, g, u);
+        }
+        for (uint64_t r = 0; r < H; ++r) {
+          double acc = m.w2_bias.empty() ? 0.0 : m.w2_bias[r];
+          for (uint64_t i = 0; i < P; ++i) acc += static_cast<double>(m.w2[r * P + i]) * a[i];
+          out[t * H + r] += routing.weights[t * routing.top_k + j] * acc;
+        }
+      }
+  }
+  return out;
+}
+
+// Odd sizes (rows not a multiple of the 8-row blocks, experts with more tokens than a token
+// group holds), biases, and thread counts from 1 to more than there are experts.
+TEST(Moe, SameBitsAsTheRowByRowDefinitionForAnyThreadCount) {
+  const uint64_t H = 37, P = 21, E = 6, T = 11, K = 3;
+  const MoeShape shape{H, P, true, W13Rows::interleaved};
+  std::map<uint32_t, ExpertMatrices> experts;
+  for (uint32_t e = 0; e < E; ++e) {
+    ExpertMatrices m;
+    m.w13 = seeded_normal(100 + e, 2 * P * H);
+    m.w2 = seeded_normal(200 + e, H * P);
+    if (e % 2) m.w13_bias = seeded_normal(300 + e, 2 * P);
+    if (e % 3) m.w2_bias = seeded_normal(400 + e, H);
+    experts.emplace(e, std::move(m));
+  }
+  Routing r;
+  r.tokens = T;
+  r.top_k = K;
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t j = 0; j < K; ++j) {
+      r.ids.push_back(static_cast<uint32_t>((t * 2 + j * (j + 1)) % E));  // expert 0 gets 6 tokens, distinct per token
+      r.weights.push_back(0.25f + 0.125f * static_cast<float>(j));
+    }
+  const std::vector<float> x = seeded_normal(7, T * H);
+  ActivationSpec oai = act("swigluoai");
+  oai.swiglu_limit = 7.0;
+  const std::vector<double> want = row_by_row(x, T, r, experts, shape, oai);
+  ExpertSource source = [&](uint64_t e) -> std::optional<ExpertMatrices> { return experts.at(static_cast<uint32_t>(e)); };
+  for (int threads : {1, 2, 3, 16}) {
+    std::vector<double> out(T * H, 0.0);
+    accumulate_experts(x, T, r, source, shape, oai, out, threads);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], want[i]) << "threads " << threads << ", output " << i;
+  }
+  // A wrong-sized expert is reported as the lowest such expert, whatever the thread count.
+  ExpertSource broken = [&](uint64_t e) -> std::optional<ExpertMatrices> {
+    ExpertMatrices m = experts.at(static_cast<uint32_t>(e));
+    if (e >= 2) m.w2.pop_back();
+    return m;
+  };
+  for (int threads : {1, 4}) {
+    std::vector<double> out(T * H, 0.0);
+    try {
+      accumulate_experts(x, T, r, broken, shape, oai, out, threads);
+      FAIL() << "threads " << threads;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("expert 2:", 0), 0u) << e.what();
+    }
+  }
 }
 
 }  // namespace
