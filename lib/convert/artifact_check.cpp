@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "formats/artifact/manifest.h"
@@ -18,9 +20,11 @@
 #include "lib/convert/reductions.h"
 #include "lib/convert/derivations.h"
 #include "lib/convert/wna16_marlin.h"
+#include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
+#include "lib/core/parallel.h"
 #include "lib/core/tensor.h"
 #include "packers/registry.h"
 
@@ -139,14 +143,76 @@ void check_unlisted_files(const std::string& artifact_dir, const artifact::Manif
   if (ec) throw_io(artifact_dir, "cannot list the artifact's files", ec.value());
 }
 
-void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out) {
-  check_unlisted_files(artifact_dir, m, out);
-  for (const auto& f : m.files) {
-    MappedFile map((fs::path(artifact_dir) / f.name).string());
-    ++out.files_checked;
-    if (map.size() != f.bytes) out.problems.push_back(f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes));
-    else if (xxh3_128_hex(map.bytes()) != f.xxh3) out.problems.push_back(f.name + ": XXH3-128 differs from the manifest");
+// One pass over a file: its hash and the hashes of the byte ranges (packed tensors, sorted by
+// offset, not overlapping) it holds, each fed from the same chunks, so the bytes are read once.
+// Each chunk's pages are unmapped once hashed: the resident set stays one chunk, whatever the
+// file's size (the page cache keeps them for whoever reads next).
+struct FileHashes {
+  std::string file;
+  std::vector<std::string> ranges;
+};
+FileHashes hash_file_and_ranges(const MappedFile& map, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, const HashedBytes& hashed) {
+  constexpr uint64_t kChunk = uint64_t{32} << 20;
+  const std::span<const uint8_t> bytes = map.bytes();
+  Xxh3Stream whole;
+  std::vector<Xxh3Stream> parts(ranges.size());
+  size_t first_open = 0;  // ranges before it end before the current chunk
+  for (uint64_t at = 0; at < bytes.size(); at += kChunk) {
+    const uint64_t end = std::min<uint64_t>(bytes.size(), at + kChunk);
+    const auto chunk = bytes.subspan(static_cast<size_t>(at), static_cast<size_t>(end - at));
+    whole.update(chunk);
+    while (first_open < ranges.size() && ranges[first_open].second <= at) ++first_open;
+    for (size_t r = first_open; r < ranges.size() && ranges[r].first < end; ++r) {
+      const uint64_t b = std::max(at, ranges[r].first), e = std::min(end, ranges[r].second);
+      if (b < e) parts[r].update(bytes.subspan(static_cast<size_t>(b), static_cast<size_t>(e - b)));
+    }
+    map.drop_resident_pages(chunk);
+    if (hashed) hashed(end - at);
   }
+  FileHashes out{whole.hex(), {}};
+  for (auto& p : parts) out.ranges.push_back(p.hex());
+  return out;
+}
+
+void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out, const HashedBytes& hashed,
+                     int threads) {
+  check_unlisted_files(artifact_dir, m, out);
+  // The packed tensors' byte ranges, per file (opened here, on one thread).
+  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> ranges_by_file;  // file -> (begin, end); empty tensors too
+  for (const auto& layer : m.layers)
+    for (const auto& rank : layer.ranks)
+      for (const auto& [role, t] : rank.tensors) {
+        if (!t.file.ends_with(".safetensors")) continue;
+        const st::File& f = file(t.file);
+        if (const st::TensorInfo* info = f.find(t.name)) {
+          const uint64_t begin = f.header().data_start() + info->begin;
+          ranges_by_file[t.file].insert({begin, begin + info->num_bytes()});
+        }
+      }
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(m.files.size());
+  for (size_t i = 0; i < m.files.size(); ++i)
+    if (auto it = ranges_by_file.find(m.files[i].name); it != ranges_by_file.end()) ranges[i].assign(it->second.begin(), it->second.end());
+  // Files in parallel; their results are reported in the manifest's order.
+  std::vector<std::optional<std::string>> problems(m.files.size());
+  std::vector<FileHashes> hashes(m.files.size());
+  parallel_for_each_index(m.files.size(), threads, [&](uint64_t i) {
+    const auto& f = m.files[i];
+    MappedFile map((fs::path(artifact_dir) / f.name).string());
+    if (map.size() != f.bytes) {
+      problems[i] = f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes);
+      ranges[i].clear();  // the tensors are still hashed below, from their own mapping
+      if (hashed) hashed(f.bytes);
+      return;
+    }
+    hashes[i] = hash_file_and_ranges(map, ranges[i], hashed);
+    if (hashes[i].file != f.xxh3) problems[i] = f.name + ": XXH3-128 differs from the manifest";
+  });
+  out.files_checked += m.files.size();
+  for (const auto& p : problems)
+    if (p) out.problems.push_back(*p);
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, std::string> range_hash;  // (file, begin, end) -> hash
+  for (size_t i = 0; i < m.files.size(); ++i)
+    for (size_t r = 0; r < ranges[i].size(); ++r) range_hash[{m.files[i].name, ranges[i][r].first, ranges[i][r].second}] = hashes[i].ranges[r];
   check_indexes(artifact_dir, m, [&](const std::string& name) -> const st::File& { return file(name); }, out);
   for (const auto& layer : m.layers)
     for (const auto& rank : layer.ranks)
@@ -158,8 +224,37 @@ void check_integrity(const std::string& artifact_dir, const artifact::Manifest& 
           continue;
         }
         ++out.tensors_checked;
-        if (xxh3_128_hex(file(t.file).data(*info)) != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
+        const uint64_t begin = file(t.file).header().data_start() + info->begin;
+        auto known = range_hash.find({t.file, begin, begin + info->num_bytes()});
+        const std::string hash = known != range_hash.end() ? known->second : xxh3_128_hex(file(t.file).data(*info));
+        if (hash != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
       }
+}
+
+// One expert's slab against the source's loaded param: the slab must be exactly what the layout
+// packs from it, padding included (the bulk pack paths make this the fast direction; an
+// unpack-and-compare would accept any padding). On a difference the slab is unpacked to say
+// where: the first canonical byte that differs, or that only the padding does.
+std::optional<std::string> compare_slab(const packers::Layout& layout, const OwnedTensor& expected, std::span<const uint8_t> slab,
+                                        const std::string& where, uint64_t expert) {
+  std::vector<uint8_t> packed(slab.size());
+  bool packs = true;
+  try {
+    layout.pack(expected.view(), packed);
+  } catch (const Error&) {
+    packs = false;  // a source value the layout refuses: the unpack below names the difference
+  }
+  if (packs && std::equal(packed.begin(), packed.end(), slab.begin(), slab.end())) return std::nullopt;
+  OwnedTensor got(expected.dtype, expected.shape);
+  layout.unpack(slab, got);
+  if (got.bytes != expected.bytes) {
+    auto diff = std::mismatch(got.bytes.begin(), got.bytes.end(), expected.bytes.begin());
+    return where + ": expert " + std::to_string(expert) + " unpacks to different bytes (first at byte " + std::to_string(diff.first - got.bytes.begin()) + ")";
+  }
+  if (!packs) return std::nullopt;
+  auto diff = std::mismatch(packed.begin(), packed.end(), slab.begin());
+  return where + ": expert " + std::to_string(expert) + " unpacks to the source's bytes, but its padding differs from what the layout writes (first at packed byte " +
+         std::to_string(diff.first - packed.begin()) + ")";
 }
 
 }  // namespace
@@ -167,7 +262,7 @@ void check_integrity(const std::string& artifact_dir, const artifact::Manifest& 
 ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
   ArtifactCheck out;
   OpenedFiles file(artifact_dir);
-  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), file, out);
+  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), file, out, {}, thread_count(0));
   return out;
 }
 
@@ -181,13 +276,25 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
   // Every layer, size and tensor entry must be what converting this source gives, before the
   // source's params are compared with the artifact's bytes.
   validate_artifact_against_source(m, manifest_path_of(artifact_dir), ck, ck.path);
+  check_artifact_files(artifact_dir, m, out, thread_count(0));
+  for (size_t i = 0; i < m.layers.size(); ++i) check_layer_against_source(artifact_dir, m, i, ck, out, thread_count(0));
+  return out;
+}
+
+void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed) {
   OpenedFiles file(artifact_dir);
-  check_integrity(artifact_dir, m, file, out);
-  for (const auto& layer : m.layers) {
+  check_integrity(artifact_dir, m, file, out, hashed, threads);
+}
+
+void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& ck,
+                                ArtifactCheck& out, int threads) {
+  OpenedFiles file(artifact_dir);
+  {
+    const artifact::Layer& layer = m.layers.at(layer_index);
     const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);
     if (!source_layer) {
       out.problems.push_back(layer.prefix + ": no such MoE layer in the source");
-      continue;
+      return;
     }
     const int ranks = static_cast<int>(layer.ranks.size());
     std::set<std::string> available;  // the source layer's params, for derived outputs
@@ -250,29 +357,36 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
           }
           stage = s->prepare(reduction_input(ck, *source_layer, source_role, g, first, local, swiglu)).change;
         }
-        for (uint64_t e = 0; e < local; ++e) {
-          uint64_t expert = expert_parallel ? local * static_cast<uint64_t>(rank.rank) + e : e;
+        // Each expert's loaded param is packed again and compared with its slab, in parallel;
+        // results are kept per expert and reported in expert order, as one thread would.
+        struct SlabResult {
+          bool source_has_role = true;
+          std::optional<std::string> problem;
+        };
+        std::vector<SlabResult> results(static_cast<size_t>(local));
+        parallel_for_each_index(local, threads, [&](uint64_t e) {
+          const uint64_t expert = first + e;
           ckpt::ExpertParams params = ckpt::read_expert_params(ck, *source_layer, expert, source_role);
           auto it = params.tensors.find(source_role);
           if (it == params.tensors.end()) {
-            out.problems.push_back(where + ": the source has no " + source_role);
-            break;
+            results[e].source_has_role = false;
+            return;
           }
           OwnedTensor expected = load_expert_param(source_role, it->second, g);
           if (stage) stage(e, expected);
-          OwnedTensor got(expected.dtype, expected.shape);
-          layout->unpack(bytes.subspan(static_cast<size_t>(e * slab), static_cast<size_t>(slab)), got);
-          ++out.expert_slabs_checked;
-          if (got.bytes != expected.bytes) {
-            auto diff = std::mismatch(got.bytes.begin(), got.bytes.end(), expected.bytes.begin());
-            out.problems.push_back(where + ": expert " + std::to_string(expert) + " unpacks to different bytes (first at byte " +
-                                   std::to_string(diff.first - got.bytes.begin()) + ")");
+          results[e].problem = compare_slab(*layout, expected, bytes.subspan(static_cast<size_t>(e * slab), static_cast<size_t>(slab)), where, expert);
+        });
+        for (const SlabResult& r : results) {
+          if (!r.source_has_role) {
+            out.problems.push_back(where + ": the source has no " + source_role);
+            break;
           }
+          ++out.expert_slabs_checked;
+          if (r.problem) out.problems.push_back(*r.problem);
         }
       }
     }
   }
-  return out;
 }
 
 }  // namespace moepack::convert

@@ -1,15 +1,17 @@
 // Proves an artifact against its source without running a kernel: every file and packed tensor
-// hashes to what the manifest says, and every packed tensor, unpacked through its layout's
-// inverse, equals the source expert's params as vLLM's loader would hold them for that rank
-// (sliced and padded); and every safetensors index resolves (each name it lists is in the file
+// hashes to what the manifest says, and every packed tensor is exactly what its layout packs
+// from the source expert's params as vLLM's loader would hold them for that rank (sliced and
+// padded; so it unpacks through the layout's inverse to those params); and every safetensors index resolves (each name it lists is in the file
 // it names) and agrees with the manifest, per rank when there are several. This is the layout
 // half of `verify`; the numerical half (running the experts) lives in lib/experts.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 
 namespace moepack::convert {
@@ -31,5 +33,21 @@ ArtifactCheck check_artifact_integrity(const std::string& artifact_dir);
 ArtifactCheck check_artifact(const std::string& artifact_dir, const std::string& source);
 // The same with the source already open (verify opens it once for this and for the reference).
 ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkpoint& source);
+
+// The steps of check_artifact, for a caller that interleaves them with its own per-layer work
+// (verify checks a layer against the source, then runs it, while its bytes are in the page
+// cache). `m` is the artifact's manifest, already validated (artifact_validation.h), against
+// the source too before check_layer_against_source.
+// Files, tensors and indexes against the manifest (check_artifact_integrity's checks): each file
+// is read once, on `threads` threads, its packed tensors hashed from the same pass; `hashed` is
+// told the bytes read so far (from any of those threads, one call at a time per thread).
+using HashedBytes = std::function<void(uint64_t bytes)>;
+void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed = {});
+// Layer `layer_index`'s packed tensors against the source: each expert slab must be what its
+// layout packs from the source's loaded param (padding included), each reduction and derived
+// output what the source gives. Experts are checked on `threads` threads; problems are listed
+// in the order one thread finds them.
+void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& source,
+                                ArtifactCheck& out, int threads);
 
 }  // namespace moepack::convert

@@ -46,6 +46,14 @@ class ArtifactFiles {
     f.read(*info, 0, bytes);
     return bytes;
   }
+  // The same bytes in place, in the file's mapping (valid while this object lives): the runtime
+  // unpacks the routed experts' slabs from here, without copying a layer's tensors first.
+  std::span<const uint8_t> view(const artifact::PackedTensor& t) {
+    const st::File& f = file(t.file);
+    const st::TensorInfo* info = f.find(t.name);
+    if (!info) throw_bad_input(dir_ + "/" + t.file, t.name, "missing from the file the manifest names");
+    return f.data(*info);
+  }
   // A pass-through tensor (e.g. the router's correction bias) in whichever file holds it.
   std::optional<OwnedTensor> find_tensor(const artifact::Manifest& m, const std::string& name) {
     for (const auto& fe : m.files) {
@@ -74,7 +82,7 @@ DType dtype_of(const std::string& name, const std::string& where) {
 // One rank of one layer as the runtime reads it: every per-expert tensor's bytes and layout.
 struct RankTensorsRead {
   struct Role {
-    std::vector<uint8_t> bytes;
+    std::span<const uint8_t> bytes;  // in the artifact file's mapping
     std::shared_ptr<const packers::Layout> layout;  // null: the slab is the canonical tensor (a sorted g_idx)
     OwnedTensor canonical_template;  // dtype and shape of one expert's canonical tensor
     uint64_t slab = 0;
@@ -112,7 +120,7 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
     const DerivedLayout derived = derived_layout(t.layout);
     if (derived.kind == DerivedKind::empty) continue;
     RankTensorsRead::Role rr;
-    rr.bytes = files.read(t);
+    rr.bytes = files.view(t);
     if (local == 0 || rr.bytes.size() % local) throw_bad_input(manifest_path, t.name, std::to_string(rr.bytes.size()) + " bytes do not split into " + std::to_string(local) + " expert slabs");
     rr.slab = rr.bytes.size() / local;
     if (derived.kind == DerivedKind::act_order_weight || derived.kind == DerivedKind::through_inner)
@@ -127,7 +135,7 @@ RankTensorsRead read_rank(ArtifactFiles& files, const artifact::RankTensors& ran
 
 OwnedTensor unpack_expert(const RankTensorsRead::Role& role, uint64_t local_index, const std::string& where) {
   OwnedTensor out = role.canonical_template;
-  const auto slab = std::span<const uint8_t>(role.bytes).subspan(static_cast<size_t>(local_index * role.slab), static_cast<size_t>(role.slab));
+  const auto slab = role.bytes.subspan(static_cast<size_t>(local_index * role.slab), static_cast<size_t>(role.slab));
   if (role.layout) {
     role.layout->unpack(slab, out);
   } else {
@@ -290,8 +298,10 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
   const OwnedTensor* s13 = scaled ? get("w13_weight_scale") : nullptr;
   const OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
   if (scaled && (!s13 || !s2)) throw_bad_input(where, "", "block scales are needed to run " + std::string(ex::format_info(format).name) + " experts");
-  m.w13 = ex::dequantize(format, *w13, s13, n13, hidden, g13);
-  m.w2 = ex::dequantize(format, *w2, s2, hidden, inter, g2);
+  // Decoded a block of rows at a time by the experts' dot products (never whole in float).
+  auto scale_of = [](const OwnedTensor* s) { return s ? std::optional<OwnedTensor>(*s) : std::nullopt; };
+  m.w13_rows = std::make_shared<const ex::RowDequantizer>(format, *w13, scale_of(s13), n13, hidden, g13);
+  m.w2_rows = std::make_shared<const ex::RowDequantizer>(format, *w2, scale_of(s2), hidden, inter, g2);
   return m;
 }
 
@@ -420,7 +430,7 @@ ex::Routing ArtifactRuntime::routing_from(size_t i, const std::vector<int64_t>& 
   return r;
 }
 
-std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens) {
+std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, const ex::Routing& routing, uint64_t tokens, int threads) {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
   if (auto why = cannot_run(i)) throw Error(ErrorKind::bad_input, L.prefix + ": " + *why);
   const uint64_t T = tokens, H = L.hidden_size, E = L.num_experts, Hp = L.padded_hidden_size, P = L.padded_intermediate_size;
@@ -479,7 +489,7 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
       return matrices_from(canonical, format, n13, Hp, P, where);
     };
     std::vector<double> out(static_cast<size_t>(T * Hp), 0.0);
-    ex::accumulate_experts(xp, T, routing, source, rank_shape, act, out);
+    ex::accumulate_experts(xp, T, routing, source, rank_shape, act, out, threads);
     for (uint64_t t = 0; t < T; ++t)
       for (uint64_t h = 0; h < H; ++h) total[t * H + h] += out[t * Hp + h];
   }
@@ -569,6 +579,15 @@ std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
 }
 
 bool ArtifactRuntime::has_fast_cpu(size_t i) const { return fast_cpu_layout(i).has_value(); }
+
+void ArtifactRuntime::release_layer(size_t i) {
+  impl_->fast_cpu.erase(i);
+  for (const auto& rank : impl_->manifest.layers.at(i).ranks)
+    for (const auto& [role, t] : rank.tensors) {
+      const st::File& f = impl_->files.file(t.file);
+      if (const st::TensorInfo* info = f.find(t.name)) f.drop_resident_pages(f.data(*info));
+    }
+}
 
 uint64_t ArtifactRuntime::routed_weight_bytes(size_t i, const ex::Routing& routing) const {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
@@ -675,7 +694,7 @@ std::vector<float> ArtifactRuntime::run_fast_cpu(size_t i, const std::vector<flo
 }
 
 std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& L, const std::vector<float>& x,
-                                 const ex::Routing& routing, uint64_t tokens, const std::string& target_dtype) {
+                                 const ex::Routing& routing, uint64_t tokens, const std::string& target_dtype, int threads) {
   const ckpt::MoeLayer* sl = source.find_layer(L.prefix);
   if (!sl) throw_bad_input(source_path, L.prefix, "the source has no such MoE layer");
   const auto format = ex::weight_format_of(L.family, L.weight_key.value_or(""));
@@ -749,7 +768,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
     return matrices_from(p.tensors, *format, n13, H, I, source_path + " (" + L.prefix + ")");
   };
   std::vector<double> out(static_cast<size_t>(tokens * H), 0.0);
-  ex::accumulate_experts(x, tokens, routing, reference, shape, activation_of(L), out);
+  ex::accumulate_experts(x, tokens, routing, reference, shape, activation_of(L), out, threads);
   return std::vector<float>(out.begin(), out.end());
 }
 

@@ -50,10 +50,11 @@ class ArtifactRuntime {
   // is not finite.
   experts::Routing routing_from(size_t i, const std::vector<int64_t>& ids, const std::vector<float>& weights, uint64_t tokens, uint64_t k,
                                 const std::string& where, const std::string& ids_name, const std::string& weights_name) const;
-  // The layer's output [tokens, hidden] for hidden states [tokens, hidden]. Throws
-  // Error(bad_input) when `routing` does not fit the layer (its token count, its sizes, an
-  // expert id not below the number of experts).
-  std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens);
+  // The layer's output [tokens, hidden] for hidden states [tokens, hidden], the same bits for any
+  // `threads` (the routed experts are unpacked and run in parallel). Throws Error(bad_input)
+  // when `routing` does not fit the layer (its token count, its sizes, an expert id not below
+  // the number of experts).
+  std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, int threads = 1);
 
   // The packed CPU layout of layer `i` when the fast CPU experts read it directly
   // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block and INT8 W8A8 artifacts,
@@ -65,6 +66,10 @@ class ArtifactRuntime {
   // Throws Error(bad_input) when a tensor's bytes do not match the layout at the layer's sizes.
   std::vector<float> run_fast_cpu(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens,
                                   const experts::CpuExpertsOptions& options = {});
+  // Forgets what running layer `i` kept (its fast CPU pointers and bias copies) and unmaps the
+  // pages of its tensors this process touched, so a pass over every layer of a large model
+  // (verify) holds one layer's pages at a time. Running the layer again reads them again.
+  void release_layer(size_t i);
   // Packed bytes of the experts layer `i` routes to (what a forward pass reads), for benchmarks.
   uint64_t routed_weight_bytes(size_t i, const experts::Routing& routing) const;
 
@@ -78,7 +83,9 @@ class ArtifactRuntime {
 // The reference: the same layer computed from the source checkpoint's canonical params at their
 // real sizes (no padding, no rank slicing), with the artifact layer's routing and activation.
 // `target_dtype` is the manifest target's "dtype" (the params dtype vLLM loads float scales into).
+// The routed experts are read and run on `threads` threads; the result is the same bits for any.
 std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::string& source_path, const artifact::Layer& layer,
-                                 const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, const std::string& target_dtype);
+                                 const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, const std::string& target_dtype,
+                                 int threads = 1);
 
 }  // namespace moepack::convert

@@ -7,6 +7,7 @@
 #include "formats/safetensors/file.h"
 #include "formats/safetensors/writer.h"
 #include "lib/convert/artifact_runtime.h"
+#include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/tensor.h"
 #include "lib/experts/dequant.h"
@@ -126,7 +127,7 @@ RunReport run_layer(const RunOptions& o) {
     throw_bad_input(in.path(), "router_logits", "missing: run needs router_logits [tokens, experts], or topk_ids and topk_weights [tokens, k]");
   }
 
-  const std::vector<float> y = runtime.run(li, x, routing, T);
+  const std::vector<float> y = runtime.run(li, x, routing, T, thread_count(0));  // the same bits for any thread count
 
   std::vector<int32_t> out_ids(routing.ids.begin(), routing.ids.end());
   std::vector<st::TensorSpec> specs = {{"output", DType::F32, {T, H}}, {"topk_ids", DType::I32, {T, routing.top_k}}, {"topk_weights", DType::F32, {T, routing.top_k}}};

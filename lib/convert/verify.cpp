@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 
 #include "formats/artifact/golden.h"
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/convert/artifact_runtime.h"
+#include "lib/convert/artifact_validation.h"
+#include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
+#include "lib/core/progress.h"
 #include "lib/experts/cpu_experts.h"
 #include "lib/experts/routing.h"
 #include "lib/experts/seeded.h"
@@ -133,7 +138,7 @@ void compare_with_golden(const artifact::Golden& golden, const artifact::GoldenT
 // Layer `li` run by the runtime experts on seeded inputs and compared with what there is to
 // compare with; its output and tensor hashes are added to `pinned`.
 LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, size_t li, ArtifactRuntime& runtime,
-                          const ckpt::Checkpoint* source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned) {
+                          const ckpt::Checkpoint* source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned, int threads) {
   const artifact::Layer& L = m.layers[li];
   LayerVerdict v;
   v.prefix = L.prefix;
@@ -150,22 +155,23 @@ LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, s
   const uint64_t T = pinned.tokens, H = L.hidden_size, E = L.num_experts;
   LayerInputs in = layer_inputs(pinned.seed, li, T, H, E, runtime.hash_vocab(li));
   const ex::Routing routing = runtime.route(li, in.logits, T, in.token_ids.empty() ? nullptr : &in.token_ids);
-  const std::vector<float> runtime_out = runtime.run(li, in.x, routing, T);
+  const std::vector<float> runtime_out = runtime.run(li, in.x, routing, T, threads);
   pinned.outputs.push_back({L.prefix + ".output", DType::F32, {T, H}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(runtime_out.data()),
                                                                                          reinterpret_cast<const uint8_t*>(runtime_out.data() + runtime_out.size()))});
   if (std::any_of(runtime_out.begin(), runtime_out.end(), [](float f) { return !std::isfinite(f); }))
     fail(v, "the runtime experts produced a non-finite output");
 
   std::optional<std::vector<float>> ref_out;
-  if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T, runtime.manifest().target.value("dtype", std::string("bf16")));
+  if (source) ref_out = run_reference(*source, *o.source, L, in.x, routing, T, runtime.manifest().target.value("dtype", std::string("bf16")), threads);
   if (runtime.has_fast_cpu(li)) compare_fast_cpu(runtime, li, in, routing, T, ref_out ? *ref_out : runtime_out, v);
   if (ref_out) compare_with_source(*ref_out, runtime_out, v);
   if (golden) compare_with_golden(*golden, pinned.outputs.back(), runtime_out, v);
   return v;
 }
 
-// Tensor hashes and outputs the golden file and this run do not share, or pin differently.
-std::vector<std::string> golden_problems(const artifact::Golden& golden, const artifact::Golden& pinned) {
+// Tensor hashes and outputs the golden file and this run do not share, or pin differently. The
+// outputs of layers quick mode did not run (`not_run`: their output names) are not expected.
+std::vector<std::string> golden_problems(const artifact::Golden& golden, const artifact::Golden& pinned, const std::set<std::string>& not_run) {
   std::vector<std::string> problems;
   for (const auto& [name, hash] : golden.tensor_hashes) {
     auto it = pinned.tensor_hashes.find(name);
@@ -175,16 +181,45 @@ std::vector<std::string> golden_problems(const artifact::Golden& golden, const a
   for (const auto& [name, hash] : pinned.tensor_hashes)
     if (!golden.tensor_hashes.count(name)) problems.push_back("packed tensor `" + name + "` is not in the golden file");
   for (const auto& g : golden.outputs)
-    if (std::none_of(pinned.outputs.begin(), pinned.outputs.end(), [&](const artifact::GoldenTensor& p) { return p.name == g.name; }))
+    if (!not_run.count(g.name) && std::none_of(pinned.outputs.begin(), pinned.outputs.end(), [&](const artifact::GoldenTensor& p) { return p.name == g.name; }))
       problems.push_back("golden output `" + g.name + "` has no layer in the artifact");
   return problems;
 }
 
 }  // namespace
 
+std::vector<size_t> sampled_layers(size_t total, uint64_t count) {
+  std::vector<size_t> out;
+  if (count >= total) {
+    for (size_t i = 0; i < total; ++i) out.push_back(i);
+    return out;
+  }
+  if (count == 0) return out;
+  if (count == 1) return {0};
+  // Index i of count at i * (total - 1) / (count - 1), rounded: steps of at least 1, so distinct.
+  for (uint64_t i = 0; i < count; ++i) out.push_back(static_cast<size_t>((i * (total - 1) * 2 + (count - 1)) / (2 * (count - 1))));
+  return out;
+}
+
+namespace {
+
+uint64_t packed_bytes_of(const artifact::Layer& L) {
+  uint64_t bytes = 0;
+  for (const auto& r : L.ranks)
+    for (const auto& [role, t] : r.tensors) {
+      const auto dtype = dtype_from_name(t.dtype);
+      if (dtype) bytes += byte_size(*dtype, t.shape);
+    }
+  return bytes;
+}
+
+}  // namespace
+
 VerifyReport verify_artifact(const VerifyOptions& o) {
   if (o.golden && o.write_golden) throw Error(ErrorKind::usage, "verify: --golden and --write-golden exclude each other");
+  if (o.sample_layers && *o.sample_layers == 0) throw Error(ErrorKind::usage, "verify: --layers must be at least 1");
   VerifyReport report;
+  const int threads = thread_count(o.threads);
   ArtifactRuntime runtime(o.artifact);  // refuses a directory that is not an artifact
   const artifact::Manifest& m = runtime.manifest();
 
@@ -197,11 +232,63 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   std::optional<ckpt::Checkpoint> opened;
   if (o.source && !o.source_checkpoint) opened = ckpt::open_checkpoint(*o.source);
   const ckpt::Checkpoint* source = o.source_checkpoint ? o.source_checkpoint : opened ? &*opened : nullptr;
-  report.integrity = source ? check_artifact(o.artifact, *source) : check_artifact_integrity(o.artifact);
+  // Every layer, size and tensor entry must be what converting this source gives, before a byte
+  // of the source is compared with the artifact.
+  if (source) validate_artifact_against_source(m, runtime.manifest_path(), *source, *o.source);
 
+  std::vector<bool> selected(m.layers.size(), !o.sample_layers);
+  if (o.sample_layers)
+    for (size_t i : sampled_layers(m.layers.size(), *o.sample_layers)) selected[i] = true;
+  uint64_t total_bytes = 0, layers_to_run = 0;
+  for (const auto& f : m.files) total_bytes += f.bytes;
+  for (size_t li = 0; li < m.layers.size(); ++li)
+    if (selected[li]) {
+      total_bytes += packed_bytes_of(m.layers[li]);
+      ++layers_to_run;
+    }
+  // Bytes hashed, then each layer's packed bytes once it is checked and run.
+  ByteProgress progress(o.show_progress, total_bytes, layers_to_run, "layer");
+  std::mutex progress_mutex;
+  progress.set_activity("hashing the artifact", true);
+  check_artifact_files(o.artifact, m, report.integrity, threads, [&](uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    progress.add(bytes);
+  });
+
+  // Layer by layer: its slabs against the source, then its run, while its bytes are fresh in
+  // the page cache.
   artifact::Golden pinned = golden_header(m, runtime.manifest_path(), report);
-  for (size_t li = 0; li < m.layers.size(); ++li) report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned));
-  if (golden) report.golden_problems = golden_problems(*golden, pinned);
+  std::set<std::string> not_run;
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    const artifact::Layer& L = m.layers[li];
+    if (!selected[li]) {
+      LayerVerdict v;
+      v.prefix = L.prefix;
+      v.family = L.family;
+      v.backend = L.backend;
+      v.ranks = L.ranks.size();
+      v.tolerance = verify_tolerance(L);
+      v.run = false;
+      v.note = "not run: quick mode (--layers " + std::to_string(*o.sample_layers) + " of " + std::to_string(m.layers.size()) + "); its tensors' hashes were checked";
+      for (const auto& rank : L.ranks)
+        for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
+      not_run.insert(L.prefix + ".output");
+      report.layers.push_back(std::move(v));
+      continue;
+    }
+    if (source) {
+      progress.set_activity(L.prefix + ": against the source", true);
+      check_layer_against_source(o.artifact, m, li, *source, report.integrity, threads);
+    }
+    progress.set_activity(L.prefix + ": running", true);
+    report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned, threads));
+    runtime.release_layer(li);
+    ++report.layers_run;
+    progress.add(packed_bytes_of(L));
+    progress.unit_done();
+  }
+  progress.finish();
+  if (golden) report.golden_problems = golden_problems(*golden, pinned, not_run);
   if (o.write_golden) artifact::write_golden(*o.write_golden, pinned);
   return report;
 }

@@ -39,6 +39,15 @@ struct VerifyOptions {
   uint64_t seed = 0;
   std::optional<std::string> write_golden;
   std::optional<std::string> golden;
+  // Threads of the hashing, the source check and the experts (0: the CPUs this process may
+  // use). The report is the same for any count.
+  int threads = 0;
+  // Quick mode: check against the source and run only this many MoE layers, spread evenly over
+  // the model (the first and the last included; the same layers every time). Every file and
+  // packed tensor is still hashed. nullopt: every layer.
+  std::optional<uint64_t> sample_layers;
+  // A progress line on stderr (lib/core/progress.h): the CLI's decision.
+  bool show_progress = false;
 };
 
 struct LayerVerdict {
@@ -57,6 +66,8 @@ struct LayerVerdict {
   std::string fast_cpu_isa;
   double fast_max_rel_error = 0;
   double fast_tolerance = 0;
+  // False for a layer quick mode left out: only its tensors' hashes were checked.
+  bool run = true;
 };
 
 struct VerifyReport {
@@ -64,8 +75,13 @@ struct VerifyReport {
   std::vector<LayerVerdict> layers;
   std::vector<std::string> golden_problems;
   uint64_t tokens = 0, seed = 0;
+  uint64_t layers_run = 0;  // checked against the source (when given) and run; the rest only hashed
   bool ok() const;
 };
+
+// The layers quick mode keeps: `count` of `total` indices spread evenly, first and last
+// included, ascending; all of them when count >= total.
+std::vector<size_t> sampled_layers(size_t total, uint64_t count);
 
 // The relative tolerance of a layer's comparison (documented in moepack-verify(1)), and of the
 // fast CPU experts, whose activations are rounded to BF16.
@@ -73,7 +89,7 @@ double verify_tolerance(const artifact::Layer& layer);
 double fast_cpu_tolerance();
 
 // Throws Error(bad_input) for an unreadable artifact, source or golden file, Error(usage) for
-// options that cannot work (both --golden and --write-golden, zero tokens).
+// options that cannot work (both --golden and --write-golden, zero tokens, zero sampled layers).
 VerifyReport verify_artifact(const VerifyOptions& options);
 
 }  // namespace moepack::convert

@@ -15,14 +15,17 @@ nlohmann::ordered_json verify_json(const convert::VerifyReport& r) {
                       {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
                       {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)},
                       {"fast_cpu", l.fast_cpu_isa.empty() ? nlohmann::ordered_json(nullptr)
-                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}}});
+                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}},
+                      {"run", l.run}});
   return {{"ok", r.ok()},
           {"tokens", r.tokens},
           {"seed", r.seed},
           {"integrity", {{"files_checked", r.integrity.files_checked}, {"tensors_checked", r.integrity.tensors_checked},
                          {"expert_slabs_checked", r.integrity.expert_slabs_checked}, {"problems", r.integrity.problems}}},
           {"layers", layers},
-          {"golden_problems", r.golden_problems}};
+          {"golden_problems", r.golden_problems},
+          {"layers_run", r.layers_run},
+          {"layers_total", r.layers.size()}};
 }
 
 nlohmann::ordered_json run_json(const convert::RunReport& r, const convert::RunOptions& o) {

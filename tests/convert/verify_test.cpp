@@ -3,7 +3,9 @@
 // run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,8 @@
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
+#include "lib/synth/synth.h"
+#include "packers/registry.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
@@ -26,8 +30,8 @@ namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
 
-void convert_sample(const std::string& name, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(sample(name));
+void convert_checkpoint(const std::string& source, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
   oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
   dep.parallel.tp = tp;
   ConvertRequest req;
@@ -36,6 +40,10 @@ void convert_sample(const std::string& name, const std::string& target, const st
   eo.threads = threads;
   fs::create_directories(out);  // the executor writes into a staging directory that exists
   execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out, eo);
+}
+
+void convert_sample(const std::string& name, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
+  convert_checkpoint(sample(name), target, out, tp, threads);
 }
 
 std::vector<uint8_t> file_bytes(const std::string& path) {
@@ -143,6 +151,169 @@ TEST(Verify, OptionsThatCannotWorkAreUsageErrors) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
   }
+}
+
+// A slab whose values are right but whose padding is not what the layout writes: the hashes
+// were made to agree and the emulation never reads padding, so only the source check (which
+// packs the source again and compares every byte) can see it.
+TEST(Verify, PaddingChangedConsistentlyIsFoundAgainstTheSource) {
+  test::TempDir dir;
+  const std::string out = dir.file("a");
+  convert_sample("gpt-oss-mxfp4", "sm90", out);
+  const std::string manifest_path = out + "/moepack.json";
+  artifact::Manifest m = artifact::read_manifest(manifest_path);
+  artifact::PackedTensor& t = m.layers[0].ranks[0].tensors.at("w2_weight_scale");
+  const std::string file = out + "/" + t.file;
+  std::vector<uint8_t> bytes = file_bytes(file);
+  uint64_t begin = 0, length = 0;
+  {
+    st::File f(file);
+    const st::TensorInfo* info = f.find(t.name);
+    ASSERT_NE(info, nullptr);
+    begin = f.header().data_start() + info->begin;
+    length = info->num_bytes();
+  }
+  // The last byte of expert 0's slab that its unpack never reads (HopperMXScale pads the scale
+  // groups to 4 per row and the rows to the warp tiles: [192, 6] is stored as [8, 256]).
+  const uint64_t slab = length / m.layers[0].num_experts;
+  auto layout = packers::make_layout(t.layout);
+  auto unpacked = [&](const std::vector<uint8_t>& all) {
+    OwnedTensor c(*dtype_from_name(t.canonical_dtype), t.canonical_shape);
+    layout->unpack(std::span<const uint8_t>(all).subspan(static_cast<size_t>(begin), static_cast<size_t>(slab)), c);
+    return c.bytes;
+  };
+  const std::vector<uint8_t> original = unpacked(bytes);
+  std::optional<uint64_t> padding;
+  for (uint64_t i = slab; i-- > 0 && !padding;) {
+    bytes[begin + i] ^= 0x11;
+    if (unpacked(bytes) == original) padding = i;
+    else bytes[begin + i] ^= 0x11;
+  }
+  ASSERT_TRUE(padding) << "the sample's w2 scale slab has no padding to change";
+  t.xxh3 = xxh3_128_hex(std::span<const uint8_t>(bytes).subspan(static_cast<size_t>(begin), static_cast<size_t>(length)));
+  std::ofstream(file, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  for (auto& fe : m.files)
+    if (fe.name == t.file) fe.xxh3 = xxh3_128_hex(bytes);
+  std::ofstream(manifest_path, std::ios::trunc) << artifact::manifest_text(m);
+
+  VerifyOptions o;
+  o.artifact = out;
+  EXPECT_TRUE(verify_artifact(o).ok()) << "without the source, nothing reads the padding";
+  o.source = sample("gpt-oss-mxfp4");
+  VerifyReport r = verify_artifact(o);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.layers[0].ok) << "the values are right";
+  ASSERT_EQ(r.integrity.problems.size(), 1u);
+  EXPECT_NE(r.integrity.problems[0].find("w2_weight_scale (rank 0): expert 0 unpacks to the source's bytes, but its padding differs from what the layout writes (first at packed byte " +
+                                          std::to_string(*padding) + ")"),
+            std::string::npos)
+      << r.integrity.problems[0];
+}
+
+TEST(Verify, SampledLayersSpreadEvenlyWithFirstAndLast) {
+  EXPECT_EQ(sampled_layers(24, 4), (std::vector<size_t>{0, 8, 15, 23}));
+  EXPECT_EQ(sampled_layers(24, 2), (std::vector<size_t>{0, 23}));
+  EXPECT_EQ(sampled_layers(24, 1), (std::vector<size_t>{0}));
+  EXPECT_EQ(sampled_layers(5, 4), (std::vector<size_t>{0, 1, 3, 4}));
+  EXPECT_EQ(sampled_layers(3, 7), (std::vector<size_t>{0, 1, 2}));
+  for (size_t total : {2u, 3u, 10u, 61u, 94u})
+    for (uint64_t count = 1; count <= total; ++count) {
+      const std::vector<size_t> s = sampled_layers(total, count);
+      ASSERT_EQ(s.size(), count);
+      EXPECT_TRUE(std::is_sorted(s.begin(), s.end()) && std::adjacent_find(s.begin(), s.end()) == s.end()) << total << " " << count;
+      EXPECT_EQ(s.front(), 0u);
+      if (count > 1) {
+        EXPECT_EQ(s.back(), total - 1);
+      }
+    }
+}
+
+// Quick mode on a 5-layer model: 2 layers checked and run, all tensors hashed; the golden file of
+// a full run still agrees (the layers not run are not expected to have outputs), a tampered
+// tensor in a layer not run is still found by its hash, and the report is the same for any
+// thread count.
+TEST(Verify, QuickModeRunsASpreadOfLayersAndStillHashesEveryTensor) {
+  test::TempDir dir;
+  synth::SampleOptions so;
+  so.layers = 5;
+  so.seed = 11;
+  synth::write_sample("gpt-oss-mxfp4", dir.file("src"), so);
+  const std::string out = dir.file("a");
+  convert_checkpoint(dir.file("src"), "sm90", out);
+
+  VerifyOptions full;
+  full.artifact = out;
+  full.source = dir.file("src");
+  full.write_golden = dir.file("full.golden");
+  VerifyReport all = verify_artifact(full);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all.layers_run, 5u);
+
+  VerifyOptions quick;
+  quick.artifact = out;
+  quick.source = dir.file("src");
+  quick.sample_layers = 2;
+  quick.golden = dir.file("full.golden");
+  for (int threads : {1, 3}) {
+    quick.threads = threads;
+    VerifyReport r = verify_artifact(quick);
+    EXPECT_TRUE(r.ok()) << (r.golden_problems.empty() ? "" : r.golden_problems[0]);
+    EXPECT_EQ(r.layers_run, 2u);
+    ASSERT_EQ(r.layers.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(r.layers[i].run, i == 0 || i == 4) << i;
+      if (r.layers[i].run) {
+        EXPECT_EQ(r.layers[i].compared_with, "source+golden");
+        EXPECT_EQ(r.layers[i].max_abs_error, all.layers[i].max_abs_error) << "the same run as the full one";
+      } else {
+        EXPECT_NE(r.layers[i].note.find("not run: quick mode (--layers 2 of 5)"), std::string::npos) << r.layers[i].note;
+      }
+    }
+    EXPECT_EQ(r.integrity.tensors_checked, all.integrity.tensors_checked) << "every tensor is hashed";
+    EXPECT_EQ(r.integrity.expert_slabs_checked * 5, all.integrity.expert_slabs_checked * 2) << "the source check covers the layers run";
+  }
+
+  // A tensor of layer 2 (not run) changed without a consistent manifest: its hash says so.
+  const artifact::Manifest m = artifact::read_manifest(out + "/moepack.json");
+  const artifact::PackedTensor& t = m.layers[2].ranks[0].tensors.at("w13_weight");
+  std::vector<uint8_t> bytes = file_bytes(out + "/" + t.file);
+  {
+    st::File f(out + "/" + t.file);
+    bytes[f.header().data_start() + f.find(t.name)->begin] ^= 0x01;
+  }
+  std::ofstream(out + "/" + t.file, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  quick.golden.reset();
+  VerifyReport tampered = verify_artifact(quick);
+  EXPECT_FALSE(tampered.ok());
+  bool named = false;
+  for (const auto& p : tampered.integrity.problems) named = named || p.find(t.name + " (rank 0): XXH3-128 differs from the manifest") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(Verify, TheReportIsTheSameForAnyThreadCount) {
+  test::TempDir dir;
+  const std::string out = dir.file("a");
+  convert_sample("modelopt-nvfp4", "sm100", out, 2);
+  VerifyOptions o;
+  o.artifact = out;
+  o.source = sample("modelopt-nvfp4");
+  o.tokens = 13;
+  std::vector<std::vector<uint8_t>> goldens;
+  std::vector<VerifyReport> reports;
+  for (int threads : {1, 2, 5}) {
+    o.threads = threads;
+    o.write_golden = dir.file("g" + std::to_string(threads));
+    reports.push_back(verify_artifact(o));
+    goldens.push_back(file_bytes(*o.write_golden));
+  }
+  for (size_t i = 1; i < reports.size(); ++i) {
+    EXPECT_EQ(goldens[i], goldens[0]) << "outputs pinned bit for bit";
+    EXPECT_EQ(reports[i].integrity.problems, reports[0].integrity.problems);
+    EXPECT_EQ(reports[i].integrity.expert_slabs_checked, reports[0].integrity.expert_slabs_checked);
+    ASSERT_EQ(reports[i].layers.size(), reports[0].layers.size());
+    for (size_t l = 0; l < reports[0].layers.size(); ++l) EXPECT_EQ(reports[i].layers[l].max_abs_error, reports[0].layers[l].max_abs_error);
+  }
+  EXPECT_TRUE(reports[0].ok());
 }
 
 }  // namespace
