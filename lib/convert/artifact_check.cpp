@@ -167,8 +167,9 @@ FileHashes hash_file_and_ranges(const MappedFile& map, const std::vector<std::pa
       if (b < e) parts[r].update(bytes.subspan(static_cast<size_t>(b), static_cast<size_t>(e - b)));
     }
     map.drop_resident_pages(chunk);
-    if (hashed) hashed(end - at);
+    if (hashed) hashed(end - at, end == bytes.size());
   }
+  if (bytes.empty() && hashed) hashed(0, true);
   FileHashes out{whole.hex(), {}};
   for (auto& p : parts) out.ranges.push_back(p.hex());
   return out;
@@ -201,7 +202,7 @@ void check_integrity(const std::string& artifact_dir, const artifact::Manifest& 
     if (map.size() != f.bytes) {
       problems[i] = f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes);
       ranges[i].clear();  // the tensors are still hashed below, from their own mapping
-      if (hashed) hashed(f.bytes);
+      if (hashed) hashed(f.bytes, true);
       return;
     }
     hashes[i] = hash_file_and_ranges(map, ranges[i], hashed);
@@ -287,7 +288,7 @@ void check_artifact_files(const std::string& artifact_dir, const artifact::Manif
 }
 
 void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& ck,
-                                ArtifactCheck& out, int threads) {
+                                ArtifactCheck& out, int threads, const CheckedBytes& checked) {
   OpenedFiles file(artifact_dir);
   {
     const artifact::Layer& layer = m.layers.at(layer_index);
@@ -306,6 +307,13 @@ void check_layer_against_source(const std::string& artifact_dir, const artifact:
         std::string where = t.file + ": " + t.name + " (rank " + std::to_string(rank.rank) + ")";
         if (!info) continue;  // reported by the integrity check
         auto bytes = f.data(*info);
+        struct ReportWhenChecked {  // on every way out of this tensor's check
+          const CheckedBytes& checked;
+          uint64_t bytes;
+          ~ReportWhenChecked() {
+            if (checked) checked(bytes);
+          }
+        } report_when_checked{checked, bytes.size()};
         // Expert parallelism is recorded as ranks that each hold a share of the experts.
         const bool expert_parallel = ranks > 1 && m.target.value("ep", false);
         const uint64_t local = expert_parallel ? layer.num_experts / static_cast<uint64_t>(ranks) : layer.num_experts;

@@ -40,14 +40,16 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
 // the source too before check_layer_against_source.
 // Files, tensors and indexes against the manifest (check_artifact_integrity's checks): each file
 // is read once, on `threads` threads, its packed tensors hashed from the same pass; `hashed` is
-// told the bytes read so far (from any of those threads, one call at a time per thread).
-using HashedBytes = std::function<void(uint64_t bytes)>;
+// told each piece read (its bytes, and whether it ended its file), from any of those threads.
+using HashedBytes = std::function<void(uint64_t bytes, bool file_done)>;
 void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed = {});
 // Layer `layer_index`'s packed tensors against the source: each expert slab must be what its
 // layout packs from the source's loaded param (padding included), each reduction and derived
 // output what the source gives. Experts are checked on `threads` threads; problems are listed
-// in the order one thread finds them.
+// in the order one thread finds them. `checked` is told each packed tensor's bytes once it is
+// checked (on the calling thread).
+using CheckedBytes = std::function<void(uint64_t bytes)>;
 void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& source,
-                                ArtifactCheck& out, int threads);
+                                ArtifactCheck& out, int threads, const CheckedBytes& checked = {});
 
 }  // namespace moepack::convert

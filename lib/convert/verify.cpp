@@ -239,21 +239,27 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   std::vector<bool> selected(m.layers.size(), !o.sample_layers);
   if (o.sample_layers)
     for (size_t i : sampled_layers(m.layers.size(), *o.sample_layers)) selected[i] = true;
-  uint64_t total_bytes = 0, layers_to_run = 0;
-  for (const auto& f : m.files) total_bytes += f.bytes;
+  uint64_t file_bytes = 0, layer_bytes = 0, layers_to_run = 0;
+  for (const auto& f : m.files) file_bytes += f.bytes;
   for (size_t li = 0; li < m.layers.size(); ++li)
     if (selected[li]) {
-      total_bytes += packed_bytes_of(m.layers[li]);
+      layer_bytes += packed_bytes_of(m.layers[li]);
       ++layers_to_run;
     }
-  // Bytes hashed, then each layer's packed bytes once it is checked and run.
-  ByteProgress progress(o.show_progress, total_bytes, layers_to_run, "layer");
-  std::mutex progress_mutex;
-  progress.set_activity("hashing the artifact", true);
-  check_artifact_files(o.artifact, m, report.integrity, threads, [&](uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(progress_mutex);
-    progress.add(bytes);
-  });
+  // Two progress lines, one after the other, each with its own rate and ETA: hashing runs at
+  // the speed of reading, a layer at the speed of its source check and experts (its bytes
+  // counted as its tensors are checked against the source, or when it has run).
+  {
+    ByteProgress hashing(o.show_progress, file_bytes, m.files.size(), "file");
+    hashing.set_activity("hashing the artifact", true);
+    std::mutex hashing_mutex;
+    check_artifact_files(o.artifact, m, report.integrity, threads, [&](uint64_t bytes, bool file_done) {
+      std::lock_guard<std::mutex> lock(hashing_mutex);
+      hashing.add(bytes);
+      if (file_done) hashing.unit_done();
+    });
+  }
+  ByteProgress progress(o.show_progress, layer_bytes, layers_to_run, "layer");
 
   // Layer by layer: its slabs against the source, then its run, while its bytes are fresh in
   // the page cache.
@@ -278,13 +284,13 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
     }
     if (source) {
       progress.set_activity(L.prefix + ": against the source", true);
-      check_layer_against_source(o.artifact, m, li, *source, report.integrity, threads);
+      check_layer_against_source(o.artifact, m, li, *source, report.integrity, threads, [&](uint64_t bytes) { progress.add(bytes); });
     }
     progress.set_activity(L.prefix + ": running", true);
     report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned, threads));
     runtime.release_layer(li);
     ++report.layers_run;
-    progress.add(packed_bytes_of(L));
+    if (!source) progress.add(packed_bytes_of(L));  // with a source, counted tensor by tensor as checked
     progress.unit_done();
   }
   progress.finish();

@@ -70,8 +70,14 @@ class RowDequantizer {
   uint64_t cols() const { return cols_; }
   // Rows [first_row, first_row + count) into out[count * cols], row-major.
   void decode(uint64_t first_row, uint64_t count, float* out) const;
+  // The same values column-interleaved: row first_row + i, column k at out[k * count + i], so
+  // the values of `count` rows at one column are contiguous (the dot products read them so).
+  void decode_interleaved(uint64_t first_row, uint64_t count, float* out) const;
 
  private:
+  // Element (i, k) of the block goes to out[i * row_stride + k * col_stride].
+  void decode_strided(uint64_t first_row, uint64_t count, float* out, uint64_t row_stride, uint64_t col_stride) const;
+
   WeightFormat format_;
   OwnedTensor weight_;
   std::optional<OwnedTensor> scale_;

@@ -48,19 +48,65 @@ void check_activation(const ActivationSpec& a) { resolve_activation(a); }
 
 namespace {
 
-// A weight matrix as the dot products read it: whole in float, or decoded a block of rows at a
-// time into a scratch buffer that stays in the cache.
+// A weight matrix as the dot products read it: whole in float (row-major), or decoded a block
+// of rows at a time, column-interleaved, into a scratch buffer that stays in the cache.
 struct WeightRows {
   const float* dense = nullptr;
   const RowDequantizer* decoder = nullptr;
   uint64_t cols = 0;
-  const float* block(uint64_t first_row, uint64_t count, std::vector<float>& scratch) const {
-    if (dense) return dense + first_row * cols;
-    scratch.resize(static_cast<size_t>(count * cols));
-    decoder->decode(first_row, count, scratch.data());
-    return scratch.data();
-  }
 };
+
+constexpr uint64_t kBlockRows = 8, kTokenGroup = 4;
+
+// acc[t][i] += w[k][i] * in_t[k] over every k in ascending order, for 8 column-interleaved rows
+// and T tokens: each (t, i) is one chain of products and additions in the definition's order
+// (the compiler vectorizes across i, which is not an order of additions).
+template <uint64_t T, class In>
+inline __attribute__((always_inline)) void interleaved_dots_body(const float* w, uint64_t cols, const In* const* in, double (*acc)[kBlockRows]) {
+  for (uint64_t k = 0; k < cols; ++k) {
+    const float* wk = w + k * kBlockRows;
+    for (uint64_t t = 0; t < T; ++t) {
+      const double xk = static_cast<double>(in[t][k]);
+      for (uint64_t i = 0; i < kBlockRows; ++i) acc[t][i] += static_cast<double>(wk[i]) * xk;
+    }
+  }
+}
+
+template <class In>
+void interleaved_dots_portable(const float* w, uint64_t cols, const In* const* in, uint64_t tokens, double (*acc)[kBlockRows]) {
+  switch (tokens) {
+    case 1: return interleaved_dots_body<1>(w, cols, in, acc);
+    case 2: return interleaved_dots_body<2>(w, cols, in, acc);
+    case 3: return interleaved_dots_body<3>(w, cols, in, acc);
+    default: return interleaved_dots_body<4>(w, cols, in, acc);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The same loop compiled for AVX2 (four doubles a vector; no FMA: the target adds none, and this
+// file is built with -ffp-contract=off), chosen at run time.
+template <class In>
+__attribute__((target("avx2"))) void interleaved_dots_avx2(const float* w, uint64_t cols, const In* const* in, uint64_t tokens, double (*acc)[kBlockRows]) {
+  switch (tokens) {
+    case 1: return interleaved_dots_body<1>(w, cols, in, acc);
+    case 2: return interleaved_dots_body<2>(w, cols, in, acc);
+    case 3: return interleaved_dots_body<3>(w, cols, in, acc);
+    default: return interleaved_dots_body<4>(w, cols, in, acc);
+  }
+}
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+template <class In>
+void interleaved_dots(const float* w, uint64_t cols, const In* const* in, uint64_t tokens, double (*acc)[kBlockRows]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_avx2()) return interleaved_dots_avx2(w, cols, in, tokens, acc);
+#endif
+  interleaved_dots_portable(w, cols, in, tokens, acc);
+}
 
 // The reference's dot products: y[t][r] = init[r] + sum over k of double(W[r][k]) * in_t[k], each
 // sum taken in ascending k with one rounding per product and per addition (the definition's
@@ -69,15 +115,33 @@ struct WeightRows {
 // at a time, each row's values read once for up to four tokens.
 template <class In>
 void rows_dot_inputs(const WeightRows& W, uint64_t rows, const double* init, const std::vector<const In*>& inputs, const std::vector<double*>& outputs) {
-  constexpr uint64_t kRows = 8, kTokens = 4;
   const uint64_t tokens = inputs.size(), cols = W.cols;
   std::vector<float> scratch;
-  for (uint64_t r0 = 0; r0 < rows; r0 += kRows) {
-    const uint64_t rn = std::min(kRows, rows - r0);
-    const float* w = W.block(r0, rn, scratch);
-    for (uint64_t t0 = 0; t0 < tokens; t0 += kTokens) {
-      const uint64_t tn = std::min(kTokens, tokens - t0);
-      if (rn < kRows) {
+  for (uint64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+    const uint64_t rn = std::min(kBlockRows, rows - r0);
+    if (rn == kBlockRows && W.decoder) {
+      scratch.resize(static_cast<size_t>(kBlockRows * cols));
+      W.decoder->decode_interleaved(r0, kBlockRows, scratch.data());
+      for (uint64_t t0 = 0; t0 < tokens; t0 += kTokenGroup) {
+        const uint64_t tn = std::min(kTokenGroup, tokens - t0);
+        double acc[kTokenGroup][kBlockRows];
+        for (uint64_t t = 0; t < kTokenGroup; ++t)
+          for (uint64_t i = 0; i < kBlockRows; ++i) acc[t][i] = init ? init[r0 + i] : 0.0;
+        interleaved_dots(scratch.data(), cols, inputs.data() + t0, tn, acc);
+        for (uint64_t t = 0; t < tn; ++t)
+          for (uint64_t i = 0; i < kBlockRows; ++i) outputs[t0 + t][r0 + i] = acc[t][i];
+      }
+      continue;
+    }
+    const float* w = W.dense ? W.dense + r0 * cols : nullptr;
+    if (!w) {
+      scratch.resize(static_cast<size_t>(rn * cols));
+      W.decoder->decode(r0, rn, scratch.data());
+      w = scratch.data();
+    }
+    for (uint64_t t0 = 0; t0 < tokens; t0 += kTokenGroup) {
+      const uint64_t tn = std::min(kTokenGroup, tokens - t0);
+      if (rn < kBlockRows) {
         for (uint64_t i = 0; i < rn; ++i)
           for (uint64_t t = 0; t < tn; ++t) {
             const In* in = inputs[t0 + t];
@@ -87,27 +151,19 @@ void rows_dot_inputs(const WeightRows& W, uint64_t rows, const double* init, con
           }
         continue;
       }
-      double acc[kTokens][kRows];
-      for (uint64_t t = 0; t < kTokens; ++t)
-        for (uint64_t i = 0; i < kRows; ++i) acc[t][i] = init ? init[r0 + i] : 0.0;
-      if (tn == 1) {
-        const In* in = inputs[t0];
-        for (uint64_t k = 0; k < cols; ++k) {
-          const double xk = static_cast<double>(in[k]);
-          for (uint64_t i = 0; i < kRows; ++i) acc[0][i] += static_cast<double>(w[i * cols + k]) * xk;
-        }
-      } else {
-        for (uint64_t k = 0; k < cols; ++k) {
-          double wk[kRows];
-          for (uint64_t i = 0; i < kRows; ++i) wk[i] = static_cast<double>(w[i * cols + k]);
-          for (uint64_t t = 0; t < tn; ++t) {
-            const double xk = static_cast<double>(inputs[t0 + t][k]);
-            for (uint64_t i = 0; i < kRows; ++i) acc[t][i] += wk[i] * xk;
-          }
+      double acc[kTokenGroup][kBlockRows];
+      for (uint64_t t = 0; t < kTokenGroup; ++t)
+        for (uint64_t i = 0; i < kBlockRows; ++i) acc[t][i] = init ? init[r0 + i] : 0.0;
+      for (uint64_t k = 0; k < cols; ++k) {
+        double wk[kBlockRows];
+        for (uint64_t i = 0; i < kBlockRows; ++i) wk[i] = static_cast<double>(w[i * cols + k]);
+        for (uint64_t t = 0; t < tn; ++t) {
+          const double xk = static_cast<double>(inputs[t0 + t][k]);
+          for (uint64_t i = 0; i < kBlockRows; ++i) acc[t][i] += wk[i] * xk;
         }
       }
       for (uint64_t t = 0; t < tn; ++t)
-        for (uint64_t i = 0; i < kRows; ++i) outputs[t0 + t][r0 + i] = acc[t][i];
+        for (uint64_t i = 0; i < kBlockRows; ++i) outputs[t0 + t][r0 + i] = acc[t][i];
     }
   }
 }

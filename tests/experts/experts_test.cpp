@@ -300,5 +300,75 @@ TEST(Moe, SameBitsAsTheRowByRowDefinitionForAnyThreadCount) {
   }
 }
 
+// Decoding by rows, whole or column-interleaved (the SIMD path for 8 FP4 rows and its scalar
+// tail), gives exactly dequantize's values: every code and scale byte, NaN scales included,
+// compared as bits.
+TEST(Dequant, RowDecodersGiveDequantizesBits) {
+  for (WeightFormat f : {WeightFormat::mxfp4, WeightFormat::nvfp4, WeightFormat::mxfp8, WeightFormat::mxfp6_e2m3}) {
+    const FormatInfo& info = format_info(f);
+    for (uint64_t cols : {info.block * 3, info.block * 5, info.block * 8}) {
+      const uint64_t rows = 19, row_bytes = cols / info.elements_per_group * info.bytes_per_group;
+      OwnedTensor w(DType::U8, {rows, row_bytes}), sc(DType::U8, {rows, cols / info.block});
+      for (size_t i = 0; i < w.bytes.size(); ++i) w.bytes[i] = static_cast<uint8_t>(i * 37 + i / 7);
+      for (size_t i = 0; i < sc.bytes.size(); ++i) sc.bytes[i] = static_cast<uint8_t>(i * 53 + 101);
+      const std::vector<float> whole = dequantize(f, w, &sc, rows, cols, 0.75f);
+      const RowDequantizer by_rows(f, w, sc, rows, cols, 0.75f);
+      std::vector<float> block(8 * cols), interleaved(8 * cols);
+      for (uint64_t r0 : {uint64_t{0}, uint64_t{3}, uint64_t{11}}) {
+        by_rows.decode(r0, 8, block.data());
+        by_rows.decode_interleaved(r0, 8, interleaved.data());
+        for (uint64_t i = 0; i < 8; ++i)
+          for (uint64_t k = 0; k < cols; ++k) {
+            const float want = whole[(r0 + i) * cols + k];
+            ASSERT_EQ(std::memcmp(&block[i * cols + k], &want, 4), 0) << format_info(f).name << " cols " << cols << " row " << r0 + i << " col " << k;
+            ASSERT_EQ(std::memcmp(&interleaved[k * 8 + i], &want, 4), 0) << format_info(f).name << " cols " << cols << " row " << r0 + i << " col " << k;
+          }
+      }
+    }
+  }
+}
+
+// Experts given as row decoders (what the emulation and the reference hand over for MX, NVFP4
+// and float weights) compute the same bits as the same weights given whole in float.
+TEST(Moe, RowDecodedExpertsGiveTheBitsOfWholeFloatMatrices) {
+  const uint64_t H = 96, P = 64, E = 5, T = 7, K = 2;
+  const MoeShape shape{H, P, true, W13Rows::gate_up_halves};
+  auto codes = [](uint64_t rows, uint64_t cols, uint64_t seed) {
+    OwnedTensor w(DType::U8, {rows, cols / 2}), s(DType::U8, {rows, cols / 32});
+    for (size_t i = 0; i < w.bytes.size(); ++i) w.bytes[i] = static_cast<uint8_t>((i * 131 + seed * 17) >> 1);
+    for (size_t i = 0; i < s.bytes.size(); ++i) s.bytes[i] = static_cast<uint8_t>(120 + (i * 7 + seed) % 12);
+    return std::pair{w, s};
+  };
+  std::map<uint32_t, ExpertMatrices> dense, decoded;
+  for (uint32_t e = 0; e < E; ++e) {
+    auto [w13, s13] = codes(2 * P, H, e);
+    auto [w2, s2] = codes(H, P, 100 + e);
+    ExpertMatrices d, r;
+    d.w13 = dequantize(WeightFormat::mxfp4, w13, &s13, 2 * P, H);
+    d.w2 = dequantize(WeightFormat::mxfp4, w2, &s2, H, P);
+    r.w13_rows = std::make_shared<const RowDequantizer>(WeightFormat::mxfp4, w13, s13, 2 * P, H);
+    r.w2_rows = std::make_shared<const RowDequantizer>(WeightFormat::mxfp4, w2, s2, H, P);
+    d.w2_bias = r.w2_bias = seeded_normal(500 + e, H);
+    dense.emplace(e, std::move(d));
+    decoded.emplace(e, std::move(r));
+  }
+  Routing r;
+  r.tokens = T;
+  r.top_k = K;
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t j = 0; j < K; ++j) {
+      r.ids.push_back(static_cast<uint32_t>((t + 2 * j) % E));
+      r.weights.push_back(0.5f);
+    }
+  const std::vector<float> x = seeded_normal(9, T * H);
+  std::vector<double> want(T * H, 0.0);
+  accumulate_experts(x, T, r, [&](uint64_t e) -> std::optional<ExpertMatrices> { return dense.at(static_cast<uint32_t>(e)); }, shape, act("silu"), want);
+  for (int threads : {1, 3}) {
+    std::vector<double> out(T * H, 0.0);
+    accumulate_experts(x, T, r, [&](uint64_t e) -> std::optional<ExpertMatrices> { return decoded.at(static_cast<uint32_t>(e)); }, shape, act("silu"), out, threads);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], want[i]) << "threads " << threads << ", output " << i;
+  }
+}
+
 }  // namespace
 }  // namespace moepack::experts
