@@ -231,6 +231,78 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_avx512
 #pragma GCC diagnostic pop
 #endif
 
+// AVX2 path, 32 output bytes (8 words) per register: the slot bytes each word needs are moved
+// into place by a dword permute (the i = 8kt + t1 bytes of a tile sit in every other dword) and
+// an in-lane byte shuffle that repeats each one 4 times; each position takes its low or high
+// nibble (bytes 0-1 of a word: lane 0, the low nibbles; 2-3: lane 1), and two 16-entry lookups
+// (the slot's contribution to a lane's byte 0 and byte 1, from the same tables as the VBMI path)
+// give its bits, ORed over the four slots.
+__attribute__((target("avx2"))) void pack_avx2_impl(const TensorView& canonical, std::span<uint8_t> packed) {
+  using L = TritonHopperMXValueLayout;
+  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
+  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
+  const uint8_t* q = canonical.bytes.data();
+  const SimdTables& st = simd_tables();
+  __m256i lookup_byte0[4], lookup_byte1[4];
+  for (int s = 0; s < 4; ++s) {
+    lookup_byte0[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st.lookup[s])));
+    lookup_byte1[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st.lookup[s] + 16)));
+  }
+  const __m256i even_dwords = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), odd_dwords = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+  // Output register r (words 8r .. 8r + 7, t1 = 2r and 2r + 1): lane 0 repeats bytes t1 = 2r of
+  // the permuted dwords, lane 1 those of t1 = 2r + 1.
+  __m256i select[2];
+  for (int r = 0; r < 2; ++r) {
+    alignas(32) uint8_t idx[32];
+    for (int p = 0; p < 32; ++p) idx[p] = static_cast<uint8_t>(4 * ((p % 16) / 4) + 2 * r + p / 16);
+    select[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx));
+  }
+  alignas(32) uint8_t high_positions[32], odd_positions[32];
+  for (int p = 0; p < 32; ++p) {
+    high_positions[p] = (p % 4) >= 2 ? 0xFF : 0;
+    odd_positions[p] = (p % 2) ? 0xFF : 0;
+  }
+  const __m256i high_lane = _mm256_load_si256(reinterpret_cast<const __m256i*>(high_positions));
+  const __m256i odd_byte = _mm256_load_si256(reinterpret_cast<const __m256i*>(odd_positions));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  alignas(32) uint8_t zeros[32] = {};
+  alignas(32) uint8_t a_tail[32], b_tail[32];
+  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
+    for (uint64_t t0 = 0; t0 < 4; ++t0)
+      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0)
+        for (uint64_t s0 = 0; s0 < 2; ++s0) {
+          const uint64_t n = 16 * m0 + 2 * t0 + s0, b0 = 32 * k0;
+          const uint64_t valid = std::min<uint64_t>(32, bytes - b0);
+          auto row = [&](uint64_t r, uint8_t* tail) -> const uint8_t* {
+            if (r >= rows) return zeros;
+            if (valid == 32) return q + r * bytes + b0;
+            std::memset(tail, 0, 32);
+            std::memcpy(tail, q + r * bytes + b0, static_cast<size_t>(valid));
+            return tail;
+          };
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(n, a_tail)));
+          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(n + 8, b_tail)));
+          // Slots: A[i], B[i], A[i + 4], B[i + 4]; i + 4 is the odd dword of i's.
+          const __m256i slot_source[4] = {_mm256_permutevar8x32_epi32(a, even_dwords), _mm256_permutevar8x32_epi32(b, even_dwords),
+                                          _mm256_permutevar8x32_epi32(a, odd_dwords), _mm256_permutevar8x32_epi32(b, odd_dwords)};
+          uint8_t* out = packed.data() + (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0;
+          for (int r = 0; r < 2; ++r) {
+            __m256i word = _mm256_setzero_si256();
+            for (int s = 0; s < 4; ++s) {
+              const __m256i x = _mm256_shuffle_epi8(slot_source[s], select[r]);
+              const __m256i nib = _mm256_and_si256(_mm256_blendv_epi8(x, _mm256_srli_epi16(x, 4), high_lane), low4);
+              word = _mm256_or_si256(word, _mm256_blendv_epi8(_mm256_shuffle_epi8(lookup_byte0[s], nib), _mm256_shuffle_epi8(lookup_byte1[s], nib), odd_byte));
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * r), word);
+          }
+        }
+}
+
+bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
 bool cpu_has_vbmi() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512vbmi");
@@ -238,11 +310,21 @@ bool cpu_has_vbmi() {
 }
 #else
 bool cpu_has_vbmi() { return false; }
+bool cpu_has_avx2() { return false; }
 #endif
 
 }  // namespace
 
-bool TritonHopperMXValueLayout::simd_available() { return cpu_has_vbmi(); }
+bool TritonHopperMXValueLayout::simd_available() { return cpu_has_vbmi() || cpu_has_avx2(); }
+bool TritonHopperMXValueLayout::avx2_available() { return cpu_has_avx2(); }
+
+void TritonHopperMXValueLayout::pack_avx2(const TensorView& canonical, std::span<uint8_t> packed) const {
+  expect_pack_args(canonical, packed);
+#ifdef MOEPACK_HOPPER_SIMD
+  if (cpu_has_avx2()) return pack_avx2_impl(canonical, packed);
+#endif
+  throw_internal("pack_avx2: this CPU has no AVX2");
+}
 
 void TritonHopperMXValueLayout::pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
@@ -254,11 +336,12 @@ void TritonHopperMXValueLayout::unpack(std::span<const uint8_t> packed, OwnedTen
   unpack_portable_impl(packed, canonical);
 }
 
-// Bulk path: whole 64-byte tiles, by AVX-512 VBMI where the CPU has it, else by table.
+// Bulk path: whole 64-byte tiles, by AVX-512 VBMI or AVX2 where the CPU has it, else by table.
 void TritonHopperMXValueLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
   expect_pack_args(canonical, packed);
 #ifdef MOEPACK_HOPPER_SIMD
   if (cpu_has_vbmi()) return pack_avx512_impl(canonical, packed);
+  if (cpu_has_avx2()) return pack_avx2_impl(canonical, packed);
 #endif
   pack_portable_impl(canonical, packed);
 }

@@ -57,11 +57,16 @@ class TritonHopperMXValueLayout final : public IndexMap<TritonHopperMXValueLayou
   DType packed_dtype(DType) const override { return DType::U8; }
   Accepts accepts() const override { return {}; }
   Units units(DType) const override { return {.canonical_bits = 1, .packed_bits = 1}; }
-  // Bulk path: 64-byte tiles by AVX-512 VBMI byte permutations where the CPU has them, else
-  // pack_portable. Both are checked against pack_by_map (the index map) in the tests.
+  // Bulk path: 64-byte tiles by AVX-512 VBMI byte permutations, or AVX2 dword permutes and
+  // in-lane shuffles, where the CPU has them, else pack_portable. Each is checked against
+  // pack_by_map (the index map) in the tests.
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;
   void pack_portable(const TensorView& canonical, std::span<uint8_t> packed) const;  // tables, any CPU
-  static bool simd_available();  // whether pack() takes the AVX-512 VBMI path on this CPU
+  // The AVX2 path by itself (tests: pack() prefers VBMI where the CPU has both); only where
+  // avx2_available().
+  void pack_avx2(const TensorView& canonical, std::span<uint8_t> packed) const;
+  static bool avx2_available();
+  static bool simd_available();  // whether pack() takes a SIMD path (AVX-512 VBMI or AVX2) on this CPU
   // Bulk inverse by tables (any CPU), checked against unpack_by_map in the tests.
   void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;
 

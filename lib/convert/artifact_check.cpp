@@ -30,6 +30,21 @@
 
 namespace moepack::convert {
 namespace fs = std::filesystem;
+// The artifact's safetensors files, each opened (mapped) once however often it is named.
+class ArtifactFileCache {
+ public:
+  explicit ArtifactFileCache(std::string dir) : dir_(std::move(dir)) {}
+  const st::File& operator()(const std::string& name) {
+    auto& slot = files_[name];
+    if (!slot) slot = std::make_unique<st::File>((fs::path(dir_) / name).string());
+    return *slot;
+  }
+
+ private:
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<st::File>> files_;
+};
+
 namespace {
 
 using OpenFile = std::function<const st::File&(const std::string&)>;
@@ -103,20 +118,6 @@ void check_indexes(const std::string& artifact_dir, const artifact::Manifest& m,
   }
 }
 
-// The artifact's safetensors files, each opened (mapped) once however often it is named.
-class OpenedFiles {
- public:
-  explicit OpenedFiles(std::string dir) : dir_(std::move(dir)) {}
-  const st::File& operator()(const std::string& name) {
-    auto& slot = files_[name];
-    if (!slot) slot = std::make_unique<st::File>((fs::path(dir_) / name).string());
-    return *slot;
-  }
-
- private:
-  std::string dir_;
-  std::map<std::string, std::unique_ptr<st::File>> files_;
-};
 
 std::string manifest_path_of(const std::string& artifact_dir) { return (fs::path(artifact_dir) / artifact::kManifestFileName).string(); }
 
@@ -143,79 +144,117 @@ void check_unlisted_files(const std::string& artifact_dir, const artifact::Manif
   if (ec) throw_io(artifact_dir, "cannot list the artifact's files", ec.value());
 }
 
-// One pass over a file: its hash and the hashes of the byte ranges (packed tensors, sorted by
-// offset, not overlapping) it holds, each fed from the same chunks, so the bytes are read once.
-// Each chunk's pages are unmapped once hashed: the resident set stays one chunk, whatever the
-// file's size (the page cache keeps them for whoever reads next).
-struct FileHashes {
-  std::string file;
-  std::vector<std::string> ranges;
-};
-FileHashes hash_file_and_ranges(const MappedFile& map, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, const HashedBytes& hashed) {
-  constexpr uint64_t kChunk = uint64_t{32} << 20;
-  const std::span<const uint8_t> bytes = map.bytes();
-  Xxh3Stream whole;
-  std::vector<Xxh3Stream> parts(ranges.size());
-  size_t first_open = 0;  // ranges before it end before the current chunk
-  for (uint64_t at = 0; at < bytes.size(); at += kChunk) {
-    const uint64_t end = std::min<uint64_t>(bytes.size(), at + kChunk);
-    const auto chunk = bytes.subspan(static_cast<size_t>(at), static_cast<size_t>(end - at));
-    whole.update(chunk);
-    while (first_open < ranges.size() && ranges[first_open].second <= at) ++first_open;
-    for (size_t r = first_open; r < ranges.size() && ranges[r].first < end; ++r) {
-      const uint64_t b = std::max(at, ranges[r].first), e = std::min(end, ranges[r].second);
-      if (b < e) parts[r].update(bytes.subspan(static_cast<size_t>(b), static_cast<size_t>(e - b)));
-    }
-    map.drop_resident_pages(chunk);
-    if (hashed) hashed(end - at, end == bytes.size());
-  }
-  if (bytes.empty() && hashed) hashed(0, true);
-  FileHashes out{whole.hex(), {}};
-  for (auto& p : parts) out.ranges.push_back(p.hex());
-  return out;
-}
+}  // namespace
 
-void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, OpenedFiles& file, ArtifactCheck& out, const HashedBytes& hashed,
-                     int threads) {
-  check_unlisted_files(artifact_dir, m, out);
-  // The packed tensors' byte ranges, per file (opened here, on one thread).
-  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> ranges_by_file;  // file -> (begin, end); empty tensors too
-  for (const auto& layer : m.layers)
-    for (const auto& rank : layer.ranks)
+// One file of the pass: its hash and the hashes of the packed tensors' byte ranges it holds
+// (sorted by offset, not overlapping), fed from the same chunks as the pass moves through the
+// file, so the bytes are read once. Each chunk's pages are unmapped once hashed: the resident
+// set stays one chunk, whatever the file's size (the page cache keeps them for the next reader).
+struct ArtifactHashPass::FileState {
+  std::string name;
+  uint64_t manifest_bytes = 0;
+  std::string manifest_xxh3;
+  std::unique_ptr<MappedFile> map;  // null until first hashed; stays null when its size is wrong
+  std::optional<std::string> size_problem;
+  Xxh3Stream whole;
+  uint64_t position = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::vector<Xxh3Stream> parts;
+  size_t first_open = 0;  // ranges before it end before `position`
+  bool done = false;
+
+  void hash_until(uint64_t offset, const std::string& dir, const HashedBytes& hashed) {
+    if (done) return;
+    if (!map) {
+      map = std::make_unique<MappedFile>((fs::path(dir) / name).string());
+      if (map->size() != manifest_bytes) {
+        size_problem = name + ": " + std::to_string(map->size()) + " bytes, the manifest says " + std::to_string(manifest_bytes);
+        ranges.clear();  // the tensors are hashed from their own mapping at the end
+        parts.clear();
+        done = true;
+        if (hashed) hashed(manifest_bytes, true);
+        return;
+      }
+    }
+    constexpr uint64_t kChunk = uint64_t{32} << 20;
+    const std::span<const uint8_t> bytes = map->bytes();
+    offset = std::min<uint64_t>(offset, bytes.size());
+    while (position < offset) {
+      const uint64_t at = position, end = std::min<uint64_t>(bytes.size(), at + kChunk);
+      const auto chunk = bytes.subspan(static_cast<size_t>(at), static_cast<size_t>(end - at));
+      whole.update(chunk);
+      while (first_open < ranges.size() && ranges[first_open].second <= at) ++first_open;
+      for (size_t r = first_open; r < ranges.size() && ranges[r].first < end; ++r) {
+        const uint64_t b = std::max(at, ranges[r].first), e = std::min(end, ranges[r].second);
+        if (b < e) parts[r].update(bytes.subspan(static_cast<size_t>(b), static_cast<size_t>(e - b)));
+      }
+      map->drop_resident_pages(chunk);
+      position = end;
+      if (hashed) hashed(end - at, end == bytes.size());
+    }
+    if (position == bytes.size()) {
+      if (bytes.empty() && hashed) hashed(0, true);
+      done = true;
+    }
+  }
+};
+
+ArtifactHashPass::ArtifactHashPass(std::string artifact_dir, const artifact::Manifest& m, HashedBytes hashed)
+    : dir_(std::move(artifact_dir)), m_(m), hashed_(std::move(hashed)), opened_(std::make_unique<ArtifactFileCache>(dir_)) {
+  // The packed tensors' byte ranges, per file, and where each layer's end in each file.
+  std::map<std::string, size_t> index;
+  for (const auto& f : m.files) {
+    auto state = std::make_unique<FileState>();
+    state->name = f.name;
+    state->manifest_bytes = f.bytes;
+    state->manifest_xxh3 = f.xxh3;
+    index[f.name] = files_.size();
+    files_.push_back(std::move(state));
+  }
+  std::vector<std::set<std::pair<uint64_t, uint64_t>>> ranges(files_.size());  // empty tensors too
+  layer_ends_.assign(m.layers.size(), std::vector<uint64_t>(files_.size(), 0));
+  for (size_t li = 0; li < m.layers.size(); ++li)
+    for (const auto& rank : m.layers[li].ranks)
       for (const auto& [role, t] : rank.tensors) {
-        if (!t.file.ends_with(".safetensors")) continue;
-        const st::File& f = file(t.file);
+        auto it = index.find(t.file);
+        if (it == index.end() || !t.file.ends_with(".safetensors")) continue;
+        const st::File& f = (*opened_)(t.file);
         if (const st::TensorInfo* info = f.find(t.name)) {
-          const uint64_t begin = f.header().data_start() + info->begin;
-          ranges_by_file[t.file].insert({begin, begin + info->num_bytes()});
+          const uint64_t begin = f.header().data_start() + info->begin, end = begin + info->num_bytes();
+          ranges[it->second].insert({begin, end});
+          layer_ends_[li][it->second] = std::max(layer_ends_[li][it->second], end);
         }
       }
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(m.files.size());
-  for (size_t i = 0; i < m.files.size(); ++i)
-    if (auto it = ranges_by_file.find(m.files[i].name); it != ranges_by_file.end()) ranges[i].assign(it->second.begin(), it->second.end());
-  // Files in parallel; their results are reported in the manifest's order.
-  std::vector<std::optional<std::string>> problems(m.files.size());
-  std::vector<FileHashes> hashes(m.files.size());
-  parallel_for_each_index(m.files.size(), threads, [&](uint64_t i) {
-    const auto& f = m.files[i];
-    MappedFile map((fs::path(artifact_dir) / f.name).string());
-    if (map.size() != f.bytes) {
-      problems[i] = f.name + ": " + std::to_string(map.size()) + " bytes, the manifest says " + std::to_string(f.bytes);
-      ranges[i].clear();  // the tensors are still hashed below, from their own mapping
-      if (hashed) hashed(f.bytes, true);
-      return;
-    }
-    hashes[i] = hash_file_and_ranges(map, ranges[i], hashed);
-    if (hashes[i].file != f.xxh3) problems[i] = f.name + ": XXH3-128 differs from the manifest";
-  });
-  out.files_checked += m.files.size();
-  for (const auto& p : problems)
-    if (p) out.problems.push_back(*p);
+  for (size_t i = 0; i < files_.size(); ++i) {
+    files_[i]->ranges.assign(ranges[i].begin(), ranges[i].end());
+    files_[i]->parts = std::vector<Xxh3Stream>(files_[i]->ranges.size());
+  }
+}
+
+ArtifactHashPass::~ArtifactHashPass() = default;
+
+void ArtifactHashPass::advance_to_layer(size_t layer_index, int threads) {
+  const std::vector<uint64_t>& ends = layer_ends_.at(layer_index);
+  std::vector<size_t> behind;
+  for (size_t i = 0; i < files_.size(); ++i)
+    if (ends[i] > files_[i]->position && !files_[i]->done) behind.push_back(i);
+  parallel_for_each_index(behind.size(), threads, [&](uint64_t k) { files_[behind[k]]->hash_until(ends[behind[k]], dir_, hashed_); });
+}
+
+void ArtifactHashPass::finish(ArtifactCheck& out, int threads) {
+  parallel_for_each_index(files_.size(), threads, [&](uint64_t i) { files_[i]->hash_until(~uint64_t{0}, dir_, hashed_); });
+  check_unlisted_files(dir_, m_, out);
+  out.files_checked += files_.size();
+  for (const auto& f : files_) {
+    if (f->size_problem) out.problems.push_back(*f->size_problem);
+    else if (f->whole.hex() != f->manifest_xxh3) out.problems.push_back(f->name + ": XXH3-128 differs from the manifest");
+  }
   std::map<std::tuple<std::string, uint64_t, uint64_t>, std::string> range_hash;  // (file, begin, end) -> hash
-  for (size_t i = 0; i < m.files.size(); ++i)
-    for (size_t r = 0; r < ranges[i].size(); ++r) range_hash[{m.files[i].name, ranges[i][r].first, ranges[i][r].second}] = hashes[i].ranges[r];
-  check_indexes(artifact_dir, m, [&](const std::string& name) -> const st::File& { return file(name); }, out);
-  for (const auto& layer : m.layers)
+  for (const auto& f : files_)
+    for (size_t r = 0; r < f->ranges.size(); ++r) range_hash[{f->name, f->ranges[r].first, f->ranges[r].second}] = f->parts[r].hex();
+  ArtifactFileCache& file = *opened_;
+  check_indexes(dir_, m_, [&](const std::string& name) -> const st::File& { return file(name); }, out);
+  for (const auto& layer : m_.layers)
     for (const auto& rank : layer.ranks)
       for (const auto& [role, t] : rank.tensors) {
         const st::TensorInfo* info = file(t.file).find(t.name);
@@ -230,6 +269,13 @@ void check_integrity(const std::string& artifact_dir, const artifact::Manifest& 
         const std::string hash = known != range_hash.end() ? known->second : xxh3_128_hex(file(t.file).data(*info));
         if (hash != t.xxh3) out.problems.push_back(where + ": XXH3-128 differs from the manifest");
       }
+}
+
+namespace {
+
+void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, const HashedBytes& hashed, int threads) {
+  ArtifactHashPass pass(artifact_dir, m, hashed);
+  pass.finish(out, threads);
 }
 
 // One expert's slab against the source's loaded param: the slab must be exactly what the layout
@@ -262,8 +308,7 @@ std::optional<std::string> compare_slab(const packers::Layout& layout, const Own
 
 ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
   ArtifactCheck out;
-  OpenedFiles file(artifact_dir);
-  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), file, out, {}, thread_count(0));
+  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), out, {}, thread_count(0));
   return out;
 }
 
@@ -283,13 +328,12 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
 }
 
 void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed) {
-  OpenedFiles file(artifact_dir);
-  check_integrity(artifact_dir, m, file, out, hashed, threads);
+  check_integrity(artifact_dir, m, out, hashed, threads);
 }
 
 void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& ck,
                                 ArtifactCheck& out, int threads, const CheckedBytes& checked) {
-  OpenedFiles file(artifact_dir);
+  ArtifactFileCache file(artifact_dir);
   {
     const artifact::Layer& layer = m.layers.at(layer_index);
     const ckpt::MoeLayer* source_layer = ck.find_layer(layer.prefix);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,32 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
 // told each piece read (its bytes, and whether it ended its file), from any of those threads.
 using HashedBytes = std::function<void(uint64_t bytes, bool file_done)>;
 void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed = {});
+// check_artifact_files as a pass a caller moves through the files layer by layer, so a layer's
+// bytes are read from disk once: hashed just before the caller checks and runs that layer, then
+// found in the page cache (verify of a model larger than memory reads the artifact once).
+class ArtifactFileCache;
+class ArtifactHashPass {
+ public:
+  ArtifactHashPass(std::string artifact_dir, const artifact::Manifest& m, HashedBytes hashed = {});
+  ~ArtifactHashPass();
+  ArtifactHashPass(const ArtifactHashPass&) = delete;
+  ArtifactHashPass& operator=(const ArtifactHashPass&) = delete;
+  // Hashes every file up to the end of layer `layer_index`'s packed tensors (file order: the
+  // files hold the layers in order), on up to `threads` threads, one per file.
+  void advance_to_layer(size_t layer_index, int threads);
+  // Hashes what is left and records the checks of check_artifact_files, in its order.
+  void finish(ArtifactCheck& out, int threads);
+
+ private:
+  struct FileState;
+  std::string dir_;
+  const artifact::Manifest& m_;
+  HashedBytes hashed_;
+  std::unique_ptr<ArtifactFileCache> opened_;
+  std::vector<std::unique_ptr<FileState>> files_;
+  std::vector<std::vector<uint64_t>> layer_ends_;  // [layer][file]: end offset of its tensors there
+};
+
 // Layer `layer_index`'s packed tensors against the source: each expert slab must be what its
 // layout packs from the source's loaded param (padding included), each reduction and derived
 // output what the source gives. Experts are checked on `threads` threads; problems are listed

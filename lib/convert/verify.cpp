@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -246,52 +247,70 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
       layer_bytes += packed_bytes_of(m.layers[li]);
       ++layers_to_run;
     }
-  // Two progress lines, one after the other, each with its own rate and ETA: hashing runs at
-  // the speed of reading, a layer at the speed of its source check and experts (its bytes
-  // counted as its tensors are checked against the source, or when it has run).
-  {
-    ByteProgress hashing(o.show_progress, file_bytes, m.files.size(), "file");
-    hashing.set_activity("hashing the artifact", true);
-    std::mutex hashing_mutex;
-    check_artifact_files(o.artifact, m, report.integrity, threads, [&](uint64_t bytes, bool file_done) {
-      std::lock_guard<std::mutex> lock(hashing_mutex);
-      hashing.add(bytes);
-      if (file_done) hashing.unit_done();
-    });
-  }
-  ByteProgress progress(o.show_progress, layer_bytes, layers_to_run, "layer");
-
-  // Layer by layer: its slabs against the source, then its run, while its bytes are fresh in
-  // the page cache.
+  // One progress line over the bytes hashed and each layer's packed bytes (counted as its
+  // tensors are checked against the source, or when it has run).
+  ByteProgress progress(o.show_progress, file_bytes + layer_bytes, layers_to_run, "layer");
+  std::mutex progress_mutex;  // the hashing runs beside the layers
+  auto locked = [&](auto&& f) {
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    f();
+  };
+  ArtifactCheck layer_checks;  // the source check's findings, reported after the hashes as before
   artifact::Golden pinned = golden_header(m, runtime.manifest_path(), report);
   std::set<std::string> not_run;
+  std::vector<std::optional<LayerVerdict>> verdicts(m.layers.size());
+  {
+    // The artifact is read once: while layer i is checked and run, the hash pass reads on to
+    // the end of the next layer to run, which that layer then finds in the page cache.
+    ArtifactHashPass pass(o.artifact, m, [&](uint64_t bytes, bool) { locked([&] { progress.add(bytes); }); });
+    std::vector<size_t> to_run;
+    for (size_t li = 0; li < m.layers.size(); ++li)
+      if (selected[li]) to_run.push_back(li);
+    auto hash_through = [&](size_t li) { return std::async(std::launch::async, [&pass, li, threads] { pass.advance_to_layer(li, threads); }); };
+    std::future<void> hashing;
+    if (!to_run.empty()) hashing = hash_through(to_run.front());
+    for (size_t k = 0; k < to_run.size(); ++k) {
+      hashing.get();  // layer to_run[k]'s bytes hashed, so in the page cache
+      if (k + 1 < to_run.size()) hashing = hash_through(to_run[k + 1]);
+      const size_t li = to_run[k];
+      const artifact::Layer& L = m.layers[li];
+      if (source) {
+        locked([&] { progress.set_activity(L.prefix + ": against the source", true); });
+        check_layer_against_source(o.artifact, m, li, *source, layer_checks, threads, [&](uint64_t bytes) { locked([&] { progress.add(bytes); }); });
+      }
+      locked([&] { progress.set_activity(L.prefix + ": running", true); });
+      verdicts[li] = verify_layer(o, m, li, runtime, source, golden, pinned, threads);
+      runtime.release_layer(li);
+      ++report.layers_run;
+      locked([&] {
+        if (!source) progress.add(packed_bytes_of(L));  // with a source, counted tensor by tensor as checked
+        progress.unit_done();
+      });
+    }
+    if (hashing.valid()) hashing.get();
+    locked([&] { progress.set_activity("hashing the rest of the artifact", true); });
+    pass.finish(report.integrity, threads);
+  }
+  report.integrity.expert_slabs_checked += layer_checks.expert_slabs_checked;
+  report.integrity.problems.insert(report.integrity.problems.end(), layer_checks.problems.begin(), layer_checks.problems.end());
   for (size_t li = 0; li < m.layers.size(); ++li) {
     const artifact::Layer& L = m.layers[li];
-    if (!selected[li]) {
-      LayerVerdict v;
-      v.prefix = L.prefix;
-      v.family = L.family;
-      v.backend = L.backend;
-      v.ranks = L.ranks.size();
-      v.tolerance = verify_tolerance(L);
-      v.run = false;
-      v.note = "not run: quick mode (--layers " + std::to_string(*o.sample_layers) + " of " + std::to_string(m.layers.size()) + "); its tensors' hashes were checked";
-      for (const auto& rank : L.ranks)
-        for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
-      not_run.insert(L.prefix + ".output");
-      report.layers.push_back(std::move(v));
+    if (selected[li]) {
+      report.layers.push_back(std::move(*verdicts[li]));
       continue;
     }
-    if (source) {
-      progress.set_activity(L.prefix + ": against the source", true);
-      check_layer_against_source(o.artifact, m, li, *source, report.integrity, threads, [&](uint64_t bytes) { progress.add(bytes); });
-    }
-    progress.set_activity(L.prefix + ": running", true);
-    report.layers.push_back(verify_layer(o, m, li, runtime, source, golden, pinned, threads));
-    runtime.release_layer(li);
-    ++report.layers_run;
-    if (!source) progress.add(packed_bytes_of(L));  // with a source, counted tensor by tensor as checked
-    progress.unit_done();
+    LayerVerdict v;
+    v.prefix = L.prefix;
+    v.family = L.family;
+    v.backend = L.backend;
+    v.ranks = L.ranks.size();
+    v.tolerance = verify_tolerance(L);
+    v.run = false;
+    v.note = "not run: quick mode (--layers " + std::to_string(*o.sample_layers) + " of " + std::to_string(m.layers.size()) + "); its tensors' hashes were checked";
+    for (const auto& rank : L.ranks)
+      for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
+    not_run.insert(L.prefix + ".output");
+    report.layers.push_back(std::move(v));
   }
   progress.finish();
   if (golden) report.golden_problems = golden_problems(*golden, pinned, not_run);

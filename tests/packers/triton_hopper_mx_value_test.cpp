@@ -104,8 +104,8 @@ TEST(TritonHopperMXValue, BulkPackEqualsTorchOpEmulation) {
   }
 }
 
-// Both bulk paths (AVX-512 VBMI where this CPU has it, and the portable tables) against the
-// index map, on sizes with partial tiles in both axes and a garbage-filled output buffer (the
+// Every bulk path (AVX-512 VBMI and AVX2 where this CPU has them, and the portable tables)
+// against the index map, on sizes with partial tiles in both axes and a garbage-filled output buffer (the
 // bulk paths must write every byte, padding included).
 TEST(TritonHopperMXValue, BothBulkPathsEqualTheIndexMap) {
   TritonHopperMXValueLayout layout;
@@ -123,8 +123,13 @@ TEST(TritonHopperMXValue, BothBulkPathsEqualTheIndexMap) {
     layout.pack_by_map(q.view(), by_map);
     layout.pack(q.view(), bulk);
     layout.pack_portable(q.view(), portable);
-    EXPECT_EQ(bulk, by_map) << (TritonHopperMXValueLayout::simd_available() ? "AVX-512 VBMI path" : "portable path");
+    EXPECT_EQ(bulk, by_map) << (TritonHopperMXValueLayout::simd_available() ? "SIMD path" : "portable path");
     EXPECT_EQ(portable, by_map);
+    if (TritonHopperMXValueLayout::avx2_available()) {
+      std::vector<uint8_t> avx2(size, 0x3C);
+      layout.pack_avx2(q.view(), avx2);
+      EXPECT_EQ(avx2, by_map) << "AVX2 path";
+    }
   }
 }
 
