@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <string_view>
 
 #include "apps/moepack/command.h"
 #include "lib/core/cancel.h"
@@ -78,8 +79,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with code 0 in CLI11.
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(moepack::ErrorKind::usage);
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // A flag CLI11 refuses is a usage error like any other: the same stderr line and, when
+    // --json was asked for (its callback never ran), the same error document on stdout.
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--json") flags.json = true;
+    report_error(moepack::ErrorKind::usage, std::string(e.what()) + " (see moepack " + (argc > 1 ? argv[1] : "") + " --help)");
+    return static_cast<int>(moepack::ErrorKind::usage);
   } catch (const moepack::Cancelled& c) {
     // Destructors already removed whatever was partial; die of the signal, as shells expect.
     std::fprintf(stderr, "moepack: interrupted by signal %d; nothing was written\n", c.signal_number);

@@ -93,5 +93,52 @@ TEST(VerifyCli, UsageAndBadInput) {
   EXPECT_EQ(json::parse(missing.out)["error"]["kind"], "bad_input");
 }
 
+// Quick mode through the binary, as a CI job on a big model would use it: a 4-layer model, 2
+// layers run (the first and the last), everything hashed, the text and the JSON saying so; the
+// same JSON for any --threads; --layers 0 and a progress line forced into a log.
+TEST(VerifyCli, QuickModeSaysWhatRanAndWhatWasOnlyHashed) {
+  TempDir dir;
+  const std::string src = dir.file("src"), out = dir.file("a");
+  ASSERT_EQ(run_moepack({"sample", "--family", "gpt-oss-mxfp4", "--layers", "4", "-o", src}).exit_code, 0);
+  ASSERT_EQ(run_moepack({"convert", src, "--target", "sm90", "-o", out, "-q"}).exit_code, 0);
+  CommandResult text = run_moepack({"verify", out, "--source", src, "--layers", "2"});
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("quick mode 2 of 4 MoE layers checked against the source and run; the others only hashed"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ok   model.layers.0.mlp.experts"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ok   model.layers.3.mlp.experts"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("model.layers.1.mlp.experts"), std::string::npos) << text.out;
+  std::string first;
+  for (const char* threads : {"1", "2", "5"}) {
+    CommandResult j = run_moepack({"verify", out, "--source", src, "--layers", "2", "--threads", threads, "--json"});
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    if (first.empty()) first = j.out;
+    EXPECT_EQ(j.out, first) << "--threads " << threads;
+  }
+  json doc = json::parse(first);
+  EXPECT_EQ(doc["layers_run"], 2);
+  EXPECT_EQ(doc["layers_total"], 4);
+  ASSERT_EQ(doc["layers"].size(), 4u);
+  EXPECT_EQ(doc["layers"][0]["run"], true);
+  EXPECT_EQ(doc["layers"][1]["run"], false);
+  EXPECT_EQ(doc["layers"][1]["compared_with"], nullptr);
+  EXPECT_NE(doc["layers"][1]["note"].get<std::string>().find("not run: quick mode"), std::string::npos);
+  EXPECT_EQ(doc["integrity"]["tensors_checked"], 4 * 6) << "every layer's tensors hashed";
+
+  CommandResult zero = run_moepack({"verify", out, "--layers", "0", "--json"});
+  EXPECT_EQ(zero.exit_code, 2) << zero.out << zero.err;
+  EXPECT_EQ(json::parse(zero.out)["error"]["kind"], "usage") << zero.out;
+
+  // A value the flag parser itself refuses is the same usage error, in JSON too.
+  CommandResult unparsable = run_moepack({"verify", out, "--tokens", "many", "--json"});
+  EXPECT_EQ(unparsable.exit_code, 2);
+  EXPECT_EQ(json::parse(unparsable.out)["error"]["kind"], "usage") << unparsable.out;
+  EXPECT_NE(unparsable.err.find("moepack: error: Could not convert: --tokens = many (see moepack verify --help)"), std::string::npos) << unparsable.err;
+
+  CommandResult logged = run_moepack({"verify", out, "--source", src, "--progress"});
+  ASSERT_EQ(logged.exit_code, 0) << logged.err;
+  EXPECT_NE(logged.err.find("layer 0/4"), std::string::npos) << logged.err;
+  EXPECT_NE(logged.err.find("against the source"), std::string::npos) << logged.err;
+}
+
 }  // namespace
 }  // namespace moepack::test
