@@ -58,10 +58,4 @@ Accepts E8m0ViewLayout::accepts() const {
   return a;
 }
 
-void E8m0ViewLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  expect_pack_args(canonical, packed);
-  // std::copy, not memcpy: an empty tensor has null data pointers, which memcpy may not take.
-  std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
-}
-
 }  // namespace moepack::packers

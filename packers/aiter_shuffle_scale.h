@@ -54,6 +54,7 @@
 // scale has N = H padded to 128, so only an odd expert count with H % 256 == 128 would).
 #pragma once
 
+#include "packers/identity.h"
 #include "packers/index_map.h"
 
 namespace moepack::packers {
@@ -111,22 +112,11 @@ class AiterShuffleScaleLayout final : public IndexMap<AiterShuffleScaleLayout> {
 // parameters it keeps are float8_e8m0fnu (upstream: the SITU branch of
 // `convert_weight_to_mxfp4_moe_kernel_format`, vllm/.../fused_moe/oracle/mxfp4.py @ e9d1398d9).
 // Canonical input: any one-byte tensor (E8M0 scale bytes); shape unchanged.
-class E8m0ViewLayout final : public IndexMap<E8m0ViewLayout> {
+class E8m0ViewLayout final : public ByteIdentityLayout<E8m0ViewLayout> {
  public:
   std::string name() const override { return "torch.view(float8_e8m0fnu)"; }
   DType packed_dtype(DType) const override { return DType::F8_E8M0; }
   Accepts accepts() const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: one copy
-
-  // Index map: byte i stays byte i.
-  template <class Fn>
-  void visit(DType dtype, std::span<const uint64_t> shape, Fn&& fn) const {
-    const uint64_t bytes = byte_size(dtype, shape);
-    for (uint64_t i = 0; i < bytes; ++i) fn(i, i);
-  }
-
- protected:
-  std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
 };
 
 }  // namespace moepack::packers

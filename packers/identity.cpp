@@ -10,10 +10,4 @@ Accepts UnchangedLayout::accepts() const {
   return a;
 }
 
-void UnchangedLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {
-  expect_pack_args(canonical, packed);
-  // std::copy, not memcpy: an empty tensor has null data pointers, which memcpy may not take.
-  std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
-}
-
 }  // namespace moepack::packers

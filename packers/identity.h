@@ -12,12 +12,20 @@
 
 namespace moepack::packers {
 
-class UnchangedLayout final : public IndexMap<UnchangedLayout> {
+// The body every byte-keeping layout shares (this one, and views that only relabel the dtype,
+// such as E8m0ViewLayout): byte i stays byte i, the shape is kept, pack and unpack are one copy.
+template <class Derived>
+class ByteIdentityLayout : public IndexMap<Derived> {
  public:
-  std::string name() const override { return "vllm.unchanged"; }
-  DType packed_dtype(DType canonical) const override { return canonical; }
-  Accepts accepts() const override;
-  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: one copy
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override {
+    this->expect_pack_args(canonical, packed);
+    // std::copy, not memcpy: an empty tensor has null data pointers, which memcpy may not take.
+    std::copy(canonical.bytes.begin(), canonical.bytes.end(), packed.begin());
+  }
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override {
+    this->expect_unpack_args(packed, canonical);
+    std::copy(packed.begin(), packed.end(), canonical.bytes.begin());
+  }
 
   // Index map: byte i stays byte i.
   template <class Fn>
@@ -28,6 +36,13 @@ class UnchangedLayout final : public IndexMap<UnchangedLayout> {
 
  protected:
   std::vector<uint64_t> packed_shape_of(std::span<const uint64_t> shape) const override { return {shape.begin(), shape.end()}; }
+};
+
+class UnchangedLayout final : public ByteIdentityLayout<UnchangedLayout> {
+ public:
+  std::string name() const override { return "vllm.unchanged"; }
+  DType packed_dtype(DType canonical) const override { return canonical; }
+  Accepts accepts() const override;
 };
 
 }  // namespace moepack::packers

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/checkpoints/checkpoint.h"
+#include "lib/core/codecs.h"
 
 namespace moepack::ckpt {
 namespace {
@@ -48,7 +49,7 @@ const char* classify_e5m2(const uint8_t* p) {
   return (*p & 0x80) ? "-Inf" : "+Inf";
 }
 const char* classify_fnuz(const uint8_t* p) { return *p == 0x80 ? "NaN" : nullptr; }
-const char* classify_e8m0(const uint8_t* p) { return *p == 0xFF ? "E8M0 NaN (0xFF)" : nullptr; }
+const char* classify_e8m0(const uint8_t* p) { return e8m0_is_nan(*p) ? "E8M0 NaN (0xFF)" : nullptr; }
 
 Classifier classifier_for(DType t, bool mx_scale) {
   switch (t) {

@@ -36,7 +36,7 @@ orc::MoeLayerQuery query_from_checkpoint(const ckpt::Checkpoint& c, const ckpt::
   auto f = orc::family_from_keys(m.weight_key, m.activation_key);
   if (!f) throw_bad_input(c.path, layer.prefix, "the checkpoint reader reported a weight key no oracle family takes: '" + m.weight_key + "'");
   q.family = *f;
-  // The method class is the oracle's to resolve (oracle::default_method_class); the reader's
+  // The method class is the oracle's to resolve (from the family's method rows); the reader's
   // moe_method is only what `inspect` displays.
   q.quant_method = m.quant_method;
   q.weight_key = m.weight_key;
@@ -290,18 +290,6 @@ void record_run_facts(const ckpt::Checkpoint& c, const ckpt::MoeLayer& layer, co
   m.gated = layer.gated;
 }
 
-std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
-                                              const RankGeometry& g, uint64_t first_expert, uint64_t count) {
-  std::vector<OwnedTensor> out;
-  out.reserve(static_cast<size_t>(count));
-  for (uint64_t e = first_expert; e < first_expert + count; ++e) {
-    ckpt::ExpertParams params = ckpt::read_expert_params(checkpoint, layer, e, role);
-    auto it = params.tensors.find(role);
-    if (it == params.tensors.end()) throw_internal("expert " + std::to_string(e) + " of " + layer.prefix + " has no " + role);
-    out.push_back(load_expert_param(role, it->second, g));
-  }
-  return out;
-}
 
 std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role) {
   std::set<std::string> available;

@@ -102,11 +102,6 @@ std::vector<oracle::Decision> reported_decisions(const ckpt::Checkpoint& checkpo
 // activation parameters, biases, w13 row order, gated.
 void record_run_facts(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const oracle::MoeLayerQuery& query, artifact::Layer& manifest_layer);
 
-// The canonical `role` param of experts [first_expert, first_expert + count), each loaded into its
-// padded per-rank parameter: the inputs of a LayerReduction (planning and verification share it).
-std::vector<OwnedTensor> gather_expert_params(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role,
-                                              const RankGeometry& g, uint64_t first_expert, uint64_t count);
-
 // The loaded param an artifact role is read from: the role itself, or the compressed-tensors
 // name vLLM renames to it while loading (w13_weight_packed for w13_weight, ...).
 std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role);

@@ -25,8 +25,6 @@ void request_cancel(int signal_number) {
   int expected = 0;
   g_signal.compare_exchange_strong(expected, signal_number);
 }
-bool cancel_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
-int cancel_signal() { return g_signal.load(); }
 void throw_if_cancelled() {
   if (int s = g_signal.load(std::memory_order_relaxed)) throw Cancelled{s};
 }

@@ -7,8 +7,6 @@ namespace moepack {
 
 void install_cancel_signal_handlers();
 void request_cancel(int signal_number);  // async-signal-safe
-bool cancel_requested();
-int cancel_signal();                     // the signal that asked, 0 if none
 void throw_if_cancelled();               // throws Cancelled
 void reset_cancel();                     // tests
 

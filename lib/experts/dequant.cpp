@@ -131,11 +131,6 @@ const FormatInfo& format_info(WeightFormat f) {
   throw_internal("format_info: unknown format");
 }
 
-std::optional<WeightFormat> parse_weight_format(std::string_view name) {
-  for (const auto& row : kFormats)
-    if (row.name == name) return row.format;
-  return std::nullopt;
-}
 
 std::optional<WeightFormat> weight_format_of(std::string_view family, std::string_view weight_key) {
   if (family == "unquantized") return WeightFormat::float16or32;

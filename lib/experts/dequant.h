@@ -41,7 +41,6 @@ struct FormatInfo {
   uint64_t block;  // elements per scale; 0 = no block scale
 };
 const FormatInfo& format_info(WeightFormat f);
-std::optional<WeightFormat> parse_weight_format(std::string_view name);
 
 // The weight format of a layer from what the manifest and readers say: the oracle family and the
 // weight QuantKey name ("kMxfp4Static", "kMxfp6E3M2Static", "kNvfp4Static", ...), or a float

@@ -44,7 +44,6 @@ ResolvedActivation resolve_activation(const ActivationSpec& a) {
   return r;
 }
 
-void check_activation(const ActivationSpec& a) { resolve_activation(a); }
 
 namespace {
 

@@ -43,11 +43,10 @@ struct ActivationSpec {
   std::optional<double> swiglu_beta;
 };
 bool is_gated_activation(const std::string& name);
-// Throws Error(bad_input) for an activation the runtime experts do not implement.
-void check_activation(const ActivationSpec& a);
 
 // An ActivationSpec resolved once per layer (names compared once, defaults filled in), so the
-// per-element function below is a switch. Throws Error(bad_input) like check_activation.
+// per-element function below is a switch. Throws Error(bad_input) for an activation the runtime
+// experts do not implement.
 enum class ActivationKind { silu, gelu, gelu_tanh, relu2, swigluoai };
 struct ResolvedActivation {
   ActivationKind kind = ActivationKind::silu;

@@ -2,18 +2,9 @@
 
 #include <cmath>
 
+#include "lib/core/splitmix64.h"
+
 namespace moepack::experts {
-
-namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 std::vector<float> seeded_normal(uint64_t seed, uint64_t count) {
   uint64_t state = seed;

@@ -57,14 +57,6 @@ std::string lower(std::string s) {
 }
 }  // namespace
 
-const std::vector<MoEActivation>& all_activations() {
-  static const std::vector<MoEActivation> all = [] {
-    std::vector<MoEActivation> v;
-    for (const auto& r : kActivationRows) v.push_back(r.act);
-    return v;
-  }();
-  return all;
-}
 
 std::string activation_value(MoEActivation a) { return row_of(a).value; }
 std::string activation_repr(MoEActivation a) { return std::string("MoEActivation.") + row_of(a).member; }
@@ -84,20 +76,7 @@ bool is_gated(MoEActivation a) {
 
 bool apply_moe_activation_supported(MoEActivation a) { return a != MoEActivation::RELU2; }
 
-const std::vector<RoutingMethodType>& all_routing_methods() {
-  static const std::vector<RoutingMethodType> all = [] {
-    std::vector<RoutingMethodType> v;
-    for (const auto& r : kRoutingRows) v.push_back(r.type);
-    return v;
-  }();
-  return all;
-}
 
-std::string routing_method_name(RoutingMethodType r) {
-  for (const auto& row : kRoutingRows)
-    if (row.type == r) return row.name;
-  return "Unspecified";
-}
 
 std::optional<RoutingMethodType> parse_routing_method(const std::string& name) {
   for (const auto& row : kRoutingRows)

@@ -24,7 +24,6 @@ enum class MoEActivation {
   RELU2_NO_MUL,
 };
 
-const std::vector<MoEActivation>& all_activations();
 // vLLM's value string ("silu", "swigluoai", "relu2_no_mul").
 std::string activation_value(MoEActivation a);
 // The enum member spelling Python prints for the activation ("MoEActivation.SILU").
@@ -53,8 +52,6 @@ enum class RoutingMethodType : int {
   Simulated = 102,
 };
 
-const std::vector<RoutingMethodType>& all_routing_methods();
-std::string routing_method_name(RoutingMethodType r);  // "RenormalizeNaive"
 std::optional<RoutingMethodType> parse_routing_method(const std::string& name);
 
 // vLLM's derivation of the routing method from a model's router settings

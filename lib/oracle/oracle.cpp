@@ -246,18 +246,7 @@ std::optional<Family> family_from_keys(const std::string& w, const std::string& 
   return std::nullopt;
 }
 
-const std::vector<Family>& all_families() {
-  static const std::vector<Family> v = [] {
-    std::vector<Family> out;
-    for (const FamilyDescriptor* d : family_descriptors()) out.push_back(d->family);
-    return out;
-  }();
-  return v;
-}
 
-std::string default_method_class(Family family, const std::string& quant_method, const std::string& model_type) {
-  return resolve_method_class(family_descriptor(family), quant_method, model_type);
-}
 
 std::string oracle_reference() { return "vllm e9d1398d9 (2026-08-22)"; }
 

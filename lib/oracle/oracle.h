@@ -34,7 +34,6 @@ std::optional<Family> parse_family(const std::string& name);
 // key: unquantized. OCP-MX FP6 weights belong to the MXFP4 method (emulation). nullopt: a key
 // that names no family.
 std::optional<Family> family_from_keys(const std::string& weight_key, const std::string& activation_key);
-const std::vector<Family>& all_families();
 
 // Everything the oracle needs to know about one MoE layer. A checkpoint reader fills it; the
 // `moepack plan --layer-json/--family ...` options fill it by hand.
@@ -53,8 +52,8 @@ struct MoeLayerQuery {
   std::string linear_quant_method;
   // vLLM's MoE method class (GptOssMxfp4MoEMethod, Mxfp4MoEMethod, QuarkOCP_MX_MoEMethod,
   // CompressedTensorsW4A4Mxfp4MoEMethod, ...). Leave it empty, as checkpoint readers do: the
-  // oracle resolves the class vLLM uses for (family, quant_method, model_type), see
-  // default_method_class(). Set by hand (`plan --method-class`, online methods) it is kept; a
+  // oracle resolves the class vLLM uses for (family, quant_method, model_type) from the
+  // family's method rows. Set by hand (`plan --method-class`, online methods) it is kept; a
   // class the family does not list gets the family's plain selection (MXFP4 refuses it).
   std::string method_class;
   // The checkpoint's weight and activation QuantKeys, as vLLM constant names ("kMxfp4Static").
@@ -166,10 +165,6 @@ Decision decide(const MoeLayerQuery& query, const Deployment& deployment);
 // checkpoint's negative dimension).
 std::optional<int> moe_wna16_group_size_div_factor(int hidden, int intermediate_per_partition, int group_size);
 
-// vLLM's MoE method class for a family and method name (the class a checkpoint of that kind
-// reaches, from the family's method rows); empty when the combination does not exist in vLLM.
-// The one place the class is resolved: readers report the quantization method, not the class.
-std::string default_method_class(Family family, const std::string& quant_method, const std::string& model_type);
 
 // A backend as `moepack targets` lists it: its family, vLLM enum member, experts classes in try
 // order, the --moe-backend names that reach it, and whether auto selection can pick it.

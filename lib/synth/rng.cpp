@@ -7,13 +7,6 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t derive_seed(uint64_t seed, std::string_view key) {
   uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a 64 offset basis
   for (unsigned char c : key) {

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <string_view>
 
+#include "lib/core/splitmix64.h"
+
 namespace moepack::synth {
 
-// SplitMix64 (Steele, Lea, Flood 2014): one 64-bit state, full period, good enough to seed.
-uint64_t splitmix64(uint64_t& state);
+// SplitMix64, good enough to seed (lib/core/splitmix64.h).
+using moepack::splitmix64;
 
 // A 64-bit seed for a named stream under a global seed: FNV-1a of the key, mixed with the seed
 // through SplitMix64. Streams of different keys are independent, so adding a tensor to a family

@@ -87,10 +87,9 @@ TEST(MalformedCorpus, HundredThousandTensorsParse) {
 }
 
 // The CLI pass: `moepack inspect` on the representative cases must exit 4 (or the case's code)
-// and name the file on stderr. Skipped until the subcommand exists; it then runs unchanged.
+// and name the file on stderr. A broken `inspect` fails here: it is never skipped.
 TEST(MalformedCorpus, InspectRefusesRepresentativeCases) {
-  if (!fs::exists(test::source_dir() + "/apps/moepack/inspect.cpp") || test::run_moepack({"inspect", "--help"}).exit_code != 0)
-    GTEST_SKIP() << "`moepack inspect` does not exist yet; this pass runs once it does";
+  ASSERT_EQ(test::run_moepack({"inspect", "--help"}).exit_code, 0) << "`moepack inspect --help` must work";
   test::TempDir dir;
   size_t run = 0;
   for (const CorpusCase& c : corpus()) {
