@@ -39,7 +39,11 @@ that depend on a stand-in say so in their `note`:
     the op returns.
   * flashinfer `interleave_moe_weights_for_sm90_mixed_gemm` (CUDA): identity; its output is NOT
     recorded.
-  * vLLM `_repack_marlin_experts` (gptq_marlin_repack, CUDA): returns None; not recorded.
+  * vLLM `_repack_marlin_experts` (gptq_marlin_repack, CUDA): returns None and the Marlin
+    weights are not recorded, unless `--marlin-ops BUILD_DIR` is given on a machine with CUDA:
+    then vLLM's gptq_marlin_repack.cu is compiled unchanged (as make_wna16_goldens.py does; that
+    script's vendor files are needed too) and `_repack_marlin_experts` runs for real, through
+    `_custom_ops.gptq_marlin_repack`, for both activation dtypes.
 
 Output: one safetensors file per layout family (inputs as [E, ...] tensors, every output as the
 flat bytes of its STORAGE, i.e. in data_ptr order, which is what the kernels read), with the
@@ -262,6 +266,10 @@ class MarlinInput:
     dtype = None  # None: 16-bit activations; torch.float8_e4m3fn: FP8 activations
 
 
+class MarlinOps:
+    loaded = None  # what load_marlin_ops built (the provenance), when the real repack runs
+
+
 def vllm_namespace(vendor: Path) -> dict:
     v = vendor / "vllm" / "vllm" / "model_executor" / "layers"
     ns = {"torch": torch, "Any": typing.Any, "Union": typing.Union, "Enum": Enum, "logger": QuietLogger(),
@@ -281,7 +289,13 @@ def vllm_namespace(vendor: Path) -> dict:
     exec_definitions(v / "quantization" / "utils" / "marlin_utils.py",
                      ["get_scale_perms", "marlin_permute_scales", "marlin_permute_bias"], marlin)
     marlin["get_marlin_input_dtype"] = lambda *a, **k: MarlinInput.dtype
-    marlin["_repack_marlin_experts"] = lambda *a, **k: None  # gptq_marlin_repack is a CUDA op
+    if MarlinOps.loaded:
+        # vLLM's own per-expert loop and its _custom_ops wrapper, over the compiled CUDA op.
+        custom = exec_definitions(vendor / "vllm" / "vllm" / "_custom_ops.py", ["gptq_marlin_repack"], {"torch": torch})
+        marlin["ops"] = types.SimpleNamespace(gptq_marlin_repack=custom["gptq_marlin_repack"])
+        exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py", ["_repack_marlin_experts"], marlin)
+    else:
+        marlin["_repack_marlin_experts"] = lambda *a, **k: None  # gptq_marlin_repack is a CUDA op
     exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py",
                      ["mxfp4_marlin_process_scales", "prepare_moe_mxfp4_layer_for_marlin"], marlin)
     stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp4",
@@ -602,14 +616,22 @@ def marlin_family(ns, gen, dev) -> Family:
     }
     for key in ("w13_weight_scale", "w13_bias", "w2_weight_scale", "w2_bias"):
         fam.add_input(f"moe/{key}", inputs[key])
+    if MarlinOps.loaded:
+        for key in ("w13_weight", "w2_weight"):
+            fam.add_input(f"moe/{key}", inputs[key])
     for act, dtype in (("16bit", None), ("fp8", torch.float8_e4m3fn)):
         MarlinInput.dtype = dtype
         PLATFORM.device = SM90
         t = {k: v.to(dev) for k, v in inputs.items()}
         layer = make_layer(**t)
-        _w13, _w2, s13, s2, b13, b2 = ns["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"](
+        w13, w2, s13, s2, b13, b2 = ns["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"](
             ns["Mxfp4MoeBackend"].MARLIN, layer, t["w13_weight"], t["w2_weight"], t["w13_weight_scale"],
             t["w2_weight_scale"], t["w13_bias"], t["w2_bias"])
+        if MarlinOps.loaded:
+            wid = f"vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit={1 if dtype is not None else 0},e9d1398d9)"
+            note = "vLLM's gptq_marlin_repack.cu compiled unchanged, run on " + torch.cuda.get_device_name()
+            fam.add_output(f"moe/marlin_{act}/w13_weight", w13, layout=wid, input_key="moe/w13_weight", note=note)
+            fam.add_output(f"moe/marlin_{act}/w2_weight", w2, layout=wid, input_key="moe/w2_weight", note=note)
         sid = f"vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act={act},e9d1398d9)"
         fam.add_output(f"moe/marlin_{act}/w13_weight_scale", s13, layout=sid, input_key="moe/w13_weight_scale")
         fam.add_output(f"moe/marlin_{act}/w2_weight_scale", s2, layout=sid, input_key="moe/w2_weight_scale")
@@ -626,18 +648,34 @@ def main():
     ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
     ap.add_argument("--out", type=Path, help="where the golden safetensors files go (omit for a dry run)")
     ap.add_argument("--families", default="triton,flashinfer,marlin")
+    ap.add_argument("--marlin-ops", type=Path, help="build vLLM's gptq_marlin_repack.cu here and record the Marlin weights (CUDA)")
     args = ap.parse_args()
+    if args.marlin_ops:
+        if not torch.cuda.is_available():
+            raise SystemExit("--marlin-ops needs CUDA: the repack is a CUDA kernel")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import make_wna16_goldens  # its vendor files: the Marlin .cu sources and _custom_ops.py
 
-    compat = load_triton_kernels(args.vendor)
+        MarlinOps.loaded = make_wna16_goldens.load_marlin_ops(args.vendor, args.marlin_ops)
+
+    families = args.families.split(",")
+    # The Marlin family runs vLLM code only: a vendor folder without triton_kernels and
+    # FlashInfer does for `--families marlin`.
+    compat = load_triton_kernels(args.vendor) if families != ["marlin"] else []
     ns = vllm_namespace(args.vendor)
-    install_flashinfer_stubs(flashinfer_namespace(args.vendor))
+    if families != ["marlin"]:
+        install_flashinfer_stubs(flashinfer_namespace(args.vendor))
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     provenance = {"triton_kernels": "v3.5.1", "vllm": "e9d1398d9", "flashinfer": "v0.6.17", "seed": SEED,
                   "torch": torch.__version__, "device": dev, "compat": compat}
+    if families == ["marlin"]:
+        provenance["loaded"] = "vLLM only (--families marlin: triton_kernels and FlashInfer are not loaded)"
+    if MarlinOps.loaded:
+        provenance["marlin_ops"] = MarlinOps.loaded
     builders = {"triton": triton_family, "flashinfer": flashinfer_family, "marlin": marlin_family}
     summary = {"provenance": provenance, "families": {}}
     failed = False
-    for name in args.families.split(","):
+    for name in families:
         gen = torch.Generator().manual_seed(SEED)
         try:
             fam = builders[name](ns, gen, dev)
