@@ -82,38 +82,68 @@ namespace {
 // So one tile reads 32 bytes of two rows and writes 64 contiguous bytes; a tile past the end of
 // the canonical rows or bytes reads zeros there (the padding, whose twiddle is zero).
 
-// Portable bulk path: the per-slot tables, with the bounds hoisted out of the full tiles.
+// The pack tiles of one expert in storage order, each with its two source rows: a tile past the
+// end of the canonical rows or bytes reads zeros there (the padding, whose twiddle is zero), from
+// a zero row or a zero-filled copy of the row's tail. Shared by the portable and AVX2 paths
+// (a plain class, so an AVX2 function can drive it without a lambda, which would not inherit
+// its target).
+class PackTiles {
+ public:
+  explicit PackTiles(const TensorView& canonical)
+      : q_(canonical.bytes.data()),
+        rows_(canonical.shape[0]),
+        bytes_(canonical.shape[1]),
+        prows_(round_up(rows_, TritonHopperMXValueLayout::kRowAlign)),
+        pbytes_(round_up(bytes_, TritonHopperMXValueLayout::kByteAlign)) {}
+  // The next tile: its rows A (n) and B (n + 8), 32 bytes each, and where its 64 stored bytes go.
+  bool next(const uint8_t*& a, const uint8_t*& b, uint64_t& out_offset) {
+    if (m0_ == prows_ / 16) return false;
+    const uint64_t n = 16 * m0_ + 2 * t0_ + s0_, b0 = 32 * k0_;
+    const uint64_t valid = std::min<uint64_t>(32, bytes_ - b0);
+    a = row(n, b0, valid, a_tail_);
+    b = row(n + 8, b0, valid, b_tail_);
+    out_offset = (4 * m0_ + t0_) * pbytes_ * 4 + 128 * k0_ + 64 * s0_;
+    // The next (m0, t0, k0, s0), s0 fastest.
+    if (++s0_ < 2) return true;
+    s0_ = 0;
+    if (++k0_ < pbytes_ / 32) return true;
+    k0_ = 0;
+    if (++t0_ < 4) return true;
+    t0_ = 0;
+    ++m0_;
+    return true;
+  }
+
+ private:
+  const uint8_t* row(uint64_t r, uint64_t b0, uint64_t valid, uint8_t* tail) const {
+    if (r >= rows_) return zeros_;
+    if (valid == 32) return q_ + r * bytes_ + b0;
+    std::memset(tail, 0, 32);
+    std::memcpy(tail, q_ + r * bytes_ + b0, static_cast<size_t>(valid));
+    return tail;
+  }
+  const uint8_t* q_;
+  uint64_t rows_, bytes_, prows_, pbytes_;
+  uint64_t m0_ = 0, t0_ = 0, k0_ = 0, s0_ = 0;
+  alignas(32) uint8_t zeros_[32] = {};
+  alignas(32) uint8_t a_tail_[32], b_tail_[32];
+};
+
+// Portable bulk path: the per-slot tables, tile by tile.
 void pack_portable_impl(const TensorView& canonical, std::span<uint8_t> packed) {
-  using L = TritonHopperMXValueLayout;
-  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
-  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
-  const uint8_t* q = canonical.bytes.data();
   const TwiddleTables& t = twiddle_tables();
-  uint8_t zeros[32] = {};
-  uint8_t a_tail[32], b_tail[32];
-  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
-    for (uint64_t t0 = 0; t0 < 4; ++t0)
-      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0)
-        for (uint64_t s0 = 0; s0 < 2; ++s0) {
-          const uint64_t n = 16 * m0 + 2 * t0 + s0, b0 = 32 * k0;
-          const uint64_t valid = std::min<uint64_t>(32, bytes - b0);
-          auto row = [&](uint64_t r, uint8_t* tail) -> const uint8_t* {
-            if (r >= rows) return zeros;
-            if (valid == 32) return q + r * bytes + b0;
-            std::memset(tail, 0, 32);
-            std::memcpy(tail, q + r * bytes + b0, static_cast<size_t>(valid));
-            return tail;
-          };
-          const uint8_t* A = row(n, a_tail);
-          const uint8_t* B = row(n + 8, b_tail);
-          uint8_t* out = packed.data() + (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0;
-          for (int t1 = 0; t1 < 4; ++t1)
-            for (int kt = 0; kt < 4; ++kt, out += 4) {
-              const int i = 8 * kt + t1;
-              const uint32_t word = t.by_slot[0][A[i]] | t.by_slot[1][B[i]] | t.by_slot[2][A[i + 4]] | t.by_slot[3][B[i + 4]];
-              std::memcpy(out, &word, 4);  // little-endian storage (index_map.h asserts the host is)
-            }
-        }
+  PackTiles tiles(canonical);
+  const uint8_t *A = nullptr, *B = nullptr;
+  uint64_t offset = 0;
+  while (tiles.next(A, B, offset)) {
+    uint8_t* out = packed.data() + offset;
+    for (int t1 = 0; t1 < 4; ++t1)
+      for (int kt = 0; kt < 4; ++kt, out += 4) {
+        const int i = 8 * kt + t1;
+        const uint32_t word = t.by_slot[0][A[i]] | t.by_slot[1][B[i]] | t.by_slot[2][A[i + 4]] | t.by_slot[3][B[i + 4]];
+        std::memcpy(out, &word, 4);  // little-endian storage (index_map.h asserts the host is)
+      }
+  }
 }
 
 // The inverse of pack_portable_impl, tile by tile: each stored word gives back the four bytes
@@ -238,10 +268,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_avx512
 // (the slot's contribution to a lane's byte 0 and byte 1, from the same tables as the VBMI path)
 // give its bits, ORed over the four slots.
 __attribute__((target("avx2"))) void pack_avx2_impl(const TensorView& canonical, std::span<uint8_t> packed) {
-  using L = TritonHopperMXValueLayout;
-  const uint64_t rows = canonical.shape[0], bytes = canonical.shape[1];
-  const uint64_t prows = round_up(rows, L::kRowAlign), pbytes = round_up(bytes, L::kByteAlign), out_cols = pbytes * 4;
-  const uint8_t* q = canonical.bytes.data();
   const SimdTables& st = simd_tables();
   __m256i lookup_byte0[4], lookup_byte1[4];
   for (int s = 0; s < 4; ++s) {
@@ -265,37 +291,26 @@ __attribute__((target("avx2"))) void pack_avx2_impl(const TensorView& canonical,
   const __m256i high_lane = _mm256_load_si256(reinterpret_cast<const __m256i*>(high_positions));
   const __m256i odd_byte = _mm256_load_si256(reinterpret_cast<const __m256i*>(odd_positions));
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  alignas(32) uint8_t zeros[32] = {};
-  alignas(32) uint8_t a_tail[32], b_tail[32];
-  for (uint64_t m0 = 0; m0 < prows / 16; ++m0)
-    for (uint64_t t0 = 0; t0 < 4; ++t0)
-      for (uint64_t k0 = 0; k0 < pbytes / 32; ++k0)
-        for (uint64_t s0 = 0; s0 < 2; ++s0) {
-          const uint64_t n = 16 * m0 + 2 * t0 + s0, b0 = 32 * k0;
-          const uint64_t valid = std::min<uint64_t>(32, bytes - b0);
-          auto row = [&](uint64_t r, uint8_t* tail) -> const uint8_t* {
-            if (r >= rows) return zeros;
-            if (valid == 32) return q + r * bytes + b0;
-            std::memset(tail, 0, 32);
-            std::memcpy(tail, q + r * bytes + b0, static_cast<size_t>(valid));
-            return tail;
-          };
-          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(n, a_tail)));
-          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(n + 8, b_tail)));
-          // Slots: A[i], B[i], A[i + 4], B[i + 4]; i + 4 is the odd dword of i's.
-          const __m256i slot_source[4] = {_mm256_permutevar8x32_epi32(a, even_dwords), _mm256_permutevar8x32_epi32(b, even_dwords),
-                                          _mm256_permutevar8x32_epi32(a, odd_dwords), _mm256_permutevar8x32_epi32(b, odd_dwords)};
-          uint8_t* out = packed.data() + (4 * m0 + t0) * out_cols + 128 * k0 + 64 * s0;
-          for (int r = 0; r < 2; ++r) {
-            __m256i word = _mm256_setzero_si256();
-            for (int s = 0; s < 4; ++s) {
-              const __m256i x = _mm256_shuffle_epi8(slot_source[s], select[r]);
-              const __m256i nib = _mm256_and_si256(_mm256_blendv_epi8(x, _mm256_srli_epi16(x, 4), high_lane), low4);
-              word = _mm256_or_si256(word, _mm256_blendv_epi8(_mm256_shuffle_epi8(lookup_byte0[s], nib), _mm256_shuffle_epi8(lookup_byte1[s], nib), odd_byte));
-            }
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * r), word);
-          }
-        }
+  PackTiles tiles(canonical);
+  const uint8_t *row_a = nullptr, *row_b = nullptr;
+  uint64_t offset = 0;
+  while (tiles.next(row_a, row_b, offset)) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_a));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_b));
+    // Slots: A[i], B[i], A[i + 4], B[i + 4]; i + 4 is the odd dword of i's.
+    const __m256i slot_source[4] = {_mm256_permutevar8x32_epi32(a, even_dwords), _mm256_permutevar8x32_epi32(b, even_dwords),
+                                    _mm256_permutevar8x32_epi32(a, odd_dwords), _mm256_permutevar8x32_epi32(b, odd_dwords)};
+    uint8_t* out = packed.data() + offset;
+    for (int r = 0; r < 2; ++r) {
+      __m256i word = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i x = _mm256_shuffle_epi8(slot_source[s], select[r]);
+        const __m256i nib = _mm256_and_si256(_mm256_blendv_epi8(x, _mm256_srli_epi16(x, 4), high_lane), low4);
+        word = _mm256_or_si256(word, _mm256_blendv_epi8(_mm256_shuffle_epi8(lookup_byte0[s], nib), _mm256_shuffle_epi8(lookup_byte1[s], nib), odd_byte));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * r), word);
+    }
+  }
 }
 
 bool cpu_has_avx2() {

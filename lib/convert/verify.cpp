@@ -94,6 +94,17 @@ artifact::Golden golden_header(const artifact::Manifest& m, const std::string& m
   return pinned;
 }
 
+// A layer's verdict before anything is compared: what the manifest says the layer is.
+LayerVerdict verdict_for(const artifact::Layer& L) {
+  LayerVerdict v;
+  v.prefix = L.prefix;
+  v.family = L.family;
+  v.backend = L.backend;
+  v.ranks = L.ranks.size();
+  v.tolerance = verify_tolerance(L);
+  return v;
+}
+
 void fail(LayerVerdict& v, const std::string& why) {
   v.ok = false;
   v.note = why;
@@ -141,12 +152,7 @@ void compare_with_golden(const artifact::Golden& golden, const artifact::GoldenT
 LayerVerdict verify_layer(const VerifyOptions& o, const artifact::Manifest& m, size_t li, ArtifactRuntime& runtime,
                           const ckpt::Checkpoint* source, const std::optional<artifact::Golden>& golden, artifact::Golden& pinned, int threads) {
   const artifact::Layer& L = m.layers[li];
-  LayerVerdict v;
-  v.prefix = L.prefix;
-  v.family = L.family;
-  v.backend = L.backend;
-  v.ranks = L.ranks.size();
-  v.tolerance = verify_tolerance(L);
+  LayerVerdict v = verdict_for(L);
   for (const auto& rank : L.ranks)
     for (const auto& [role, t] : rank.tensors) pinned.tensor_hashes[tensor_hash_key(t, rank, L.ranks.size())] = t.xxh3;
   if (auto why = runtime.cannot_run(li)) {
@@ -299,12 +305,7 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
       report.layers.push_back(std::move(*verdicts[li]));
       continue;
     }
-    LayerVerdict v;
-    v.prefix = L.prefix;
-    v.family = L.family;
-    v.backend = L.backend;
-    v.ranks = L.ranks.size();
-    v.tolerance = verify_tolerance(L);
+    LayerVerdict v = verdict_for(L);
     v.run = false;
     v.note = "not run: quick mode (--layers " + std::to_string(*o.sample_layers) + " of " + std::to_string(m.layers.size()) + "); its tensors' hashes were checked";
     for (const auto& rank : L.ranks)
