@@ -265,10 +265,11 @@ std::vector<float> fp8_weight_values(const std::map<std::string, OwnedTensor>& t
 }
 
 // The float weights of one expert from its canonical tensors (keyed by role); `g13`, `g2`
-// multiply every value (NVFP4's second level).
-ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
+// multiply every value (NVFP4's second level). Weights decoded by rows (MX, NVFP4, floats) take
+// their weight and block-scale tensors out of `t` instead of copying them.
+ex::ExpertMatrices matrices_from(std::map<std::string, OwnedTensor>& t, ex::WeightFormat format, uint64_t n13, uint64_t hidden, uint64_t inter,
                                  const std::string& where, float g13 = 1.0f, float g2 = 1.0f, uint64_t fp8_block = 0, bool marlin_scales = false) {
-  auto get = [&](const std::string& role) -> const OwnedTensor* {
+  auto get = [&](const std::string& role) -> OwnedTensor* {
     auto it = t.find(role);
     if (it == t.end()) it = t.find(role + "_packed");  // compressed-tensors' name before vLLM renames it
     return it == t.end() ? nullptr : &it->second;
@@ -291,17 +292,17 @@ ex::ExpertMatrices matrices_from(const std::map<std::string, OwnedTensor>& t, ex
     m.w2 = w4a8_weight_values(t, "w2_", hidden, inter, where);
     return m;
   }
-  const OwnedTensor* w13 = get("w13_weight");
-  const OwnedTensor* w2 = get("w2_weight");
+  OwnedTensor* w13 = get("w13_weight");
+  OwnedTensor* w2 = get("w2_weight");
   if (!w13 || !w2) throw_bad_input(where, "", "w13_weight and w2_weight are needed to run the experts");
   const bool scaled = ex::format_info(format).block != 0;
-  const OwnedTensor* s13 = scaled ? get("w13_weight_scale") : nullptr;
-  const OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
+  OwnedTensor* s13 = scaled ? get("w13_weight_scale") : nullptr;
+  OwnedTensor* s2 = scaled ? get("w2_weight_scale") : nullptr;
   if (scaled && (!s13 || !s2)) throw_bad_input(where, "", "block scales are needed to run " + std::string(ex::format_info(format).name) + " experts");
   // Decoded a block of rows at a time by the experts' dot products (never whole in float).
-  auto scale_of = [](const OwnedTensor* s) { return s ? std::optional<OwnedTensor>(*s) : std::nullopt; };
-  m.w13_rows = std::make_shared<const ex::RowDequantizer>(format, *w13, scale_of(s13), n13, hidden, g13);
-  m.w2_rows = std::make_shared<const ex::RowDequantizer>(format, *w2, scale_of(s2), hidden, inter, g2);
+  auto scale_of = [](OwnedTensor* s) { return s ? std::optional<OwnedTensor>(std::move(*s)) : std::nullopt; };
+  m.w13_rows = std::make_shared<const ex::RowDequantizer>(format, std::move(*w13), scale_of(s13), n13, hidden, g13);
+  m.w2_rows = std::make_shared<const ex::RowDequantizer>(format, std::move(*w2), scale_of(s2), hidden, inter, g2);
   return m;
 }
 
