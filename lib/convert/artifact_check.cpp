@@ -273,11 +273,6 @@ void ArtifactHashPass::finish(ArtifactCheck& out, int threads) {
 
 namespace {
 
-void check_integrity(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, const HashedBytes& hashed, int threads) {
-  ArtifactHashPass pass(artifact_dir, m, hashed);
-  pass.finish(out, threads);
-}
-
 // One expert's slab against the source's loaded param: the slab must be exactly what the layout
 // packs from it, padding included (the bulk pack paths make this the fast direction; an
 // unpack-and-compare would accept any padding). On a difference the slab is unpacked to say
@@ -308,7 +303,7 @@ std::optional<std::string> compare_slab(const packers::Layout& layout, const Own
 
 ArtifactCheck check_artifact_integrity(const std::string& artifact_dir) {
   ArtifactCheck out;
-  check_integrity(artifact_dir, read_artifact_manifest(artifact_dir), out, {}, thread_count(0));
+  check_artifact_files(artifact_dir, read_artifact_manifest(artifact_dir), out, thread_count(0));
   return out;
 }
 
@@ -322,13 +317,15 @@ ArtifactCheck check_artifact(const std::string& artifact_dir, const ckpt::Checkp
   // Every layer, size and tensor entry must be what converting this source gives, before the
   // source's params are compared with the artifact's bytes.
   validate_artifact_against_source(m, manifest_path_of(artifact_dir), ck, ck.path);
-  check_artifact_files(artifact_dir, m, out, thread_count(0));
-  for (size_t i = 0; i < m.layers.size(); ++i) check_layer_against_source(artifact_dir, m, i, ck, out, thread_count(0));
+  const int threads = thread_count(0);
+  check_artifact_files(artifact_dir, m, out, threads);
+  for (size_t i = 0; i < m.layers.size(); ++i) check_layer_against_source(artifact_dir, m, i, ck, out, threads);
   return out;
 }
 
 void check_artifact_files(const std::string& artifact_dir, const artifact::Manifest& m, ArtifactCheck& out, int threads, const HashedBytes& hashed) {
-  check_integrity(artifact_dir, m, out, hashed, threads);
+  ArtifactHashPass pass(artifact_dir, m, hashed);
+  pass.finish(out, threads);  // no layer to go ahead of: the whole pass at once
 }
 
 void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& ck,
