@@ -1,9 +1,11 @@
 // `moepack convert CKPT --target D -o OUT`: plans (lib/convert/plan), checks values
 // (lib/convert/bad_values), then streams the artifact through a staging directory
-// (lib/convert/executor, staging). Parsing and printing only; the --dry-run --json document is
+// (lib/convert/executor, staging). `--target A,B,C` plans every device first (any refusal
+// before a write), then writes OUT/A, OUT/B, OUT/C in one pass over the source. Parsing and printing only; the --dry-run --json document is
 // lib/report's.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -83,7 +85,7 @@ void print_dry_run(const convert::ConversionPlan& plan, const std::vector<conver
 
 // vLLM runs these layers, so convert converts them too; it says once per hazard which layers
 // hit it (the layers of a real model all do alike).
-void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const oracle::Deployment& deployment) {
+void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const oracle::Deployment& deployment, const std::string& device_label) {
   std::vector<std::pair<oracle::Hazard, std::vector<std::string>>> hazards;  // hazard -> layer prefixes, in order
   for (const auto& layer : decisions)
     for (const auto& hazard : oracle::find_hazards(layer.decision, deployment)) {
@@ -95,35 +97,131 @@ void warn_of_hazards(const std::vector<convert::LayerDecision>& decisions, const
   for (const auto& [hazard, prefixes] : hazards) {
     const std::string where =
         prefixes.size() == 1 ? prefixes.front() : std::to_string(prefixes.size()) + " layers " + prefixes.front() + " .. " + prefixes.back();
-    std::cerr << "moepack: warning: " << where << ": known kernel defect " << hazard.id << ": " << hazard.effect << " (seen: " << hazard.seen
+    std::cerr << "moepack: warning: " << device_label << where << ": known kernel defect " << hazard.id << ": " << hazard.effect << " (seen: " << hazard.seen
               << ")\n";
   }
 }
 
+// One artifact convert writes: its device, its plan, and where it goes.
+struct TargetConversion {
+  std::string name;    // the device as named on the command line (the artifact's directory with several)
+  std::string output;  // OUT, or OUT/<name> with several targets
+  oracle::Deployment deployment;
+  convert::ConversionPlan plan;
+};
+
+// Plans one target's conversion. With several targets a refusal names the device.
+TargetConversion plan_target(const ConvertOptions& o, const std::string& name, bool several, const ckpt::Checkpoint& checkpoint,
+                             const ckpt::CheckpointLocation& where) {
+  TargetConversion t;
+  t.name = name;
+  t.output = several ? o.output + "/" + name : o.output;
+  DeploymentOptions flags = o.deployment;
+  flags.target = name;
+  t.deployment = build_deployment(flags);
+  try {
+    auto decisions = convert::decide_layers(checkpoint, t.deployment);
+    warn_of_hazards(decisions, t.deployment, several ? name + ": " : "");
+    convert::ConvertRequest request;
+    if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
+    request.target_json = convert::target_json(t.deployment);
+    t.plan = convert::build_conversion_plan(checkpoint, decisions, request);
+  } catch (const Error& e) {
+    if (!several) throw;
+    throw Error(e.kind(), "--target " + name + ": " + e.what());
+  }
+  t.plan.source_model_id = where.model_id;
+  t.plan.source_revision = where.revision;
+  t.plan.source_commit = where.commit;
+  return t;
+}
+
+// The devices of --target: one, or a comma list (each its own artifact under OUT). `all` is
+// plan's question; a conversion names the devices it prepares.
+std::vector<std::string> devices_to_convert(const std::string& target) {
+  if (!names_several_targets(target)) return {target};
+  if (target == "all")
+    throw Error(ErrorKind::usage, "convert writes the devices it is given: name them (--target sm90,sm100,cpu-amx); `moepack plan CKPT --target all` shows which devices run this checkpoint");
+  return target_names(target);
+}
+
+void print_summary(const ConvertOptions& o, const std::vector<TargetConversion>& targets, const std::vector<artifact::Manifest>& manifests,
+                   bool several, double seconds) {
+  auto bytes_of = [](const artifact::Manifest& m) {
+    uint64_t bytes = 0;
+    for (const auto& f : m.files) bytes += f.bytes;
+    return bytes;
+  };
+  if (o.json) {
+    auto summary = [&](size_t i) {
+      return nlohmann::ordered_json{{"output", targets[i].output}, {"files", manifests[i].files.size()}, {"bytes", bytes_of(manifests[i])},
+                                    {"layers", manifests[i].layers.size()}};
+    };
+    nlohmann::ordered_json j;
+    if (!several) {
+      j = summary(0);
+    } else {
+      j = {{"output", o.output}, {"artifacts", nlohmann::ordered_json::array()}};
+      for (size_t i = 0; i < targets.size(); ++i) {
+        nlohmann::ordered_json a = {{"device", targets[i].name}};
+        a.update(summary(i));
+        j["artifacts"].push_back(std::move(a));
+      }
+    }
+    j["seconds"] = seconds;
+    std::cout << safe_json_text(j) << std::endl;
+    return;
+  }
+  if (global_flags().quiet) return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    total += bytes_of(manifests[i]);
+    std::cerr << "moepack: wrote " << targets[i].output << ": " << manifests[i].layers.size() << " MoE layers, " << manifests[i].files.size() << " files, "
+              << human_bytes(bytes_of(manifests[i])) << (several ? "\n" : "");
+  }
+  std::cerr << (several ? "moepack: " + std::to_string(targets.size()) + " artifacts, " + human_bytes(total) : std::string()) << " in " << std::fixed
+            << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s ("
+            << human_bytes(seconds > 0 ? static_cast<uint64_t>(static_cast<double>(total) / seconds) : 0) << "/s)\n";
+}
+
 void run_convert(const ConvertOptions& o) {
   global_flags().json = o.json;
-  if (names_several_targets(o.deployment.target))
-    throw Error(ErrorKind::usage, "convert writes one target per run (--target `" + o.deployment.target +
-                                      "` names several); run it once per device (plan takes a list or `all`)");
-  oracle::Deployment deployment = build_deployment(o.deployment);
+  const std::vector<std::string> names = devices_to_convert(o.deployment.target);
+  const bool several = names.size() > 1;
   uint64_t max_shard = parse_size(o.max_shard_size);
+  for (const auto& name : names) {  // unknown devices and bad flags are usage errors before anything is read
+    DeploymentOptions flags = o.deployment;
+    flags.target = name;
+    build_deployment(flags);
+  }
   const ckpt::CheckpointLocation where = ckpt::locate_checkpoint(o.checkpoint);
   ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(where.path);
-  auto decisions = convert::decide_layers(checkpoint, deployment);
-  warn_of_hazards(decisions, deployment);
-  convert::ConvertRequest request;
-  if (o.deployment.tp_rank >= 0) request.only_rank = o.deployment.tp_rank;
-  request.target_json = convert::target_json(deployment);
-  convert::ConversionPlan plan = convert::build_conversion_plan(checkpoint, decisions, request);
-  plan.source_model_id = where.model_id;
-  plan.source_revision = where.revision;
-  plan.source_commit = where.commit;
-  if (plan.layers.empty()) std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
+  // Every device is planned (and any refusal raised) before anything is written.
+  std::vector<TargetConversion> targets;
+  for (const auto& name : names) targets.push_back(plan_target(o, name, several, checkpoint, where));
+  if (targets.front().plan.layers.empty())
+    std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
 
   if (o.dry_run) {
-    auto shards = convert::assign_shards(plan, max_shard);
-    if (o.json) std::cout << safe_json_text(report::dry_run_json(plan, shards)) << std::endl;
-    else print_dry_run(plan, shards);
+    if (o.json) {
+      nlohmann::ordered_json j;
+      if (!several) {
+        j = report::dry_run_json(targets[0].plan, convert::assign_shards(targets[0].plan, max_shard));
+      } else {
+        j = {{"dry_run", true}, {"output", o.output}, {"artifacts", nlohmann::ordered_json::array()}};
+        for (const auto& t : targets) {
+          nlohmann::ordered_json a = {{"device", t.name}, {"output", t.output}};
+          a.update(report::dry_run_json(t.plan, convert::assign_shards(t.plan, max_shard)));
+          j["artifacts"].push_back(std::move(a));
+        }
+      }
+      std::cout << safe_json_text(j) << std::endl;
+    } else {
+      for (const auto& t : targets) {
+        if (several) std::cout << (&t == &targets.front() ? "" : "\n") << "== " << t.name << " -> " << t.output << "\n";
+        print_dry_run(t.plan, convert::assign_shards(t.plan, max_shard));
+      }
+    }
     return;
   }
 
@@ -131,33 +229,30 @@ void run_convert(const ConvertOptions& o) {
 
   install_cancel_signal_handlers();
   auto start = std::chrono::steady_clock::now();
+  // With several targets OUT is staged whole (OUT.tmp/<device>/...) and appears complete or not at all.
   convert::StagingDirectory staging(o.output, o.force);
+  std::vector<convert::PlannedArtifact> artifacts;
+  for (const auto& t : targets) {
+    const std::string dir = several ? staging.file(t.name) : staging.path();
+    std::error_code ec;
+    if (several && !std::filesystem::create_directory(dir, ec)) throw_io(dir, "cannot create: " + ec.message(), ec.value());
+    artifacts.push_back({&t.plan, dir, several ? t.name : ""});
+  }
   convert::ExecutorOptions exec;
   exec.threads = o.threads;
   exec.max_shard_bytes = max_shard;
   exec.show_progress = progress_wanted(global_flags().quiet, global_flags().progress);
-  artifact::Manifest manifest = convert::execute_plan(plan, staging.path(), exec);
+  const std::vector<artifact::Manifest> manifests = convert::execute_plans(artifacts, exec);
   staging.commit();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  uint64_t bytes = 0;
-  for (const auto& f : manifest.files) bytes += f.bytes;
-  if (o.json) {
-    nlohmann::ordered_json j = {{"output", o.output}, {"files", manifest.files.size()}, {"bytes", bytes},
-                                {"layers", manifest.layers.size()}, {"seconds", seconds}};
-    std::cout << safe_json_text(j) << std::endl;
-  } else if (!global_flags().quiet) {
-    std::cerr << "moepack: wrote " << o.output << ": " << manifest.layers.size() << " MoE layers, " << manifest.files.size()
-              << " files, " << human_bytes(bytes) << " in " << std::fixed << std::setprecision(seconds < 10 ? 2 : 1) << seconds << " s ("
-              << human_bytes(seconds > 0 ? static_cast<uint64_t>(static_cast<double>(bytes) / seconds) : 0) << "/s)\n";
-  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print_summary(o, targets, manifests, several, seconds);
 }
 
 CommandRegistration registration(40, [](CLI::App& app) {
   auto opts = std::make_shared<ConvertOptions>();
   CLI::App* sub = app.add_subcommand("convert", "Write the prepacked artifact of a checkpoint for a target deployment");
   sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])")->required();
-  sub->add_option("-o,--output", opts->output, "Output directory (written as OUT.tmp, renamed when complete)")->required();
+  sub->add_option("-o,--output", opts->output, "Output directory (written as OUT.tmp, renamed when complete); with several targets, one artifact per device in OUT/<device>")->required();
   add_deployment_flags(*sub, opts->deployment, true);
   sub->add_option("--threads", opts->threads, "Worker threads (default: the CPUs this process may use); the output does not depend on it")->check(CLI::Range(0, 1 << 16).description(""));
   sub->add_flag("--dry-run", opts->dry_run, "Print the tensors, sizes, layouts and files that would be written; write nothing");

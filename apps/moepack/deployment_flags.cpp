@@ -10,7 +10,7 @@ namespace moepack::cli {
 void add_deployment_flags(CLI::App& app, DeploymentOptions& o, bool with_tp_rank) {
   app.add_option("--target", o.target,
                  "Target device: sm70 sm75 sm80 sm86 sm89 sm90 sm100 sm103 sm110 sm120 sm121, gfx942 gfx950 gfx1250, "
-                 "cpu-amx, cpu-avx512, cpu-arm, xpu, or host; plan also takes a comma list or `all`")
+                 "cpu-amx, cpu-avx512, cpu-arm, xpu, or host; plan also takes a comma list or `all`, convert a comma list (one artifact each)")
       ->required();
   app.add_option("--tp", o.tp, "Tensor-parallel size")->capture_default_str();
   if (with_tp_rank) app.add_option("--tp-rank", o.tp_rank, "Only this tensor-parallel rank (default: all ranks)");

@@ -216,17 +216,28 @@ artifact::FileEntry write_index(const std::string& staging_dir, const std::strin
   return hash_file(path, file_name);
 }
 
+// The threads every tensor's pipeline runs on, and the buffers the pipelines fill: one set for
+// the whole run, each buffer kept at the largest size it was given, so that the buffers follow
+// the largest slab, not the number of tensors or artifacts written, and are not allocated again
+// for every tensor.
+struct Workers {
+  tbb::task_arena& arena;
+  int threads = 1;
+  std::vector<std::vector<uint8_t>> buffers;
+};
+
 // Items 0..count-1 through a bounded pipeline: `fill(i, buffer)` runs in parallel, `drain(i,
 // buffer)` on one thread in item order, so what is written does not depend on the thread count.
-// At most 2 x threads buffers are alive, each reused without clearing (`fill` sizes and writes
+// At most 2 x threads buffers are in use, each reused without clearing (`fill` sizes and writes
 // it whole); `next_item(i)` runs in order before item i is handed out (cancellation, checks).
 // With one thread the stages simply alternate.
 template <class NextItem, class Fill, class Drain>
-void ordered_pipeline(tbb::task_arena& arena, int threads, uint64_t count, NextItem next_item, Fill fill, Drain drain) {
-  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, threads) * 2, std::max<uint64_t>(count, 1)));
-  std::vector<std::vector<uint8_t>> pool(tokens);
+void ordered_pipeline(Workers& workers, uint64_t count, NextItem next_item, Fill fill, Drain drain) {
+  tbb::task_arena& arena = workers.arena;
+  const size_t tokens = static_cast<size_t>(std::min<uint64_t>(std::max(1, workers.threads) * 2, std::max<uint64_t>(count, 1)));
+  if (workers.buffers.size() < tokens) workers.buffers.resize(tokens);
   std::vector<std::vector<uint8_t>*> free_buffers;
-  for (auto& buffer : pool) free_buffers.push_back(&buffer);
+  for (size_t i = 0; i < tokens; ++i) free_buffers.push_back(&workers.buffers[i]);
   std::mutex pool_mutex;
   struct Item {
     uint64_t index;
@@ -263,11 +274,11 @@ void ordered_pipeline(tbb::task_arena& arena, int threads, uint64_t count, NextI
 
 // One packed tensor: experts packed in parallel into slabs (a packer writes every byte of its
 // slab, padding included), written in expert order by the stage that also hashes them.
-void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena& arena, int threads, ByteProgress& progress,
+void write_packed(const PackedTensorPlan& t, st::Writer& writer, Workers& workers, ByteProgress& progress,
                   std::string& xxh3_out) {
   Xxh3Stream hash;
   ordered_pipeline(
-      arena, threads, t.num_experts, [](uint64_t) { throw_if_cancelled(); },
+      workers, t.num_experts, [](uint64_t) { throw_if_cancelled(); },
       [&](uint64_t expert, std::vector<uint8_t>& slab) {
         slab.resize(static_cast<size_t>(t.slab_bytes));  // no-op after the first use
         t.produce(expert, slab);
@@ -285,8 +296,8 @@ void write_packed(const PackedTensorPlan& t, st::Writer& writer, tbb::task_arena
 // this copy the range, for the source shard, while each piece is in cache. The source must not
 // have changed since its header was validated (a truncated shard is an I/O error, not a short
 // copy): checked before every piece.
-void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, tbb::task_arena& arena,
-                       int threads, ByteProgress& progress) {
+void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Writer& writer, SourceHasher& source_hashes, Workers& workers,
+                       ByteProgress& progress) {
   const st::File& file = *p.source.file;
   file.mapping().check_unchanged();
   const uint64_t length = p.source.info->num_bytes();
@@ -301,7 +312,7 @@ void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Write
   if (claim.segment != SourceHasher::kNotTaken) also = [&](std::span<const uint8_t> bytes) { source_hashes.feed(claim.segment, bytes); };
   const uint64_t pieces = (length + kCopyChunkBytes - 1) / kCopyChunkBytes;
   ordered_pipeline(
-      arena, threads, pieces,
+      workers, pieces,
       [&](uint64_t) {
         throw_if_cancelled();
         file.mapping().check_unchanged();
@@ -421,49 +432,74 @@ struct IndexMaps {
   std::map<int, uint64_t> rank_bytes;
 };
 
-// Writes every shard of the layout: pass-through tensors copied, packed tensors produced expert
-// by expert (their manifest entries filled as they go), one file entry per shard.
-IndexMaps write_shards(const ConversionPlan& plan, const Layout& layout, const std::string& staging_dir, ManifestSkeleton& skeleton, tbb::task_arena& arena,
-                       int threads, SourceHasher& source_hashes, const std::unordered_map<const st::File*, size_t>& file_index, ByteProgress& progress) {
-  IndexMaps maps;
-  // A layer is done when the last of its packed tensors is written. With one rank the layers
-  // come in module-path order, one after the other; with several, each rank's files hold every layer
-  // again, and a layer is done in the last rank's.
-  std::unordered_map<const PackedTensorPlan*, size_t> layer_of;
-  std::vector<size_t> tensors_left(plan.layers.size(), 0);
-  for (size_t li = 0; li < plan.layers.size(); ++li)
-    for (const auto& r : plan.layers[li].ranks)
-      for (const auto& t : r.tensors) {
-        layer_of[&t] = li;
-        ++tensors_left[li];
-      }
-  for (size_t s = 0; s < layout.shards.size(); ++s) {
-    const ShardAssignment& shard = layout.shards[s];
-    std::vector<st::TensorSpec> specs;
-    for (const TensorEntry* e : layout.shard_entries[s]) specs.push_back({e->name, e->dtype, e->shape});
-    st::Writer writer(staging_dir + "/" + shard.file_name, specs, {{"format", "pt"}}, st::Durability::deferred);
-    for (const TensorEntry* e : layout.shard_entries[s]) {
-      if (e->pass_through) {
-        progress.set_activity("copying " + e->name);
-        auto file = file_index.find(e->pass_through->source.file);
-        copy_pass_through(*e->pass_through, file == file_index.end() ? SourceHasher::kNotTaken : file->second, writer, source_hashes, arena, threads,
-                          progress);
-      } else {
-        artifact::PackedTensor& pt = skeleton.entry(e->packed);
-        pt.file = shard.file_name;
-        progress.set_activity("packing " + e->name + " (" + std::to_string(e->packed->num_experts) + " experts)", true);
-        write_packed(*e->packed, writer, arena, threads, progress, pt.xxh3);
-        for (const st::File* f : plan.source_mappings) f->drop_resident_pages();
-        if (--tensors_left[layer_of.at(e->packed)] == 0) progress.unit_done();
-      }
-      (shard.rank < 0 ? maps.shared : maps.per_rank[shard.rank])[e->name] = shard.file_name;
-      (shard.rank < 0 ? maps.shared_bytes : maps.rank_bytes[shard.rank]) += e->bytes;
-    }
-    writer.commit();
-    skeleton.manifest().files.push_back({shard.file_name, writer.total_bytes(), writer.file_xxh3()});
+// One artifact being written: its files' layout, its manifest, and a cursor over its tensors in
+// write order (shard after shard, each shard's tensors in module-path order). Each call to
+// write_next writes one tensor, opening its shard before the first and committing it after the
+// last, so several artifacts can advance side by side (execute_plans).
+class ArtifactWriter {
+ public:
+  ArtifactWriter(const ConversionPlan& plan, std::string staging_dir, std::string label, uint64_t max_shard_bytes)
+      : plan_(plan), staging_dir_(std::move(staging_dir)), label_(std::move(label)), layout_(lay_out(plan, max_shard_bytes)), skeleton_(plan) {
+    for (const TensorEntry& e : layout_.entries) total_bytes_ += e.bytes;
+    skip_empty_shards();
   }
-  return maps;
-}
+
+  const ConversionPlan& plan() const { return plan_; }
+  const Layout& layout() const { return layout_; }
+  uint64_t total_bytes() const { return total_bytes_; }
+  bool done() const { return shard_ == layout_.shards.size(); }
+  const TensorEntry& next() const { return *layout_.shard_entries[shard_][entry_]; }
+
+  // Writes the next tensor. `source_file`: the index of a pass-through tensor's shard in the
+  // source hasher's files, or SourceHasher::kNotTaken when this writer does not feed it.
+  void write_next(Workers& workers, SourceHasher& source_hashes, size_t source_file, ByteProgress& progress) {
+    const ShardAssignment& shard = layout_.shards[shard_];
+    const TensorEntry& e = next();
+    if (!writer_) {
+      std::vector<st::TensorSpec> specs;
+      for (const TensorEntry* t : layout_.shard_entries[shard_]) specs.push_back({t->name, t->dtype, t->shape});
+      writer_ = std::make_unique<st::Writer>(staging_dir_ + "/" + shard.file_name, specs, std::map<std::string, std::string>{{"format", "pt"}},
+                                             st::Durability::deferred);
+    }
+    if (e.pass_through) {
+      progress.set_activity("copying " + e.name + label_);
+      copy_pass_through(*e.pass_through, source_file, *writer_, source_hashes, workers, progress);
+    } else {
+      artifact::PackedTensor& pt = skeleton_.entry(e.packed);
+      pt.file = shard.file_name;
+      progress.set_activity("packing " + e.name + " (" + std::to_string(e.packed->num_experts) + " experts)" + label_, true);
+      write_packed(*e.packed, *writer_, workers, progress, pt.xxh3);
+    }
+    (shard.rank < 0 ? maps_.shared : maps_.per_rank[shard.rank])[e.name] = shard.file_name;
+    (shard.rank < 0 ? maps_.shared_bytes : maps_.rank_bytes[shard.rank]) += e.bytes;
+    if (++entry_ == layout_.shard_entries[shard_].size()) {
+      writer_->commit();
+      skeleton_.manifest().files.push_back({shard.file_name, writer_->total_bytes(), writer_->file_xxh3()});
+      writer_.reset();
+      entry_ = 0;
+      ++shard_;
+      skip_empty_shards();
+    }
+  }
+
+  // After the last tensor: the indexes, the other files, the source identity and the manifest.
+  artifact::Manifest finish(const std::vector<artifact::FileEntry>& source_files);
+
+ private:
+  void skip_empty_shards() {
+    while (shard_ < layout_.shards.size() && layout_.shard_entries[shard_].empty()) ++shard_;
+  }
+
+  const ConversionPlan& plan_;
+  std::string staging_dir_;
+  std::string label_;  // " for sm90" in the progress line when several artifacts are written
+  Layout layout_;
+  ManifestSkeleton skeleton_;
+  IndexMaps maps_;
+  uint64_t total_bytes_ = 0;
+  size_t shard_ = 0, entry_ = 0;
+  std::unique_ptr<st::Writer> writer_;  // the open shard, between its first and last tensor
+};
 
 // model.safetensors.index.json, when there is more than one file, lists the tensors every rank
 // shares (with one rank: all of them). Several ranks' packed tensors carry the same names, so no
@@ -511,6 +547,25 @@ void write_manifest_file(const std::string& staging_dir, const artifact::Manifes
   if (!out) throw_io(manifest_path, "write failed", errno);
 }
 
+artifact::Manifest ArtifactWriter::finish(const std::vector<artifact::FileEntry>& source_files) {
+  artifact::Manifest& m = skeleton_.manifest();
+  write_indexes(plan_, layout_, maps_, staging_dir_, m);
+  copy_other_files(plan_, staging_dir_, m);
+  std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  record_source_identity(plan_, source_files, m);
+  write_manifest_file(staging_dir_, m);
+  return std::move(m);
+}
+
+// Several artifacts of one source must read the same shards and copy the same tensors.
+void require_one_source(const std::vector<PlannedArtifact>& artifacts) {
+  const ConversionPlan& first = *artifacts.front().plan;
+  for (const PlannedArtifact& a : artifacts) {
+    if (a.plan->source_files != first.source_files) throw_internal("execute_plans: the plans read different source files");
+    if (a.plan->pass_through.size() != first.pass_through.size()) throw_internal("execute_plans: the plans copy different tensors");
+  }
+}
+
 }  // namespace
 
 std::string rank_index_file_name(int rank) { return file_prefix(rank) + ".safetensors.index.json"; }
@@ -520,33 +575,80 @@ std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t 
 }
 
 artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& staging_dir, const ExecutorOptions& options) {
+  return std::move(execute_plans({{&plan, staging_dir, ""}}, options).front());
+}
+
+std::vector<artifact::Manifest> execute_plans(const std::vector<PlannedArtifact>& artifacts, const ExecutorOptions& options) {
+  if (artifacts.empty()) return {};
+  require_one_source(artifacts);
   // By default as many threads as the CPUs this process may use (affinity mask, cgroup quota).
   const int threads = thread_count(options.threads);
   // More workers than cores only adds contention (and a TBB warning); the batch size still
   // follows `threads`, which does not change the output bytes.
   tbb::task_arena arena(std::min<int>(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
-  Layout layout = lay_out(plan, options.max_shard_bytes);
+  Workers workers{arena, threads, {}};
+  std::vector<std::unique_ptr<ArtifactWriter>> writers;
   uint64_t total_bytes = 0;
-  for (const TensorEntry& e : layout.entries) total_bytes += e.bytes;
-  ByteProgress progress(options.show_progress, total_bytes, plan.layers.size(), "layer");
+  for (const PlannedArtifact& a : artifacts) {
+    writers.push_back(std::make_unique<ArtifactWriter>(*a.plan, a.staging_dir, a.label.empty() ? "" : " for " + a.label, options.max_shard_bytes));
+    total_bytes += writers.back()->total_bytes();
+  }
+  const ConversionPlan& first = *artifacts.front().plan;
 
-  // The source's identity (every shard hashed whole) is computed beside the conversion: ranges
-  // that the conversion copies are hashed from its own pieces, the rest by a reader thread.
-  // On an error its destructor stops the reader at once.
+  // A layer is done when the last of its packed tensors is written, in every artifact. With one
+  // rank the layers come in module-path order, one after the other; with several, each rank's
+  // files hold every layer again, and a layer is done in the last rank's.
+  std::unordered_map<std::string, size_t> tensors_left;  // layer prefix -> packed tensors still to write
+  for (const PlannedArtifact& a : artifacts)
+    for (const LayerPlan& l : a.plan->layers)
+      for (const RankPlan& r : l.ranks) tensors_left[l.manifest.prefix] += r.tensors.size();
+  std::unordered_map<const PackedTensorPlan*, std::string> layer_of;
+  for (const PlannedArtifact& a : artifacts)
+    for (const LayerPlan& l : a.plan->layers)
+      for (const RankPlan& r : l.ranks)
+        for (const PackedTensorPlan& t : r.tensors) layer_of[&t] = l.manifest.prefix;
+  ByteProgress progress(options.show_progress, total_bytes, first.layers.size(), "layer");
+
+  // The source's identity (every shard hashed whole) is computed once, beside the conversion:
+  // ranges that the first artifact copies are hashed from its own pieces, the rest by a reader
+  // thread. On an error its destructor stops the reader at once.
   std::unordered_map<const st::File*, size_t> file_index;
-  std::unique_ptr<SourceHasher> source_hashes = start_source_hashes(plan, layout, total_bytes, file_index);
+  std::unique_ptr<SourceHasher> source_hashes = start_source_hashes(first, writers.front()->layout(), writers.front()->total_bytes(), file_index);
 
-  // Manifest skeleton first, so packed tensors know where to record file and hash.
-  ManifestSkeleton skeleton(plan);
-  artifact::Manifest& m = skeleton.manifest();
-  const IndexMaps maps = write_shards(plan, layout, staging_dir, skeleton, arena, threads, *source_hashes, file_index, progress);
-  write_indexes(plan, layout, maps, staging_dir, m);
-  copy_other_files(plan, staging_dir, m);
-  std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  record_source_identity(plan, source_hashes->finish(), m);
-  write_manifest_file(staging_dir, m);
+  // The artifacts advance side by side: each step writes, in every artifact whose next tensor
+  // has it, the tensor that comes first in module-path order. The artifacts of one source hold
+  // the same names in the same order (the packed roles aside), so a source tensor is read from
+  // disk once and found in the page cache by the other artifacts; its pages are let go after the
+  // step, so what stays mapped is one tensor's source, as for one artifact.
+  while (true) {
+    const TensorEntry* lowest = nullptr;
+    for (const auto& w : writers)
+      if (!w->done() && (!lowest || module_path_less(w->next().name, lowest->name))) lowest = &w->next();
+    if (!lowest) break;
+    const std::string step = lowest->name;
+    bool packed = false;
+    for (size_t i = 0; i < writers.size(); ++i) {
+      ArtifactWriter& w = *writers[i];
+      if (w.done() || w.next().name != step) continue;
+      const TensorEntry& e = w.next();
+      size_t source_file = SourceHasher::kNotTaken;
+      if (i == 0 && e.pass_through)
+        if (auto f = file_index.find(e.pass_through->source.file); f != file_index.end()) source_file = f->second;
+      w.write_next(workers, *source_hashes, source_file, progress);
+      if (e.packed) {
+        packed = true;
+        if (--tensors_left[layer_of.at(e.packed)] == 0) progress.unit_done();
+      }
+    }
+    if (packed)
+      for (const st::File* f : first.source_mappings) f->drop_resident_pages();
+  }
+
+  const std::vector<artifact::FileEntry> source_files = source_hashes->finish();
+  std::vector<artifact::Manifest> manifests;
+  for (auto& w : writers) manifests.push_back(w->finish(source_files));
   progress.finish();  // the CLI prints the summary line
-  return std::move(m);
+  return manifests;
 }
 
 }  // namespace moepack::convert

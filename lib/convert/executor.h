@@ -113,4 +113,18 @@ std::vector<ShardAssignment> assign_shards(const ConversionPlan& plan, uint64_t 
 // Writes the artifact into `staging_dir` (which the caller commits); returns the manifest.
 artifact::Manifest execute_plan(const ConversionPlan& plan, const std::string& staging_dir, const ExecutorOptions& options);
 
+// One of several artifacts of the same source (convert --target A,B,C).
+struct PlannedArtifact {
+  const ConversionPlan* plan = nullptr;
+  std::string staging_dir;
+  std::string label;  // names the artifact in the progress line ("sm90"); empty for one artifact
+};
+
+// Writes several artifacts of one source in one pass over it: the artifacts advance tensor by
+// tensor in module-path order, so each source tensor is read from disk once and packed for every
+// artifact while its pages are cached; one hash of the source serves every manifest. Each
+// artifact's bytes are those execute_plan writes for its plan alone, and memory is bounded as
+// for one (one tensor's pipeline at a time). Returns the manifests in the order given.
+std::vector<artifact::Manifest> execute_plans(const std::vector<PlannedArtifact>& artifacts, const ExecutorOptions& options);
+
 }  // namespace moepack::convert
