@@ -225,5 +225,24 @@ TEST(HubCache, ConvertRecordsTheIdAndCommitAndReadsTheSymlinkedBlobs) {
   EXPECT_EQ(r.exit_code, 5) << r.out << r.err;
 }
 
+// A model id with several devices: every artifact records the id and the resolved commit, and
+// holds the bytes of a single-device conversion of the same snapshot.
+TEST(HubCache, ConvertForSeveralDevicesRecordsTheIdInEveryArtifact) {
+  TempDir dir;
+  ScopedEnv cache("HF_HUB_CACHE", make_hub_cache(dir));
+  CommandResult r = run_moepack({"convert", "org/model", "--target", "sm90,cpu-amx", "-o", dir.file("fleet")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string device : {"sm90", "cpu-amx"}) {
+    r = run_moepack({"convert", "org/model", "--target", device, "-o", dir.file("alone-" + device)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto together = all_files(dir.file("fleet/" + device));
+    EXPECT_EQ(together, all_files(dir.file("alone-" + device))) << device;
+    const auto source = nlohmann::json::parse(together.at("moepack.json")).at("source");
+    EXPECT_EQ(source.at("model_id"), "org/model");
+    EXPECT_EQ(source.at("revision"), "main");
+    EXPECT_EQ(source.at("commit"), kNewCommit);
+  }
+}
+
 }  // namespace
 }  // namespace moepack::test
