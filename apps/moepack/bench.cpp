@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
-#include "lib/convert/bench_experts.h"
+#include "lib/runtime/bench_experts.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/report/runtime_reports.h"
@@ -19,7 +19,7 @@ namespace moepack::cli {
 namespace {
 
 struct BenchCliOptions {
-  convert::BenchOptions bench;
+  runtime::BenchOptions bench;
   std::string layer, tokens = "1,8,64,512";
   bool json = false;
 };
@@ -54,7 +54,7 @@ std::string gflops_text(const std::optional<double>& gflops) {
 int run_bench(BenchCliOptions& o) {
   if (!o.layer.empty()) o.bench.layer = o.layer;
   o.bench.tokens = parse_tokens(o.tokens);
-  const convert::BenchReport r = convert::bench_experts(o.bench);
+  const runtime::BenchReport r = runtime::bench_experts(o.bench);
   if (o.json) {
     std::cout << safe_json_text(report::bench_json(r)) << std::endl;
     return 0;

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/moepack/command.h"
-#include "lib/convert/run_layer.h"
+#include "lib/runtime/run_layer.h"
 #include "lib/core/json_output.h"
 #include "lib/report/runtime_reports.h"
 
@@ -17,14 +17,14 @@ namespace moepack::cli {
 namespace {
 
 struct RunCliOptions {
-  convert::RunOptions run;
+  runtime::RunOptions run;
   std::string layer;
   bool json = false;
 };
 
 int run_run(RunCliOptions& o) {
   if (!o.layer.empty()) o.run.layer = o.layer;
-  const convert::RunReport r = convert::run_layer(o.run);
+  const runtime::RunReport r = runtime::run_layer(o.run);
   if (o.json) {
     std::cout << safe_json_text(report::run_json(r, o.run)) << std::endl;
   } else {

@@ -10,7 +10,7 @@
 
 #include "apps/moepack/command.h"
 #include "formats/checkpoints/hub_cache.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "lib/core/json_output.h"
 #include "lib/core/progress.h"
@@ -20,13 +20,13 @@ namespace moepack::cli {
 namespace {
 
 struct VerifyCliOptions {
-  convert::VerifyOptions verify;
+  runtime::VerifyOptions verify;
   std::string source, write_golden, golden;
   uint64_t layers = 0;  // 0: every layer
   bool json = false;
 };
 
-void print_text(const convert::VerifyReport& r, const VerifyCliOptions& o) {
+void print_text(const runtime::VerifyReport& r, const VerifyCliOptions& o) {
   std::printf("%s\n", o.verify.artifact.c_str());
   std::printf("  integrity  %llu files, %llu packed tensors hashed%s", static_cast<unsigned long long>(r.integrity.files_checked),
               static_cast<unsigned long long>(r.integrity.tensors_checked), r.integrity.expert_slabs_checked ? "" : "\n");
@@ -58,7 +58,7 @@ int run_verify(VerifyCliOptions& o) {
   if (!o.golden.empty()) o.verify.golden = o.golden;
   if (o.layers) o.verify.sample_layers = o.layers;
   o.verify.show_progress = progress_wanted(global_flags().quiet, global_flags().progress);
-  const convert::VerifyReport r = convert::verify_artifact(o.verify);
+  const runtime::VerifyReport r = runtime::verify_artifact(o.verify);
   if (o.json) std::cout << safe_json_text(report::verify_json(r)) << std::endl;
   else print_text(r, o);
   if (!r.ok()) {

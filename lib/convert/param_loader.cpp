@@ -1,6 +1,7 @@
 #include "lib/convert/param_loader.h"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <optional>
 
@@ -196,6 +197,87 @@ OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, 
                           (shape.size() == 2 && shape[0] == rows && shape[1] != 0 && (input % shape[1] == 0 || shape[1] * 4 == input * 3));
   if (whole && same_shape) return held_on_device(role, std::move(canonical), g);
   return load_expert_param(role, static_cast<const OwnedTensor&>(canonical), g);
+}
+
+namespace {
+
+// vLLM renames compressed-tensors' NVFP4 params in process_weights_after_loading
+// (w13_weight_packed -> w13_weight, 1 / w13_weight_global_scale -> w13_weight_scale_2, ...):
+// the artifact holds the final names, read from these.
+const std::map<std::string, std::string>& renamed_sources() {
+  static const std::map<std::string, std::string> m = {
+      {"w13_weight", "w13_weight_packed"},           {"w2_weight", "w2_weight_packed"},
+      {"w13_weight_scale_2", "w13_weight_global_scale"}, {"w2_weight_scale_2", "w2_weight_global_scale"},
+      {"w13_input_scale", "w13_input_global_scale"}, {"w2_input_scale", "w2_input_global_scale"}};
+  return m;
+}
+
+}  // namespace
+
+std::string loaded_param_name(const std::set<std::string>& available, const std::string& role) {
+  if (available.count(role)) return role;
+  auto it = renamed_sources().find(role);
+  return it != renamed_sources().end() && available.count(it->second) ? it->second : "";
+}
+
+std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role) {
+  std::set<std::string> available;
+  for (const auto& p : layer.params) available.insert(p.name);
+  const std::string s = loaded_param_name(available, role);
+  return s.empty() ? role : s;
+}
+
+ReductionInput reduction_input(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role, const RankGeometry& g,
+                               uint64_t first_expert, uint64_t local_experts, const SwigluFacts& swiglu) {
+  const ckpt::Checkpoint* ck = &checkpoint;
+  const ckpt::MoeLayer* lay = &layer;
+  ReductionInput in;
+  in.role = role;
+  in.local_experts = local_experts;
+  in.swiglu_limit = swiglu.limit;
+  in.swiglu_beta = swiglu.beta;
+  in.has = [lay](const std::string& r) { return std::any_of(lay->params.begin(), lay->params.end(), [&](const auto& p) { return p.name == r; }); };
+  in.each = [ck, lay, g, first_expert, local_experts](const std::string& r, bool whole_layer, const std::function<void(uint64_t, const OwnedTensor&)>& fn) {
+    const uint64_t begin = whole_layer ? 0 : first_expert, end = whole_layer ? lay->num_experts : first_expert + local_experts;
+    for (uint64_t e = begin; e < end; ++e) {
+      ckpt::ExpertParams params = ckpt::read_expert_params(*ck, *lay, e, r);
+      auto it = params.tensors.find(r);
+      if (it == params.tensors.end()) throw_internal("expert " + std::to_string(e) + " of " + lay->prefix + " has no " + r);
+      fn(e, load_expert_param(r, it->second, g));
+    }
+  };
+  in.first_expert = first_expert;
+  in.where = [lay](const std::string& r, uint64_t e) { return lay->prefix + ", expert " + std::to_string(e) + ", " + r; };
+  return in;
+}
+
+bool uses_gpt_oss_mx_block_loader(const ckpt::MoeLayer& layer, const std::string& family) {
+  // gpt_oss.py @ e9d1398d9: `_load_weights_mxfp4` (openai MXFP4), and `_load_weights_quark` when
+  // the weight dtype names mxfp4 (amd-quark MXFP4 exports; FP6 and FP8 weights take cdiv(I, tp)).
+  return layer.recipe.w13_order == ckpt::W13Order::interleaved && family == "mxfp4" && layer.quant.weight_bits == 4;
+}
+
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device) {
+  g.w2_bias_first_rank_only = layer.recipe.w2_bias_first_rank_only;
+  g.gpt_oss_mx_blocks = uses_gpt_oss_mx_block_loader(layer, family);
+  if (family == "wna16") set_wna16_geometry(g, layer, params_dtype);
+  if (family == "int8") g.fp8_scales = true;  // per-channel fp32 scales, loaded like FP8's
+  if (family == "w4a8") g.params_dtype = params_dtype;  // bf16 group-scale parameters (w4a8_cutlass.h)
+  if (family == "fp8") {
+    g.fp8_scales = true;
+    g.fp8_fnuz = fp8_fnuz_device;
+    if (layer.quant.weight_block_size.size() == 2) {
+      g.fp8_block_n = static_cast<uint64_t>(layer.quant.weight_block_size[0]);
+      g.fp8_block_k = static_cast<uint64_t>(layer.quant.weight_block_size[1]);
+    }
+  }
+}
+
+bool holds_fp8_fnuz(const artifact::Layer& layer) {
+  for (const auto& rank : layer.ranks)
+    for (const auto& [role, t] : rank.tensors)
+      if (t.canonical_dtype == "F8_E4M3FNUZ") return true;
+  return false;
 }
 
 }  // namespace moepack::convert

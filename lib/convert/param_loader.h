@@ -20,8 +20,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 
+#include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
+#include "lib/convert/reductions.h"
 #include "lib/core/tensor.h"
 
 namespace moepack::convert {
@@ -85,5 +90,39 @@ OwnedTensor load_expert_param(const std::string& role, const OwnedTensor& canoni
 // The same, taking the canonical tensor: where loading changes nothing (one rank, no padding,
 // not WNA16, not an FP8 / INT8 scale) the parameter is the canonical tensor itself, moved.
 OwnedTensor load_expert_param(const std::string& role, OwnedTensor&& canonical, const RankGeometry& g);
+
+// ---- What the planner, the artifact check and the reference share about loading a layer ----
+
+// Whether vLLM loads this layer with one of gpt-oss' MXFP4 loaders (interleaved w13 rows, ranks
+// taking whole 32-element blocks; see the top of this file) rather than its other loaders.
+bool uses_gpt_oss_mx_block_loader(const ckpt::MoeLayer& layer, const std::string& family);
+
+// The family-specific facts of one rank's loader geometry (WNA16's transposed params and params
+// dtype, FP8's fp32 scales and blocks, gpt-oss' rank ranges), shared by the planner, the
+// integrity check and the reference. `family` is the oracle family's name ("wna16", "fp8", ...).
+// `fp8_fnuz_device`: the target holds FP8 as E4M3FNUZ (an FP8 layer then loads normalized).
+void set_family_geometry(RankGeometry& g, const ckpt::MoeLayer& layer, const std::string& family, DType params_dtype, bool fp8_fnuz_device);
+
+// Whether an artifact's layer holds FNUZ weights (its canonical FP8 params are F8_E4M3FNUZ): the
+// integrity check and the reference load the source the same way.
+bool holds_fp8_fnuz(const artifact::Layer& layer);
+
+// The loaded param an output role reads: the role itself, or the compressed-tensors name vLLM
+// renames to it after loading (w13_weight_packed for w13_weight, ...); "" when the layer has neither.
+std::string loaded_param_name(const std::set<std::string>& available, const std::string& role);
+
+// The loaded param an artifact role is read from: the role itself, or the compressed-tensors
+// name vLLM renames to it while loading (w13_weight_packed for w13_weight, ...).
+std::string source_param_of(const ckpt::MoeLayer& layer, const std::string& role);
+
+// The model's SwiGLU parameters some reductions fold in (from the oracle query, or the manifest).
+struct SwigluFacts {
+  std::optional<double> limit, beta;
+};
+
+// What a reduction or value stage of `role` reads, for the rank holding experts
+// [first_expert, first_expert + local_experts) (planning and verification share it).
+ReductionInput reduction_input(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const std::string& role, const RankGeometry& g,
+                               uint64_t first_expert, uint64_t local_experts, const SwigluFacts& swiglu);
 
 }  // namespace moepack::convert

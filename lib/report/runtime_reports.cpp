@@ -7,7 +7,7 @@ nlohmann::ordered_json or_null(const std::optional<double>& v) { return v ? nloh
 
 }  // namespace
 
-nlohmann::ordered_json verify_json(const convert::VerifyReport& r) {
+nlohmann::ordered_json verify_json(const runtime::VerifyReport& r) {
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : r.layers)
     layers.push_back({{"prefix", l.prefix}, {"family", l.family}, {"backend", l.backend}, {"ranks", l.ranks},
@@ -28,7 +28,7 @@ nlohmann::ordered_json verify_json(const convert::VerifyReport& r) {
           {"layers_total", r.layers.size()}};
 }
 
-nlohmann::ordered_json run_json(const convert::RunReport& r, const convert::RunOptions& o) {
+nlohmann::ordered_json run_json(const runtime::RunReport& r, const runtime::RunOptions& o) {
   return {{"artifact", o.artifact},
           {"input", o.input},
           {"output", o.output},
@@ -47,9 +47,9 @@ nlohmann::ordered_json run_json(const convert::RunReport& r, const convert::RunO
           {"nonfinite_outputs", r.nonfinite_outputs}};
 }
 
-nlohmann::ordered_json bench_json(const convert::BenchReport& r) {
+nlohmann::ordered_json bench_json(const runtime::BenchReport& r) {
   // Keys of the first version first, their meaning kept; later additions after them.
-  auto peer_dtype = [](const convert::OneDnnPeers& p) -> nlohmann::ordered_json {
+  auto peer_dtype = [](const runtime::OneDnnPeers& p) -> nlohmann::ordered_json {
     const std::string d = p.peer_dtype();
     return d.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d);
   };

@@ -4,19 +4,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/convert/bench_experts.h"
-#include "lib/convert/run_layer.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/bench_experts.h"
+#include "lib/runtime/run_layer.h"
+#include "lib/runtime/verify.h"
 
 namespace moepack::report {
 
 // `verify --json`: integrity, every layer's comparison, golden-file problems.
-nlohmann::ordered_json verify_json(const convert::VerifyReport& report);
+nlohmann::ordered_json verify_json(const runtime::VerifyReport& report);
 
 // `run --json`: what ran (layer, routing, sizes) and the output's summary.
-nlohmann::ordered_json run_json(const convert::RunReport& report, const convert::RunOptions& options);
+nlohmann::ordered_json run_json(const runtime::RunReport& report, const runtime::RunOptions& options);
 
 // `bench experts --json`: this machine's measured limits, the layer, and each token count's timing.
-nlohmann::ordered_json bench_json(const convert::BenchReport& report);
+nlohmann::ordered_json bench_json(const runtime::BenchReport& report);
 
 }  // namespace moepack::report

@@ -7,17 +7,19 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/convert/artifact_check.h"
+#include "lib/runtime/artifact_check.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::convert {
 namespace {
+using runtime::ArtifactCheck;
+using runtime::VerifyReport;
 namespace fs = std::filesystem;
 
 struct Case {

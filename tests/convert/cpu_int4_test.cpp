@@ -258,7 +258,7 @@ TEST(CpuInt4Samples, ParametersHaveTheOpsShapesAndRunExactly) {
     EXPECT_EQ(t.at(q + smp.zeros).shape, (std::vector<uint64_t>{4, 4, 1, 32}));
     EXPECT_EQ(t.at(q + smp.zeros).canonical_shape, (std::vector<uint64_t>{1, 128}));
     EXPECT_FALSE(t.count("w13_g_idx_sort_indices"));  // set to None (or never loaded)
-    const VerifyReport v = test::expect_verified_against_source(out.path(), src, 8);
+    const runtime::VerifyReport v = test::expect_verified_against_source(out.path(), src, 8);
     ASSERT_EQ(v.layers.size(), 1u);
     EXPECT_EQ(v.layers[0].max_abs_error, 0.0);  // same codes, zero points and scales as the source
   }

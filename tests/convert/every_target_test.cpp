@@ -17,7 +17,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "lib/oracle/device.h"
 #include "support/artifacts.h"

@@ -11,8 +11,8 @@
 #include <filesystem>
 
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/convert/artifact_runtime.h"
-#include "lib/convert/bench_experts.h"
+#include "lib/runtime/artifact_runtime.h"
+#include "lib/runtime/bench_experts.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
@@ -24,6 +24,11 @@
 
 namespace moepack::convert {
 namespace {
+using runtime::ArtifactRuntime;
+using runtime::BenchOptions;
+using runtime::BenchReport;
+using runtime::bench_experts;
+using runtime::bench_has_onednn;
 namespace fs = std::filesystem;
 
 double rel_error(const std::vector<float>& a, const std::vector<float>& b) {

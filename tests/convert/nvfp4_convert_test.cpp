@@ -13,7 +13,7 @@
 #include "lib/convert/nvfp4_prepare.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "support/artifacts.h"
@@ -21,6 +21,8 @@
 
 namespace moepack::convert {
 namespace {
+using runtime::VerifyOptions;
+using runtime::VerifyReport;
 namespace fs = std::filesystem;
 
 const std::string kExperts = "model.layers.0.mlp.experts.";

@@ -12,7 +12,7 @@
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
-#include "lib/convert/artifact_check.h"
+#include "lib/runtime/artifact_check.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
@@ -20,6 +20,8 @@
 
 namespace moepack::convert {
 namespace {
+using runtime::check_artifact;
+using runtime::ArtifactCheck;
 namespace fs = std::filesystem;
 
 struct TpCase {

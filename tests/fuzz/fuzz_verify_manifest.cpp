@@ -23,7 +23,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -175,13 +175,13 @@ MOEPACK_FUZZ_TARGET(verify_manifest) {
     if (e.path().filename() != "moepack.json") fs::create_symlink(e.path(), fs::path(dir) / e.path().filename());
   std::ofstream(dir + "/moepack.json") << m.dump(2) << "\n";
 
-  convert::VerifyOptions o;
+  runtime::VerifyOptions o;
   o.artifact = dir;
   o.source = base.source;
   o.tokens = 2;
-  convert::VerifyReport report;
+  runtime::VerifyReport report;
   std::string error;
-  const bool ran = fuzz::expect_input_error([&] { report = convert::verify_artifact(o); }, &error);
+  const bool ran = fuzz::expect_input_error([&] { report = runtime::verify_artifact(o); }, &error);
   fs::remove_all(dir);
   if (!ran) {
     MOEPACK_FUZZ_CHECK(error.find("moepack.json") != std::string::npos || error.find(dir) != std::string::npos,

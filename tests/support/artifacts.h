@@ -13,22 +13,22 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/safetensors/file.h"
-#include "lib/convert/artifact_check.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/artifact_check.h"
+#include "lib/runtime/verify.h"
 
 namespace moepack::test {
 
 // Every file and tensor hashes right and every expert slab unpacks to the loaded source.
-inline convert::ArtifactCheck expect_checked_against_source(const std::string& artifact, const std::string& source) {
-  convert::ArtifactCheck check = convert::check_artifact(artifact, source);
+inline runtime::ArtifactCheck expect_checked_against_source(const std::string& artifact, const std::string& source) {
+  runtime::ArtifactCheck check = runtime::check_artifact(artifact, source);
   for (const auto& p : check.problems) ADD_FAILURE() << p;
   EXPECT_GT(check.expert_slabs_checked, 0u);
   return check;
 }
 
 // The same against a checkpoint the caller holds open (a test that changed one of its facts).
-inline convert::ArtifactCheck expect_checked_against_source(const std::string& artifact, const ckpt::Checkpoint& source) {
-  convert::ArtifactCheck check = convert::check_artifact(artifact, source);
+inline runtime::ArtifactCheck expect_checked_against_source(const std::string& artifact, const ckpt::Checkpoint& source) {
+  runtime::ArtifactCheck check = runtime::check_artifact(artifact, source);
   for (const auto& p : check.problems) ADD_FAILURE() << p;
   EXPECT_GT(check.expert_slabs_checked, 0u);
   return check;
@@ -36,14 +36,14 @@ inline convert::ArtifactCheck expect_checked_against_source(const std::string& a
 
 // Every layer run from the artifact matches the source's reference within its tolerance.
 // `opened`: the source as the caller holds it open, instead of reading `source` again.
-inline convert::VerifyReport expect_verified_against_source(const std::string& artifact, const std::string& source, uint64_t tokens,
+inline runtime::VerifyReport expect_verified_against_source(const std::string& artifact, const std::string& source, uint64_t tokens,
                                                             const ckpt::Checkpoint* opened = nullptr) {
-  convert::VerifyOptions vo;
+  runtime::VerifyOptions vo;
   vo.artifact = artifact;
   vo.source = source;
   vo.source_checkpoint = opened;
   vo.tokens = tokens;
-  convert::VerifyReport v = convert::verify_artifact(vo);
+  runtime::VerifyReport v = runtime::verify_artifact(vo);
   EXPECT_TRUE(v.ok());
   for (const auto& l : v.layers) {
     EXPECT_TRUE(l.ok) << l.prefix << ": " << l.note;

@@ -16,7 +16,7 @@
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
 #include "lib/core/mapped_file.h"
@@ -24,8 +24,14 @@
 #include "packers/registry.h"
 #include "support/test_support.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
+using convert::ConvertRequest;
+using convert::ExecutorOptions;
+using convert::build_conversion_plan;
+using convert::decide_layers;
+using convert::execute_plan;
+using convert::target_json;
 namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
@@ -317,4 +323,4 @@ TEST(Verify, TheReportIsTheSameForAnyThreadCount) {
 }
 
 }  // namespace
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 struct BenchOptions {
   std::string artifact;
@@ -65,4 +65,4 @@ BenchReport bench_experts(const BenchOptions& options);
 // Whether this build measures oneDNN.
 bool bench_has_onednn();
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

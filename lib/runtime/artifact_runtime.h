@@ -17,7 +17,7 @@
 #include "lib/experts/cpu_experts.h"
 #include "lib/experts/routing.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 struct FastCpuRank;
 
@@ -88,4 +88,4 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
                                  const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, const std::string& target_dtype,
                                  int threads = 1);
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -12,19 +12,25 @@
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
 #include "formats/safetensors/writer.h"
-#include "lib/convert/artifact_runtime.h"
+#include "lib/runtime/artifact_runtime.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/run_layer.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/run_layer.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
 #include "support/test_support.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
+using convert::ConvertRequest;
+using convert::ExecutorOptions;
+using convert::build_conversion_plan;
+using convert::decide_layers;
+using convert::execute_plan;
+using convert::target_json;
 namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
@@ -362,4 +368,4 @@ TEST(Run, LayerIsPickedByPrefixAndRequiredWhenThereAreSeveral) {
 }
 
 }  // namespace
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -15,7 +15,7 @@
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 struct ArtifactCheck {
   uint64_t files_checked = 0;
@@ -79,4 +79,4 @@ using CheckedBytes = std::function<void(uint64_t bytes)>;
 void check_layer_against_source(const std::string& artifact_dir, const artifact::Manifest& m, size_t layer_index, const ckpt::Checkpoint& source,
                                 ArtifactCheck& out, int threads, const CheckedBytes& checked = {});
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -1,4 +1,4 @@
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include "formats/artifact/golden.h"
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/convert/artifact_runtime.h"
-#include "lib/convert/artifact_validation.h"
+#include "lib/runtime/artifact_runtime.h"
+#include "lib/runtime/artifact_validation.h"
 #include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/hash.h"
@@ -20,7 +20,7 @@
 #include "lib/experts/routing.h"
 #include "lib/experts/seeded.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace ex = experts;
 namespace {
 
@@ -319,4 +319,4 @@ VerifyReport verify_artifact(const VerifyOptions& o) {
   return report;
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

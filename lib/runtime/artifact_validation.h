@@ -11,7 +11,7 @@
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 // Bounds no real model comes near; each keeps a loop or an allocation from following a number
 // the files do not back. The tensor shapes themselves are bounded by the files' sizes.
@@ -42,4 +42,4 @@ void validate_artifact(const artifact::Manifest& manifest, const std::string& ar
 void validate_artifact_against_source(const artifact::Manifest& manifest, const std::string& manifest_path, const ckpt::Checkpoint& source,
                                       const std::string& source_path);
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

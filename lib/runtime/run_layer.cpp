@@ -1,4 +1,4 @@
-#include "lib/convert/run_layer.h"
+#include "lib/runtime/run_layer.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,13 +6,13 @@
 
 #include "formats/safetensors/file.h"
 #include "formats/safetensors/writer.h"
-#include "lib/convert/artifact_runtime.h"
+#include "lib/runtime/artifact_runtime.h"
 #include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/core/tensor.h"
 #include "lib/experts/dequant.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace ex = experts;
 namespace {
 
@@ -156,4 +156,4 @@ RunReport run_layer(const RunOptions& o) {
   return report;
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 struct RunOptions {
   std::string artifact;
@@ -45,4 +45,4 @@ struct RunReport {
 // cannot be written (nothing is left behind).
 RunReport run_layer(const RunOptions& options);
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

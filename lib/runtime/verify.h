@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "formats/artifact/manifest.h"
-#include "lib/convert/artifact_check.h"
+#include "lib/runtime/artifact_check.h"
 #include "formats/checkpoints/checkpoint.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 
 struct VerifyOptions {
   std::string artifact;
@@ -92,4 +92,4 @@ double fast_cpu_tolerance();
 // options that cannot work (both --golden and --write-golden, zero tokens, zero sampled layers).
 VerifyReport verify_artifact(const VerifyOptions& options);
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -1,4 +1,4 @@
-#include "lib/convert/bench_experts.h"
+#include "lib/runtime/bench_experts.h"
 
 #include <algorithm>
 #include <array>
@@ -15,7 +15,7 @@
 #include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
 
-#include "lib/convert/artifact_runtime.h"
+#include "lib/runtime/artifact_runtime.h"
 #include "lib/core/cpus.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
@@ -28,7 +28,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -284,4 +284,4 @@ BenchReport bench_experts(const BenchOptions& o) {
   return rep;
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

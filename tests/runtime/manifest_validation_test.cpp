@@ -13,16 +13,23 @@
 
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/convert/artifact_runtime.h"
+#include "lib/runtime/artifact_runtime.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "support/test_support.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
+using convert::ConvertRequest;
+using convert::ExecutorOptions;
+using convert::build_conversion_plan;
+using convert::decide_layers;
+using convert::deployment_from_target_json;
+using convert::execute_plan;
+using convert::target_json;
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
@@ -306,9 +313,9 @@ TEST(TargetJson, RoundTripsEveryDeploymentFlag) {
 }
 
 }  // namespace
-}  // namespace moepack::convert
+}  // namespace moepack::runtime
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
 
 // A manifest written before `layers[i].vllm` existed is still the conversion of its source.
@@ -345,4 +352,4 @@ TEST(ManifestValidation, FilesTheManifestDoesNotListFailIntegrity) {
 }
 
 }  // namespace
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

@@ -10,18 +10,24 @@
 #include <filesystem>
 
 #include "formats/checkpoints/checkpoint.h"
-#include "lib/convert/artifact_check.h"
+#include "lib/runtime/artifact_check.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/target.h"
-#include "lib/convert/verify.h"
+#include "lib/runtime/verify.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
 #include "support/artifacts.h"
 #include "support/test_support.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
 namespace {
+using convert::ConvertRequest;
+using convert::ExecutorOptions;
+using convert::build_conversion_plan;
+using convert::decide_layers;
+using convert::execute_plan;
+using convert::target_json;
 namespace fs = std::filesystem;
 
 struct Case {
@@ -176,4 +182,4 @@ INSTANTIATE_TEST_SUITE_P(W4a8Cutlass, SyntheticVerify,
                          case_name);
 
 }  // namespace
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

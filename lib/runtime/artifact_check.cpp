@@ -1,4 +1,4 @@
-#include "lib/convert/artifact_check.h"
+#include "lib/runtime/artifact_check.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include "formats/artifact/manifest.h"
 #include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
-#include "lib/convert/artifact_validation.h"
+#include "lib/runtime/artifact_validation.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/plan.h"
@@ -28,7 +28,29 @@
 #include "lib/core/tensor.h"
 #include "packers/registry.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
+
+// From the conversion room: the loader geometry, derivations, reductions and stages with
+// their read-backs, and the artifact's file naming.
+using convert::LayerReduction;
+using convert::RankGeometry;
+using convert::SwigluFacts;
+using convert::ValueStage;
+using convert::find_reduction;
+using convert::find_value_stage;
+using convert::holds_fp8_fnuz;
+using convert::holds_moe_wna16_scales;
+using convert::kIndexFileName;
+using convert::load_expert_param;
+using convert::make_expert_derivation;
+using convert::params_dtype_of_target;
+using convert::produce_derived_expert;
+using convert::rank_index_file_name;
+using convert::reduction_input;
+using convert::set_family_geometry;
+using convert::set_moe_wna16_geometry;
+using convert::source_param_of;
+
 namespace fs = std::filesystem;
 // The artifact's safetensors files, each opened (mapped) once however often it is named.
 class ArtifactFileCache {
@@ -438,4 +460,4 @@ void check_layer_against_source(const std::string& artifact_dir, const artifact:
   }
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

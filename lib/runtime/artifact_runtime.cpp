@@ -1,4 +1,4 @@
-#include "lib/convert/artifact_runtime.h"
+#include "lib/runtime/artifact_runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "formats/safetensors/file.h"
-#include "lib/convert/artifact_validation.h"
+#include "lib/runtime/artifact_validation.h"
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/plan.h"
 #include "lib/convert/derivations.h"
@@ -22,7 +22,26 @@
 #include "lib/experts/moe.h"
 #include "packers/registry.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
+
+// From the conversion room: the loader geometry, derivations, reductions and stages with
+// their read-backs, and the artifact's file naming.
+using convert::DerivedKind;
+using convert::DerivedLayout;
+using convert::RankGeometry;
+using convert::SwigluFacts;
+using convert::ValueStage;
+using convert::derived_layout;
+using convert::find_value_stage;
+using convert::fp8_marlin_scale_bias;
+using convert::holds_fp8_fnuz;
+using convert::load_expert_param;
+using convert::params_dtype_of_target;
+using convert::reduction_input;
+using convert::restore_act_order;
+using convert::set_family_geometry;
+using convert::w4a8_fp8_value_table;
+
 namespace fs = std::filesystem;
 namespace ex = experts;
 namespace {
@@ -773,4 +792,4 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
   return std::vector<float>(out.begin(), out.end());
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime

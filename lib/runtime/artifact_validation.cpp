@@ -1,4 +1,4 @@
-#include "lib/convert/artifact_validation.h"
+#include "lib/runtime/artifact_validation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,27 @@
 #include "lib/oracle/quant_key.h"
 #include "packers/registry.h"
 
-namespace moepack::convert {
+namespace moepack::runtime {
+
+// From the conversion room: the loader geometry, derivations, reductions and stages with
+// their read-backs, and the artifact's file naming.
+using convert::ConversionPlan;
+using convert::ConvertRequest;
+using convert::DerivedKind;
+using convert::DerivedLayout;
+using convert::LayerPlan;
+using convert::LayerReduction;
+using convert::PackedTensorPlan;
+using convert::RankPlan;
+using convert::build_conversion_plan;
+using convert::decide_layers;
+using convert::deployment_from_target_json;
+using convert::derived_layout;
+using convert::find_reduction;
+using convert::find_value_stage;
+using convert::kValueStageSeparator;
+using convert::manifest_entry;
+
 namespace fs = std::filesystem;
 namespace {
 
@@ -430,4 +450,4 @@ void validate_artifact_against_source(const artifact::Manifest& m, const std::st
   }
 }
 
-}  // namespace moepack::convert
+}  // namespace moepack::runtime
