@@ -16,7 +16,6 @@
 #include "lib/runtime/artifact_validation.h"
 #include "lib/convert/executor.h"
 #include "lib/convert/param_loader.h"
-#include "lib/convert/plan.h"
 #include "lib/convert/reductions.h"
 #include "lib/convert/derivations.h"
 #include "lib/convert/wna16_marlin.h"
