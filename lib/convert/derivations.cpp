@@ -1,11 +1,6 @@
 #include "lib/convert/derivations.h"
 
-#include "lib/convert/cpu_int4.h"
-#include "lib/convert/cpu_int8.h"
-#include "lib/convert/fp8_deepgemm.h"
-#include "lib/convert/fp8_marlin.h"
-#include "lib/convert/w4a8_cutlass.h"
-#include "lib/convert/wna16_marlin.h"
+#include "lib/convert/derivation_registry.h"
 #include "lib/core/error.h"
 #include "packers/registry.h"
 
@@ -13,25 +8,13 @@ namespace moepack::convert {
 
 std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
-  if (auto fp8 = make_fp8_marlin_scales(role, layout_id)) return fp8;
-  if (auto int8 = make_cpu_int8_packed(role, layout_id)) return int8;
-  if (auto int4 = make_cpu_int4_derivation(role, layout_id, available, layer)) return int4;
-  if (auto dg = make_deepgemm_sm100_scales(role, layout_id)) return dg;
-  if (auto w4a8 = make_w4a8_cutlass_derivation(role, layout_id)) return w4a8;
-  return make_wna16_derivation(role, layout_id, available, layer);
+  const ComputationRow* row = find_computation(ComputationKind::derivation, layout_id);
+  return row ? row->derive({role, layout_id, available, layer}) : nullptr;
 }
 
 DerivedLayout derived_layout(const std::string& layout_id) {
-  // Derivations that end in a registered packer: the runtime unpacks through that packer.
-  for (const char* prefix : {"vllm.fp8_marlin_scales(", "cpu.sgl_s8s8_compensation(", "deep_gemm.fp8_block_scales(", "vllm.w4a8_fp8_group_scales(",
-                             "vllm.w4a8_fp8_channel_scales("})
-    if (layout_id.rfind(prefix, 0) == 0) {
-      const size_t sep = layout_id.find(packers::kPipelineSeparator);
-      if (sep != std::string::npos) return {DerivedKind::through_inner, layout_id.substr(sep + packers::kPipelineSeparator.size())};
-    }
-  if (is_cpu_int4_derivation(layout_id))
-    return {DerivedKind::through_inner, layout_id.substr(layout_id.find(packers::kPipelineSeparator) + packers::kPipelineSeparator.size())};
-  return wna16_derived_layout(layout_id);
+  const ComputationRow* row = find_computation(ComputationKind::derivation, layout_id);
+  return row ? row->read_back(layout_id) : DerivedLayout{};
 }
 
 void produce_derived_expert(const ckpt::Checkpoint& checkpoint, const ckpt::MoeLayer& layer, const ExpertDerivation& derivation, const RankGeometry& g,

@@ -4,7 +4,8 @@
 // usually ending in a registered packer. The planner schedules them like packed tensors, the
 // integrity check recomputes them, and the runtime reads them back through their last packer
 // (derived_layout). The families' derivations live in wna16_marlin, fp8_marlin, fp8_deepgemm,
-// cpu_int8 and cpu_int4; this is their common interface.
+// cpu_int8, cpu_int4 and w4a8_cutlass; this is their common interface, and
+// derivation_registry.h the table that finds one by its layout id.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,8 @@ class ExpertDerivation {
   virtual std::string reference_stage(const RankGeometry&) const { return ""; }
 };
 
-// nullptr when `layout_id` is no derivation. `available` are the layer's canonical params.
+// nullptr when `layout_id` is no derivation (one lookup in derivation_registry's table).
+// `available` are the layer's canonical params.
 std::shared_ptr<const ExpertDerivation> make_expert_derivation(const std::string& role, const std::string& layout_id,
                                                                const std::set<std::string>& available, const ckpt::MoeLayer& layer);
 

@@ -5,10 +5,9 @@
 #include <cstring>
 
 #include "lib/core/codecs.h"
-#include "lib/convert/fp8_marlin.h"
-#include "lib/convert/fp8_prepare.h"
-#include "lib/convert/nvfp4_prepare.h"
-#include "lib/convert/w4a8_cutlass.h"
+#include <initializer_list>
+
+#include "lib/convert/derivation_registry.h"
 #include "lib/core/error.h"
 
 namespace moepack::convert {
@@ -79,21 +78,22 @@ std::vector<OwnedTensor> ReductionInput::gather(const std::string& of_role, bool
   return out;
 }
 
-const LayerReduction* find_reduction(std::string_view layout_id) {
+const LayerReduction* find_generic_reduction(std::string_view layout_id) {
   static const MaxOverExpertsF32 max_over_rank(false), max_over_layer(true);
-  if (layout_id == max_over_rank.name()) return &max_over_rank;
-  if (layout_id == max_over_layer.name()) return &max_over_layer;
   static const EmptyInt32 empty_int32;
-  if (layout_id == empty_int32.name()) return &empty_int32;
-  if (const LayerReduction* r = find_fp8_reduction(layout_id)) return r;
-  return find_nvfp4_reduction(layout_id);
+  for (const LayerReduction* r : std::initializer_list<const LayerReduction*>{&max_over_rank, &max_over_layer, &empty_int32})
+    if (layout_id == r->name()) return r;
+  return nullptr;
+}
+
+const LayerReduction* find_reduction(std::string_view layout_id) {
+  const ComputationRow* row = find_computation(ComputationKind::reduction, layout_id);
+  return row ? row->reduce(layout_id) : nullptr;
 }
 
 const ValueStage* find_value_stage(std::string_view id) {
-  if (const ValueStage* s = find_fp8_value_stage(id)) return s;
-  if (const ValueStage* s = find_fp8_marlin_value_stage(id)) return s;
-  if (const ValueStage* s = find_w4a8_value_stage(id)) return s;
-  return find_nvfp4_value_stage(id);
+  const ComputationRow* row = find_computation(ComputationKind::value_stage, id);
+  return row ? row->stage(id) : nullptr;
 }
 
 }  // namespace moepack::convert

@@ -65,8 +65,10 @@ class LayerReduction {
   virtual bool reads_other_roles() const { return false; }
 };
 
-// nullptr when `layout_id` names no reduction.
+// nullptr when `layout_id` names no reduction (one lookup in derivation_registry's table).
 const LayerReduction* find_reduction(std::string_view layout_id);
+// The reductions defined here (max_over_experts, the layer's empty int32), by exact id.
+const LayerReduction* find_generic_reduction(std::string_view layout_id);
 
 // A per-element change of one expert's canonical param that needs the layer's other params
 // (vLLM rewrites the values in process_weights_after_loading before or after its layout change:
@@ -88,7 +90,7 @@ class ValueStage {
   virtual Prepared prepare(const ReductionInput& in) const = 0;
 };
 
-// nullptr when `id` names no value stage.
+// nullptr when `id` names no value stage (one lookup in derivation_registry's table).
 const ValueStage* find_value_stage(std::string_view id);
 
 // A layout string of a family row may start with a value stage: "STAGE => LAYOUT".
