@@ -12,6 +12,7 @@
 // named exactly the example, and a derivation's read-back names a registered packer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -46,6 +47,11 @@ struct ComputationRow {
   const ValueStage* (*stage)(std::string_view id) = nullptr;
   // Derivations: what the output is to the runtime (DerivedKind) and the packer it went through last.
   DerivedLayout (*read_back)(const std::string& id) = nullptr;
+  // Derivations whose output the runtime must undo or complete on an expert's canonical params
+  // (keyed by role) before computing with them: the act-order gather, W4A8's FP8 scales as value
+  // tables, the g_idx vLLM's CPU INT4 kernel never reads. Called with the output's role, once
+  // per expert, in role order; null when the unpacked output is used as it is.
+  void (*read_back_params)(const std::string& role, std::map<std::string, OwnedTensor>& params, const std::string& where) = nullptr;
   // One full id of the row, as the oracle writes it (the contract test resolves it).
   std::string_view example;
   // Derivations: a shipped sample whose first MoE layer the example applies to, and the role.

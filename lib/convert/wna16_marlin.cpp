@@ -327,10 +327,10 @@ DerivedLayout wna16_derived_layout(const std::string& layout_id) {
   return {};
 }
 
-void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where) {
-  for (const std::string proj : {"w13_", "w2_"}) {
+void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& proj, const std::string& where) {
+  {
     auto perm_it = params.find(proj + "g_idx_sort_indices");
-    if (perm_it == params.end() || perm_it->second.bytes.empty()) continue;
+    if (perm_it == params.end() || perm_it->second.bytes.empty()) return;
     const std::span<const int32_t> perm = as_i32(perm_it->second, where + " " + perm_it->first);
     const uint64_t k = perm.size();
     std::vector<bool> seen(static_cast<size_t>(k), false);

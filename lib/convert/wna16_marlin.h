@@ -73,11 +73,11 @@ DerivedLayout wna16_derived_layout(const std::string& layout_id);
 // Stable argsort of a g_idx, checking every element against [0, groups).
 std::vector<int32_t> stable_g_idx_order(std::span<const int32_t> g_idx, int64_t groups, const std::string& what);
 
-// Undoes the act-order gather on one expert's unpacked params (keyed by role): where
-// *_g_idx_sort_indices is non-empty, the weight's K rows go back to their checkpoint order
+// Undoes the act-order gather on one expert's unpacked params (keyed by role) of one projection
+// (`proj`: "w13_" or "w2_"): where PROJg_idx_sort_indices is non-empty, the weight's K rows go back to their checkpoint order
 // (row perm[j] takes gathered row j) and the sorted g_idx back to g_idx[perm[j]]. The result is
 // the loaded checkpoint's params, which dequantize as the source does. Error(bad_input) naming
 // `where` when the indices are no permutation or the shapes disagree.
-void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& where);
+void restore_act_order(std::map<std::string, OwnedTensor>& params, const std::string& proj, const std::string& where);
 
 }  // namespace moepack::convert

@@ -12,6 +12,7 @@
 #include "lib/convert/fp8_marlin.h"
 #include "lib/convert/param_loader.h"
 #include "lib/convert/reductions.h"
+#include "lib/convert/derivation_registry.h"
 #include "lib/convert/derivations.h"
 #include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
@@ -32,16 +33,17 @@ using convert::DerivedLayout;
 using convert::RankGeometry;
 using convert::SwigluFacts;
 using convert::ValueStage;
+using convert::ComputationKind;
+using convert::ComputationRow;
 using convert::derived_layout;
+using convert::find_computation;
 using convert::find_value_stage;
 using convert::fp8_marlin_scale_bias;
 using convert::holds_fp8_fnuz;
 using convert::load_expert_param;
 using convert::params_dtype_of_target;
 using convert::reduction_input;
-using convert::restore_act_order;
 using convert::set_family_geometry;
-using convert::w4a8_fp8_value_table;
 
 namespace fs = std::filesystem;
 namespace ex = experts;
@@ -478,23 +480,19 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
     RankTensorsRead rt = read_rank(impl_->files, rank, first, local, impl_->manifest_path);
     const std::string where = impl_->manifest_path + " (" + L.prefix + ", rank " + std::to_string(rank.rank) + ")";
     bool marlin_scales = false;  // FP8 on Marlin: scales are the biased [G, N] grid
-    for (const auto& [role, t] : rank.tensors)
-      if (t.layout.rfind("vllm.fp8_marlin_scales(", 0) == 0) marlin_scales = true;
+    // What the registry's rows undo or complete on the unpacked params (act-order, W4A8 value
+    // tables, the CPU INT4 kernel's unread g_idx), in role order.
+    std::vector<std::pair<std::string, const ComputationRow*>> read_backs;
+    for (const auto& [role, t] : rank.tensors) {
+      const ComputationRow* row = find_computation(ComputationKind::derivation, t.layout);
+      if (row && row->head == "vllm.fp8_marlin_scales") marlin_scales = true;
+      if (row && row->read_back_params) read_backs.emplace_back(role, row);
+    }
     ex::ExpertSource source = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
       if (e < rt.first_expert || e >= rt.first_expert + rt.local_experts) return std::nullopt;
       std::map<std::string, OwnedTensor> canonical;
       for (const auto& [role, rr] : rt.roles) canonical.emplace(role, unpack_expert(rr, e - rt.first_expert, where));
-      if (format == ex::WeightFormat::int_wna16) restore_act_order(canonical, where);
-      // vLLM's CPU INT4 kernel never reads g_idx (_process_weights_cpu keeps it only as a
-      // parameter): its groups are always K / G consecutive inputs.
-      if (format == ex::WeightFormat::int_wna16 && L.backend == "CPU")
-        std::erase_if(canonical, [](const auto& kv) { return kv.first.find("g_idx") != std::string::npos; });
-      if (format == ex::WeightFormat::w4a8_fp8)
-        for (const char* proj : {"w13_", "w2_"}) {
-          auto s8 = canonical.find(std::string(proj) + "weight_scale"), chan = canonical.find(std::string(proj) + "weight_chan_scale");
-          if (s8 == canonical.end() || chan == canonical.end()) throw_bad_input(where, std::string(proj) + "weight_chan_scale", "W4A8 experts need their FP8 group and channel scales");
-          s8->second = w4a8_fp8_value_table(s8->second, chan->second, where + " " + proj);
-        }
+      for (const auto& [role, row] : read_backs) row->read_back_params(role, canonical, where);
       if (format == ex::WeightFormat::nvfp4)
         return matrices_from(canonical, format, n13, Hp, P, where, nvfp4_artifact_multiplier(rt, "w13_", e - rt.first_expert, where),
                              nvfp4_artifact_multiplier(rt, "w2_", e - rt.first_expert, where));
