@@ -165,7 +165,8 @@ TEST(CoverageTable, EveryConvertingPathHasItsProofOrTheReasonNoneExists) {
   for (const char* f : {"golden_wna16.safetensors", "golden_moe_wna16.safetensors", "golden_cpu.safetensors", "golden_fp8_bf16.safetensors",
                         "golden_nvfp4.safetensors", "golden_w4a8.safetensors"})
     add_layer_goldens(proofs, f);
-  for (const char* f : {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors", "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors"})
+  for (const char* f : {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors", "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors",
+                        "golden_fi_sm90_interleave.safetensors"})
     add_layout_goldens(proofs, f);
   const auto reasons = read_reasons();
 

@@ -8,7 +8,9 @@
 // (tests/packers/golden/README.md says how they were made, and what was stood in for where a
 // compiled op could not run). tests/golden/make_nvfp4_goldens.py likewise ran vLLM's NVFP4
 // helpers (swizzle_blockscale, the [w3; w1] and CuteDSL row reorders, the TRT-LLM static-weight
-// shuffles, the Marlin NVFP4 scale processing) into golden_nvfp4.safetensors.
+// shuffles, the Marlin NVFP4 scale processing) into golden_nvfp4.safetensors, and
+// tests/golden/make_fi_sm90_interleave_golden.py ran FlashInfer's compiled SM90 mixed-GEMM FP4
+// weight interleave kernel into golden_fi_sm90_interleave.safetensors.
 //
 // Each golden file holds inputs as [E, ...] tensors (one expert's canonical tensor per slab, as
 // vLLM's loader holds it) and each upstream output as the flat bytes of its storage (data_ptr
@@ -40,7 +42,8 @@ namespace {
 
 // Explicit list: a missing file must fail, not shrink the test set.
 const std::vector<std::string> kGoldenFiles = {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors",
-                                               "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors"};
+                                               "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors",
+                                               "golden_fi_sm90_interleave.safetensors"};
 
 bool is_mxfp4_file(const std::string& file) { return file.find("_mxfp4") != std::string::npos; }
 
@@ -240,6 +243,8 @@ TEST(GoldenFiles, CoverTheUpstreamRunnableLayouts) {
       "flashinfer.trtllm_shuffle_matrix_a(rows=w3w1_interleave,epilogue_tile_m=128,v0.6.17)",
       "flashinfer.trtllm_shuffle_matrix_sf_a(rows=w3w1_interleave,epilogue_tile_m=128,sf=128x4,v0.6.17)",
       "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)",
+      // FlashInfer's compiled SM90 mixed-GEMM FP4 weight interleave (golden_fi_sm90_interleave).
+      "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)",
   };
   for (const std::string& id : required) EXPECT_TRUE(covered.count(id)) << id << " has no golden case";
   std::string list;

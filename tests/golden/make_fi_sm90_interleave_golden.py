@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Golden bytes for FlashInfer's SM90 mixed-GEMM FP4 weight interleave, made by its own CUDA kernel.
+
+Tooling, not part of the build. It needs PyTorch with CUDA and nvcc (torch.utils.cpp_extension),
+and the two FlashInfer v0.6.17 files that define the kernel, which this repository does not ship:
+
+  VENDOR/flashinfer/csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/
+      moe_gemm_mixed_utils.cu   (interleave_fp4_weights_for_sm90_mixed_gemm and its kernel)
+      moe_gemm_mixed_utils.h
+
+  python3 tests/golden/make_fi_sm90_interleave_golden.py --vendor VENDOR --build BUILD --out OUTDIR
+
+The .cu file is compiled unchanged. What FlashInfer's `interleave_moe_weights_for_sm90_mixed_gemm`
+adds around it (csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu @ v0.6.17)
+is a loop over the experts of a contiguous [E, n, k/2] uint8 tensor calling the kernel's launcher
+with rows = n and cols = k = 2 * size(2), quant_type 1 (FP4), into an empty_like output: the small
+binding below does the same. vLLM e9d1398d9 calls it with "fp4" on both MXFP4 weights of the
+FlashInfer CUTLASS BF16 path on SM90 (fused_moe/oracle/mxfp4.py); moepack's layout id for the w2
+weight (rows kept in checkpoint order) is recorded. The w13 weight goes through vLLM's row
+reorder first (rows=deinterleave_up_first), which golden_flashinfer_mxfp4.safetensors proves for
+the same rows in the other FlashInfer layouts; its interleave is this kernel.
+
+Output: golden_fi_sm90_interleave.safetensors with the inputs ([E, n, k/2] uint8), each output
+as the flat bytes of its storage, and the case list in the metadata key "golden_cases" (the
+schema of make_mxfp4_goldens.py, read by tests/packers/golden_test.cpp).
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+SEED = 20251128
+FI = "v0.6.17"
+LAYOUT = f"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,{FI})"
+KERNEL_DIR = Path("csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm")
+
+BINDING = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include "moe_gemm_mixed_utils.h"
+
+// As FlashInfer's interleave_moe_weights_for_sm90_mixed_gemm binding (quant_type 1): one launch
+// per expert, rows = n, cols = k.
+torch::Tensor interleave_fp4(torch::Tensor weight) {
+  TORCH_CHECK(weight.is_cuda() && weight.dtype() == torch::kUInt8 && weight.dim() == 3);
+  weight = weight.contiguous();
+  auto out = torch::empty_like(weight);
+  const int64_t experts = weight.size(0), n = weight.size(1), k = weight.size(2) * 2, per_expert = n * (k / 2);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  for (int64_t e = 0; e < experts; ++e)
+    tensorrt_llm::kernels::cutlass_kernels::interleave_fp4_weights_for_sm90_mixed_gemm(
+        weight.data_ptr<uint8_t>() + e * per_expert, out.data_ptr<uint8_t>() + e * per_expert, static_cast<int>(n),
+        static_cast<int>(k), stream);
+  return out;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("interleave_fp4", &interleave_fp4); }
+"""
+
+
+def build(vendor: Path, build_dir: Path):
+    from torch.utils.cpp_extension import load
+
+    src = vendor / "flashinfer" / KERNEL_DIR
+    build_dir.mkdir(parents=True, exist_ok=True)
+    binding = build_dir / "binding.cu"
+    binding.write_text(BINDING)
+    module = load(name="fi_sm90_interleave", sources=[str(binding), str(src / "moe_gemm_mixed_utils.cu")],
+                  extra_include_paths=[str(src)], build_directory=str(build_dir), verbose=False)
+    return module, {"sources": [str(KERNEL_DIR / "moe_gemm_mixed_utils.cu"), str(KERNEL_DIR / "moe_gemm_mixed_utils.h")],
+                    "flashinfer": FI, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vendor", type=Path, required=True)
+    ap.add_argument("--build", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("needs CUDA: the interleave is a CUDA kernel")
+    module, ops = build(args.vendor, args.build)
+    gen = torch.Generator().manual_seed(SEED)
+    tensors, cases = {}, []
+    # n % 16 == 0 and k % 64 == 0 (the kernel's rows in groups of 16, columns in runs of 64
+    # values); k = 2880 is gpt-oss-20b's intermediate size.
+    for experts, n, k in [(2, 16, 64), (2, 32, 128), (3, 48, 192), (1, 64, 320), (1, 128, 2880)]:
+        tag = f"e{experts}_n{n}_k{k}"
+        w = torch.randint(0, 256, (experts, n, k // 2), generator=gen, dtype=torch.int64).to(torch.uint8)
+        out = module.interleave_fp4(w.cuda())
+        torch.cuda.synchronize()
+        tensors[f"{tag}/w"] = w.contiguous()
+        tensors[f"{tag}/sm90_interleaved"] = out.cpu().reshape(-1).contiguous()
+        cases.append({"output": f"{tag}/sm90_interleaved", "input": f"{tag}/w", "layout": LAYOUT,
+                      "shape": [int(s) for s in out.shape], "stride": [int(s) for s in out.stride()], "dtype": "uint8",
+                      "note": "FlashInfer's compiled kernel, one launch per expert as its binding does"})
+    provenance = {"flashinfer": FI, "vllm": "e9d1398d9", "seed": SEED, "torch": torch.__version__, "device": "cuda",
+                  "compat": [], "ops": ops}
+    args.out.mkdir(parents=True, exist_ok=True)
+    from safetensors.torch import save_file
+
+    path = args.out / "golden_fi_sm90_interleave.safetensors"
+    save_file(tensors, str(path), metadata={"golden_cases": json.dumps(cases), "provenance": json.dumps(provenance)})
+    json.dump({"file": str(path), "cases": len(cases), "ops": ops}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
