@@ -328,7 +328,7 @@ void copy_pass_through(const PassThroughTensor& p, size_t source_file, st::Write
 }
 
 // The source hasher for this plan: every shard, and as the ranges its consumers may hash, the
-// pass-through tensors in the order write_shards copies them (the layout's order).
+// pass-through tensors in the order the first artifact copies them (its layout's order).
 std::unique_ptr<SourceHasher> start_source_hashes(const ConversionPlan& plan, const Layout& layout, uint64_t output_bytes,
                                                   std::unordered_map<const st::File*, size_t>& file_index) {
   std::vector<SourceHasher::File> files;
