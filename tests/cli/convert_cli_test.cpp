@@ -22,13 +22,6 @@ namespace fs = std::filesystem;
 
 std::string gpt_oss_sample() { return source_dir() + "/samples/gpt-oss-mxfp4"; }
 
-std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
-  return out;
-}
-
 TEST(ConvertCli, WritesACompleteArtifactAndCopiesEverythingElse) {
   TempDir dir;
   std::string out = dir.file("out");

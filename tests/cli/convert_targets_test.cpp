@@ -19,13 +19,6 @@ namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return source_dir() + "/samples/" + name; }
 
-std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
-  return out;
-}
-
 std::vector<std::string> split_list(const std::string& list) {
   std::vector<std::string> names;
   std::istringstream in(list);

@@ -69,13 +69,6 @@ std::string make_hub_cache(const TempDir& dir) {
 
 std::string family_of(const CommandResult& r) { return nlohmann::json::parse(r.out).at("family").get<std::string>(); }
 
-std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
-  return out;
-}
-
 TEST(HubCache, BranchTagAndCommitResolveToTheirSnapshots) {
   TempDir dir;
   ScopedEnv cache("HF_HUB_CACHE", make_hub_cache(dir));

@@ -55,13 +55,6 @@ Converted convert(const TpCase& c, int tp, int threads, const std::string& out) 
   return result;
 }
 
-std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = test::read_file(e.path().string());
-  return out;
-}
-
 class TensorParallelLayout : public ::testing::TestWithParam<TpCase> {};
 
 TEST_P(TensorParallelLayout, EveryRankIndexIsACompleteStandardView) {
@@ -154,16 +147,16 @@ TEST_P(TensorParallelLayout, SameBytesForAnyThreadCount) {
   test::TempDir one, two;
   convert(c, 2, 1, one.path());
   convert(c, 2, 2, two.path());
-  auto a = all_files(one.path());
+  auto a = test::all_files(one.path());
   EXPECT_TRUE(a.count(rank_index_file_name(1)));
-  EXPECT_EQ(a, all_files(two.path()));
+  EXPECT_EQ(a, test::all_files(two.path()));
 }
 
 TEST_P(TensorParallelLayout, OneRankKeepsThePlainLayout) {
   const TpCase& c = GetParam();
   test::TempDir out;
   Converted converted = convert(c, 1, 2, out.path());
-  for (const auto& [name, bytes] : all_files(out.path())) EXPECT_EQ(name.find("rank"), std::string::npos) << name;
+  for (const auto& [name, bytes] : test::all_files(out.path())) EXPECT_EQ(name.find("rank"), std::string::npos) << name;
   for (const auto& layer : converted.manifest.layers) EXPECT_FALSE(layer.intermediate_size_scope.has_value());
   auto manifest = test::read_file(out.file(artifact::kManifestFileName));
   EXPECT_EQ(std::string(manifest.begin(), manifest.end()).find("intermediate_size_scope"), std::string::npos);

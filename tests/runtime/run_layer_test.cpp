@@ -13,37 +13,21 @@
 #include "formats/safetensors/file.h"
 #include "formats/safetensors/writer.h"
 #include "lib/runtime/artifact_runtime.h"
-#include "lib/convert/executor.h"
-#include "lib/convert/plan.h"
-#include "lib/convert/target.h"
 #include "lib/runtime/run_layer.h"
 #include "lib/runtime/verify.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/synth/synth.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::runtime {
 namespace {
-using convert::ConvertRequest;
-using convert::ExecutorOptions;
-using convert::build_conversion_plan;
-using convert::decide_layers;
-using convert::execute_plan;
-using convert::target_json;
 namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
 
-void convert_checkpoint(const std::string& source, const std::string& target, const std::string& out, int tp = 1) {
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
-  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
-  dep.parallel.tp = tp;
-  ConvertRequest req;
-  req.target_json = target_json(dep);
-  fs::create_directories(out);
-  execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out, ExecutorOptions{});
-}
+using test::convert_checkpoint;
 
 // A tensor of the input file: name, dtype, shape and its bytes.
 struct In {

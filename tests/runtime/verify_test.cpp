@@ -22,31 +22,16 @@
 #include "lib/core/mapped_file.h"
 #include "lib/synth/synth.h"
 #include "packers/registry.h"
+#include "support/artifacts.h"
 #include "support/test_support.h"
 
 namespace moepack::runtime {
 namespace {
-using convert::ConvertRequest;
-using convert::ExecutorOptions;
-using convert::build_conversion_plan;
-using convert::decide_layers;
-using convert::execute_plan;
-using convert::target_json;
 namespace fs = std::filesystem;
 
 std::string sample(const std::string& name) { return test::source_dir() + "/samples/" + name; }
 
-void convert_checkpoint(const std::string& source, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
-  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
-  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
-  dep.parallel.tp = tp;
-  ConvertRequest req;
-  req.target_json = target_json(dep);
-  ExecutorOptions eo;
-  eo.threads = threads;
-  fs::create_directories(out);  // the executor writes into a staging directory that exists
-  execute_plan(build_conversion_plan(ck, decide_layers(ck, dep), req), out, eo);
-}
+using test::convert_checkpoint;
 
 void convert_sample(const std::string& name, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
   convert_checkpoint(sample(name), target, out, tp, threads);

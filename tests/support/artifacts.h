@@ -12,11 +12,30 @@
 #include <vector>
 
 #include "formats/artifact/manifest.h"
+#include "formats/checkpoints/checkpoint.h"
 #include "formats/safetensors/file.h"
+#include "lib/convert/executor.h"
+#include "lib/convert/plan.h"
+#include "lib/convert/target.h"
 #include "lib/runtime/artifact_check.h"
 #include "lib/runtime/verify.h"
 
 namespace moepack::test {
+
+// Converts the checkpoint at `source` for `target` at tensor parallelism `tp` into `out`, through
+// the library (no staging directory, no CLI), with `threads` worker threads (0: the CPUs the
+// process may use).
+inline void convert_checkpoint(const std::string& source, const std::string& target, const std::string& out, int tp = 1, int threads = 0) {
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(source);
+  oracle::Deployment dep = oracle::default_deployment(oracle::parse_target(target));
+  dep.parallel.tp = tp;
+  convert::ConvertRequest req;
+  req.target_json = convert::target_json(dep);
+  convert::ExecutorOptions options;
+  options.threads = threads;
+  std::filesystem::create_directories(out);  // the executor writes into a directory that exists
+  convert::execute_plan(convert::build_conversion_plan(ck, convert::decide_layers(ck, dep), req), out, options);
+}
 
 // Every file and tensor hashes right and every expert slab unpacks to the loaded source.
 inline runtime::ArtifactCheck expect_checked_against_source(const std::string& artifact, const std::string& source) {

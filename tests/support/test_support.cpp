@@ -41,6 +41,14 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
+std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return out;
+}
+
 std::vector<uint8_t> safetensors_bytes(uint64_t declared, const std::string& header, const std::vector<uint8_t>& data) {
   std::vector<uint8_t> out;
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(declared >> (8 * i)));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ class TempDir {
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 void write_text(const std::string& path, const std::string& text);
 std::vector<uint8_t> read_file(const std::string& path);
+// Every regular file under `dir`, by its path relative to `dir`, with its bytes (comparing two
+// artifacts file by file).
+std::map<std::string, std::vector<uint8_t>> all_files(const std::string& dir);
 
 // A safetensors file from a header text: 8-byte little-endian length, the text, then `data`.
 std::vector<uint8_t> safetensors_bytes(const std::string& header_json, const std::vector<uint8_t>& data);
