@@ -110,15 +110,22 @@ struct TargetConversion {
   convert::ConversionPlan plan;
 };
 
-// Plans one target's conversion. With several targets a refusal names the device.
-TargetConversion plan_target(const ConvertOptions& o, const std::string& name, bool several, const ckpt::Checkpoint& checkpoint,
-                             const ckpt::CheckpointLocation& where) {
+// One device's deployment and output, before anything is read: unknown devices and bad flags
+// are usage errors first.
+TargetConversion target_of(const ConvertOptions& o, const std::string& name, bool several) {
   TargetConversion t;
   t.name = name;
   t.output = several ? o.output + "/" + name : o.output;
   DeploymentOptions flags = o.deployment;
   flags.target = name;
   t.deployment = build_deployment(flags);
+  return t;
+}
+
+// Plans one device's conversion. With several devices a refusal names the device.
+void plan_target(const ConvertOptions& o, TargetConversion& t, bool several, const ckpt::Checkpoint& checkpoint,
+                 const ckpt::CheckpointLocation& where) {
+  const std::string& name = t.name;
   try {
     auto decisions = convert::decide_layers(checkpoint, t.deployment);
     warn_of_hazards(decisions, t.deployment, several ? name + ": " : "");
@@ -133,7 +140,6 @@ TargetConversion plan_target(const ConvertOptions& o, const std::string& name, b
   t.plan.source_model_id = where.model_id;
   t.plan.source_revision = where.revision;
   t.plan.source_commit = where.commit;
-  return t;
 }
 
 // The devices of --target: one, or a comma list (each its own artifact under OUT). `all` is
@@ -189,16 +195,12 @@ void run_convert(const ConvertOptions& o) {
   const std::vector<std::string> names = devices_to_convert(o.deployment.target);
   const bool several = names.size() > 1;
   uint64_t max_shard = parse_size(o.max_shard_size);
-  for (const auto& name : names) {  // unknown devices and bad flags are usage errors before anything is read
-    DeploymentOptions flags = o.deployment;
-    flags.target = name;
-    build_deployment(flags);
-  }
+  std::vector<TargetConversion> targets;
+  for (const auto& name : names) targets.push_back(target_of(o, name, several));
   const ckpt::CheckpointLocation where = ckpt::locate_checkpoint(o.checkpoint);
   ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(where.path);
   // Every device is planned (and any refusal raised) before anything is written.
-  std::vector<TargetConversion> targets;
-  for (const auto& name : names) targets.push_back(plan_target(o, name, several, checkpoint, where));
+  for (auto& t : targets) plan_target(o, t, several, checkpoint, where);
   if (targets.front().plan.layers.empty())
     std::cerr << "moepack: note: " << o.checkpoint << " has no MoE layers; everything is copied unchanged\n";
 
