@@ -1,5 +1,7 @@
 #include "lib/core/sequential_sink.h"
 
+#include <mutex>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -22,9 +24,33 @@ constexpr size_t kBuffers = 3;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// Direct-write buffers outlive their sink: one output file after another (a sharded artifact,
+// several artifacts side by side) reuses the same few, instead of each file's buffers being
+// freed into the heap and new ones taken beside them.
+std::mutex pool_mutex;
+std::vector<uint8_t*>& buffer_pool() {
+  static std::vector<uint8_t*> pool;
+  return pool;
+}
+
+uint8_t* take_buffer() {
+  {
+    std::lock_guard lock(pool_mutex);
+    if (!buffer_pool().empty()) {
+      uint8_t* p = buffer_pool().back();
+      buffer_pool().pop_back();
+      return p;
+    }
+  }
+  return static_cast<uint8_t*>(std::aligned_alloc(kBlock, kBufferBytes));
+}
+
 }  // namespace
 
-void SequentialSink::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+void SequentialSink::FreeAligned::operator()(uint8_t* p) const {
+  std::lock_guard lock(pool_mutex);
+  buffer_pool().push_back(p);
+}
 
 SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes, uint64_t direct_threshold)
     : fd_(fd), path_(std::move(path)) {
@@ -32,9 +58,9 @@ SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes
   direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
   if (direct_fd_ < 0) return;  // refused (EINVAL on tmpfs): through the page cache
   for (size_t i = 0; i < kBuffers; ++i) {
-    void* p = std::aligned_alloc(kBlock, kBufferBytes);
+    uint8_t* p = take_buffer();
     if (!p) throw_io(path_, "cannot allocate the direct-write buffers", ENOMEM);
-    buffers_.emplace_back(static_cast<uint8_t*>(p));
+    buffers_.emplace_back(p);
     if (i > 0) free_.push_back(i);
   }
   io_ = std::thread([this] { io_loop(); });
