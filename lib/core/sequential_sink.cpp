@@ -26,19 +26,27 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Direct-write buffers outlive their sink: one output file after another (a sharded artifact,
 // several artifacts side by side) reuses the same few, instead of each file's buffers being
-// freed into the heap and new ones taken beside them.
-std::mutex pool_mutex;
-std::vector<uint8_t*>& buffer_pool() {
-  static std::vector<uint8_t*> pool;
+// freed into the heap and new ones taken beside them. Freed at exit.
+struct BufferPool {
+  std::mutex mutex;
+  std::vector<uint8_t*> buffers;
+  ~BufferPool() {
+    for (uint8_t* p : buffers) std::free(p);
+  }
+};
+
+BufferPool& buffer_pool() {
+  static BufferPool pool;
   return pool;
 }
 
 uint8_t* take_buffer() {
+  BufferPool& pool = buffer_pool();
   {
-    std::lock_guard lock(pool_mutex);
-    if (!buffer_pool().empty()) {
-      uint8_t* p = buffer_pool().back();
-      buffer_pool().pop_back();
+    std::lock_guard lock(pool.mutex);
+    if (!pool.buffers.empty()) {
+      uint8_t* p = pool.buffers.back();
+      pool.buffers.pop_back();
       return p;
     }
   }
@@ -48,8 +56,9 @@ uint8_t* take_buffer() {
 }  // namespace
 
 void SequentialSink::FreeAligned::operator()(uint8_t* p) const {
-  std::lock_guard lock(pool_mutex);
-  buffer_pool().push_back(p);
+  BufferPool& pool = buffer_pool();
+  std::lock_guard lock(pool.mutex);
+  pool.buffers.push_back(p);
 }
 
 SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes, uint64_t direct_threshold)
