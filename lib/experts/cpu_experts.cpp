@@ -62,6 +62,7 @@ std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::amx_bf16: return "amx_bf16";
     case CpuIsa::avx512_bf16: return "avx512_bf16";
+    case CpuIsa::avx512f: return "avx512f";
     case CpuIsa::avx2: return "avx2";
     case CpuIsa::scalar: return "scalar";
   }
@@ -69,6 +70,18 @@ std::string_view cpu_isa_name(CpuIsa isa) {
 }
 
 namespace {
+
+// AVX-512F with BW and VL (the FP32 level), or why not.
+std::string avx512f_missing() {
+  __builtin_cpu_init();
+  const std::pair<bool, const char*> features[] = {{__builtin_cpu_supports("avx512f"), "AVX-512F"},
+                                                   {__builtin_cpu_supports("avx512bw"), "AVX-512BW"},
+                                                   {__builtin_cpu_supports("avx512vl"), "AVX-512VL"},
+                                                   {__builtin_cpu_supports("fma"), "FMA"}};
+  for (const auto& [has, name] : features)
+    if (!has) return std::string("the CPU has no ") + name;
+  return {};
+}
 
 std::string avx512_missing() {
   __builtin_cpu_init();
@@ -120,6 +133,7 @@ std::string cpu_isa_unavailable(CpuIsa isa) {
       return why.empty() ? amx_missing() : why;
     }
     case CpuIsa::avx512_bf16: return avx512_missing();
+    case CpuIsa::avx512f: return avx512f_missing();
     case CpuIsa::avx2:
       __builtin_cpu_init();
       if (!__builtin_cpu_supports("avx2")) return "the CPU has no AVX2";

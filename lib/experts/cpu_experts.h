@@ -29,8 +29,9 @@
 // Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
 // steps, 16 of them at a time, as the B operand of `tdpbf16ps` tiles; the BF16 AMX prepack is
 // read by the tiles as it lies), AVX-512 BF16 (`vdpbf16ps`, with VBMI's byte permutes for the
-// FP8 decode: Sapphire Rapids and later, Zen 4 and later), AVX2 + FMA (weights decoded to FP32),
-// and portable C++ elsewhere; best_cpu_isa() picks the first this machine runs. The AMX level
+// FP8 decode: Sapphire Rapids and later, Zen 4 and later), AVX-512F with BW and VL but no BF16
+// (Skylake-SP to Ice Lake: the AVX2 decoders' FP32 panels read by 16-lane FMA tiles, MXFP4
+// decoded on 16 lanes), AVX2 + FMA (weights decoded to FP32), and portable C++ elsewhere; best_cpu_isa() picks the first this machine runs. The AMX level
 // needs the CPU's AMX-TILE and AMX-BF16 (CPUID), the tile state enabled by the OS (XCR0) and
 // Linux's permission to use it (arch_prctl ARCH_REQ_XCOMP_PERM); without any of them the list
 // goes on with AVX-512. Tiles pay off from 5 tokens per expert (sgl-kernel's threshold for its
@@ -73,14 +74,14 @@ struct CpuExpert {
 };
 
 // The instruction sets a kernel can use, best first; the list ends with the portable one.
-enum class CpuIsa { amx_bf16, avx512_bf16, avx2, scalar };
-inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::amx_bf16, CpuIsa::avx512_bf16, CpuIsa::avx2, CpuIsa::scalar};
+enum class CpuIsa { amx_bf16, avx512_bf16, avx512f, avx2, scalar };
+inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::amx_bf16, CpuIsa::avx512_bf16, CpuIsa::avx512f, CpuIsa::avx2, CpuIsa::scalar};
 std::string_view cpu_isa_name(CpuIsa isa);
 bool cpu_supports(CpuIsa isa);
 // Why this machine cannot run the level (the missing CPU feature, or what the OS refused), or
 // empty when it can.
 std::string cpu_isa_unavailable(CpuIsa isa);
-// The best kernel this machine runs, from the ordered list amx_bf16, avx512_bf16, avx2, scalar
+// The best kernel this machine runs, from the ordered list amx_bf16, avx512_bf16, avx512f, avx2, scalar
 // (CPU features probed once). MOEPACK_CPU_ISA=NAME starts the list at that level (tests and
 // benchmarks compare them); a name not in the list throws Error(usage).
 CpuIsa best_cpu_isa();

@@ -14,6 +14,8 @@
 //   AMX           the same load(), its registers rearranged into VNNI-2 rows of the two 16-row
 //                 halves (vnni2_rows below: rows() for pairs, pairs() for quads), kChunkSteps
 //                 steps at a time; kAmxDirect layouts are B tiles as they lie (tile_rows(half, step))
+//   AVX-512F      the AVX2 panel decode below, read by a 16-lane FMA tile; one token by
+//                 T::avx512f_one_token where a layout has it, else by the AVX2 kernels
 //   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
 //                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
@@ -24,8 +26,10 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the masked-off source of unmasked
-// operations, which -Wmaybe-uninitialized reports once they are inlined: a false positive.
+// operations, which -Wmaybe-uninitialized (and, for some, -Wuninitialized) reports once they
+// are inlined: a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -49,8 +53,13 @@ struct Gemm {
 
 // The AVX-512 level: F, BW, VL, BF16 (vdpbf16ps) and VBMI (vpermi2b, the FP8 decode's byte
 // tables). Every CPU with AVX-512 BF16 but Cooper Lake has VBMI; Cooper Lake runs the AVX2 kernels.
-#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi")))
-#define MOEPACK_AVX512_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi"), always_inline)) inline
+#define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,avx2,fma")))
+#define MOEPACK_AVX512_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,avx2,fma"), always_inline)) inline
+// The AVX-512F level: F, BW and VL without BF16 (Skylake-SP, Cascade Lake, Ice Lake server, and
+// their cloud instances): FP32 FMA on 16 lanes, word permutes for the FP4 decode. It includes
+// AVX2 and FMA, so the AVX2 decoders inline into its kernels.
+#define MOEPACK_AVX512F __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+#define MOEPACK_AVX512F_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"), always_inline)) inline
 #define MOEPACK_AVX2 __attribute__((target("avx2,fma")))
 #define MOEPACK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
@@ -236,8 +245,8 @@ MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t
 // the compiler neither what they read nor what they write), in functions built for AMX by target
 // attributes: the binary runs everywhere and reaches them only where cpu_supports(amx_bf16).
 // A build with MOEPACK_AMX_EMULATE runs them as C++ instead (below), for tests without AMX.
-#define MOEPACK_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,amx-tile,amx-bf16")))
-#define MOEPACK_AMX_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,amx-tile,amx-bf16"), always_inline)) inline
+#define MOEPACK_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,avx2,fma,amx-tile,amx-bf16")))
+#define MOEPACK_AMX_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,avx2,fma,amx-tile,amx-bf16"), always_inline)) inline
 
 constexpr uint64_t kAmxMinTokens = 5;       // sgl-kernel can_use_brgemm<BFloat16>: M > 4
 constexpr uint64_t kTileRows = 16;          // tokens per A and C tile; pairs per B tile
@@ -702,6 +711,104 @@ MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_
     if (done) return;
   }
   avx2_block_per_token<T>(g, nb, x, m, out);
+}
+
+// ---- AVX-512F (no BF16) -------------------------------------------------------------------
+// Prefill decodes each block into the AVX2 kernels' panels (the same decoders, the same panel:
+// column c's 32 rows, each octet in panel order) and runs them through a tile twice as wide:
+// one 16-lane register holds a whole half (two octets), so a column is two loads for all 32
+// rows, and 32 registers hold 12 token rows x 2 halves of accumulators, a weight pair and a
+// broadcast. Each output is one FMA chain over k in column order, as on the AVX2 level.
+constexpr int kTileTokens512 = 12;
+
+// The panel order of both octets of a half (lanes 8-15: the second octet), and back.
+template <uint64_t StepK>
+MOEPACK_AVX512F_INLINE __m512i panel_order16() {
+  const __m256i o = panel_order<StepK>();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(o), _mm256_add_epi32(o, _mm256_set1_epi32(8)), 1);
+}
+template <uint64_t StepK>
+MOEPACK_AVX512F_INLINE __m512i row_order16() {
+  const __m256i o = row_order<StepK>();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(o), _mm256_add_epi32(o, _mm256_set1_epi32(8)), 1);
+}
+
+// Tokens [0, Rows) times a panel of `cols` columns, all 32 rows; the sums continue those in out
+// unless `first`. Named accumulators, as in avx2_panel_tile (GCC keeps an array in memory).
+template <uint64_t StepK, int Rows>
+MOEPACK_AVX512F void avx512f_panel_tile(const float* panel, uint64_t cols, const float* x, uint64_t ldx, float* out, uint64_t ldo, bool first) {
+  static_assert(Rows >= 1 && Rows <= kTileTokens512, "twelve token rows at most: 24 accumulators, 2 weights, 1 broadcast");
+  const __m512i to_panel = panel_order16<StepK>(), to_rows = row_order16<StepK>();
+#define MOEPACK_P16_START(i, h) \
+  ((first || i >= Rows) ? _mm512_setzero_ps() : _mm512_permutexvar_ps(to_panel, _mm512_loadu_ps(out + (i < Rows ? i : 0) * ldo + 16 * h)))
+#define MOEPACK_P16_DECLARE(i) __m512 a##i##_0 = MOEPACK_P16_START(i, 0), a##i##_1 = MOEPACK_P16_START(i, 1);
+  MOEPACK_P16_DECLARE(0) MOEPACK_P16_DECLARE(1) MOEPACK_P16_DECLARE(2) MOEPACK_P16_DECLARE(3)
+  MOEPACK_P16_DECLARE(4) MOEPACK_P16_DECLARE(5) MOEPACK_P16_DECLARE(6) MOEPACK_P16_DECLARE(7)
+  MOEPACK_P16_DECLARE(8) MOEPACK_P16_DECLARE(9) MOEPACK_P16_DECLARE(10) MOEPACK_P16_DECLARE(11)
+#undef MOEPACK_P16_DECLARE
+#undef MOEPACK_P16_START
+  const float* p = panel;
+  for (uint64_t c = 0; c < cols; ++c, p += kBlockRows) {
+    const __m512 w0 = _mm512_load_ps(p), w1 = _mm512_load_ps(p + 16);
+#define MOEPACK_P16_ROW(i)                                   \
+  if constexpr (Rows > i) {                                  \
+    const __m512 xv = _mm512_set1_ps(x[i * ldx + c]);        \
+    a##i##_0 = _mm512_fmadd_ps(w0, xv, a##i##_0);            \
+    a##i##_1 = _mm512_fmadd_ps(w1, xv, a##i##_1);            \
+  }
+    MOEPACK_P16_ROW(0) MOEPACK_P16_ROW(1) MOEPACK_P16_ROW(2) MOEPACK_P16_ROW(3)
+    MOEPACK_P16_ROW(4) MOEPACK_P16_ROW(5) MOEPACK_P16_ROW(6) MOEPACK_P16_ROW(7)
+    MOEPACK_P16_ROW(8) MOEPACK_P16_ROW(9) MOEPACK_P16_ROW(10) MOEPACK_P16_ROW(11)
+#undef MOEPACK_P16_ROW
+  }
+  const __m512 sums[kTileTokens512][2] = {{a0_0, a0_1}, {a1_0, a1_1}, {a2_0, a2_1}, {a3_0, a3_1}, {a4_0, a4_1},   {a5_0, a5_1},
+                                          {a6_0, a6_1}, {a7_0, a7_1}, {a8_0, a8_1}, {a9_0, a9_1}, {a10_0, a10_1}, {a11_0, a11_1}};
+  for (int i = 0; i < Rows; ++i)
+    for (int h = 0; h < 2; ++h) _mm512_storeu_ps(out + i * ldo + 16 * h, _mm512_permutexvar_ps(to_rows, sums[i][h]));
+}
+
+template <uint64_t StepK, int Rows>
+MOEPACK_AVX512F void avx512f_panel_rest(uint64_t rem, const float* panel, uint64_t cols, const float* x, uint64_t ldx, float* out, uint64_t ldo, bool first) {
+  if constexpr (Rows > 0) {
+    if (rem == Rows) return avx512f_panel_tile<StepK, Rows>(panel, cols, x, ldx, out, ldo, first);
+    avx512f_panel_rest<StepK, Rows - 1>(rem, panel, cols, x, ldx, out, ldo, first);
+  }
+}
+
+template <class T>
+MOEPACK_AVX512F void avx512f_block_panels(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  const T t(g, nb);
+  constexpr uint64_t kPanelSteps = kPanelK / T::kStepK;
+  alignas(64) float panel[kPanelK * kBlockRows];
+  float* o = out + nb * kBlockRows;
+  const uint64_t steps = g.k / T::kStepK;
+  for (uint64_t s0 = 0; s0 < steps; s0 += kPanelSteps) {
+    const uint64_t s1 = std::min(steps, s0 + kPanelSteps), cols = (s1 - s0) * T::kStepK, c0 = s0 * T::kStepK;
+    avx2_decode_panel(t, s0, s1, panel);
+    uint64_t i = 0;
+    for (; i + kTileTokens512 <= m; i += kTileTokens512)
+      avx512f_panel_tile<T::kStepK, kTileTokens512>(panel, cols, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);
+    if (i < m) avx512f_panel_rest<T::kStepK, kTileTokens512 - 1>(m - i, panel, cols, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);
+  }
+}
+
+// A layout may decode one token on 16 lanes (T::avx512f_one_token); it returns false for a block
+// it leaves to the AVX2 kernels.
+template <class T>
+concept HasAvx512fOneToken = requires(const T& t, const float* x, uint64_t steps, float* out) {
+  { t.avx512f_one_token(x, steps, out) } -> std::same_as<bool>;
+};
+
+template <class T>
+MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+  if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
+  if constexpr (HasAvx512fOneToken<T>) {
+    const T t(g, nb);
+    bool done = true;
+    for (uint64_t i = 0; i < m && done; ++i) done = t.avx512f_one_token(x + i * g.k, g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+    if (done) return;
+  }
+  avx2_block<T>(g, nb, x, m, out);
 }
 
 // ---- portable ----------------------------------------------------------------------------

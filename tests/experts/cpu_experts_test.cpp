@@ -252,6 +252,13 @@ TEST(CpuIsaList, TheBestLevelRunsHereAndEveryLevelIsNamed) {
   if (cpu_supports(CpuIsa::amx_bf16)) {
     EXPECT_TRUE(cpu_supports(CpuIsa::avx512_bf16));
   }
+  // Each level's features include the next one's: the list only ever steps down.
+  if (cpu_supports(CpuIsa::avx512_bf16)) {
+    EXPECT_TRUE(cpu_supports(CpuIsa::avx512f));
+  }
+  if (cpu_supports(CpuIsa::avx512f)) {
+    EXPECT_TRUE(cpu_supports(CpuIsa::avx2));
+  }
 }
 
 TEST(CpuPackedGemm, RefusesSizesNoLayoutHolds) {
