@@ -377,6 +377,55 @@ struct Fp8BlockTiles {
     return true;
   }
 
+  // One token on AVX-512F (no BF16, no VBMI): each 32-byte half of a step (rows 0-15, then
+  // 16-31) widened to words, word 2n + d being row n's column 2s + d. E4M3's sign and magnitude
+  // are moved to BF16's places as in the AVX2 decode (the value times 2^-120, which one
+  // multiply makes exact), and each 32-bit lane's two words become the row's two columns by
+  // mask and shift: 16 rows in order per register. Two banks (step parity) keep eight FMA
+  // chains in flight; groups hold an even number of steps (k is a multiple of 32). NaN codes
+  // leave the block to the AVX2 kernels, as there.
+  MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
+    constexpr uint64_t kPrefetchBytes = 2048;
+    const __m512i seven_bits = _mm512_set1_epi16(0x7F), sign = _mm512_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm512_set1_epi16(0x07F0);
+    const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m512 two_to_120 = _mm512_set1_ps(0x1p120f);
+    __mmask32 nan_codes = 0;
+    __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      const uint64_t g1 = std::min(steps, g0 + kGroupSteps);
+      __m512 acc[2][2][2];  // [bank][half][column]
+      for (auto& bank : acc)
+        for (auto& half : bank) half[0] = half[1] = _mm512_setzero_ps();
+      for (uint64_t st = g0; st < g1; st += 2) {
+        for (int bank = 0; bank < 2; ++bank) {
+          const uint64_t step = st + bank;
+          const uint8_t* bytes = w + step * 2 * kBlockRows;
+          _mm_prefetch(reinterpret_cast<const char*>(bytes + kPrefetchBytes), _MM_HINT_T0);
+          const __m512 x0 = _mm512_set1_ps(x[2 * step]), x1 = _mm512_set1_ps(x[2 * step + 1]);
+          for (int half = 0; half < 2; ++half) {
+            const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32 * half)));
+            nan_codes |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(wide, seven_bits), seven_bits);
+            const __m512i bf16 = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(wide, 8), sign), _mm512_and_si512(_mm512_slli_epi16(wide, 4), magnitude));
+            const __m512 even = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(bf16, 16)), two_to_120);
+            const __m512 odd = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(bf16, high_word)), two_to_120);
+            __m512* a = acc[bank][half];
+            a[0] = _mm512_fmadd_ps(even, x0, a[0]);
+            a[1] = _mm512_fmadd_ps(odd, x1, a[1]);
+          }
+        }
+      }
+      const __m512 sc = _mm512_set1_ps(scales[g0 / kGroupSteps]);
+      for (int half = 0; half < 2; ++half) {
+        const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][half][0], acc[0][half][1]), _mm512_add_ps(acc[1][half][0], acc[1][half][1]));
+        total[half] = _mm512_fmadd_ps(sum, sc, total[half]);
+      }
+    }
+    if (nan_codes) return false;
+    _mm512_storeu_ps(out, total[0]);
+    _mm512_storeu_ps(out + 16, total[1]);
+    return true;
+  }
+
   float value(uint64_t r, uint64_t k) const { return e4m3_to_float(w[(k / 2) * 2 * kBlockRows + 2 * r + k % 2]); }
   float scale_at(uint64_t, uint64_t g) const { return scales[g]; }
 };
