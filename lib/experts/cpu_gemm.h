@@ -799,15 +799,13 @@ concept HasAvx512fOneToken = requires(const T& t, const float* x, uint64_t steps
   { t.avx512f_one_token(x, steps, out) } -> std::same_as<bool>;
 };
 
+// Several tokens run the panels; one token the layout's 16-lane decode where it has one (and
+// takes the block), else the AVX2 kernels.
 template <class T>
 MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
   if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
-  if constexpr (HasAvx512fOneToken<T>) {
-    const T t(g, nb);
-    bool done = true;
-    for (uint64_t i = 0; i < m && done; ++i) done = t.avx512f_one_token(x + i * g.k, g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
-    if (done) return;
-  }
+  if constexpr (HasAvx512fOneToken<T>)
+    if (m == 1 && T(g, nb).avx512f_one_token(x, g.k / T::kStepK, out + nb * kBlockRows)) return;
   avx2_block<T>(g, nb, x, m, out);
 }
 
