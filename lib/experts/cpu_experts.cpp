@@ -54,6 +54,7 @@ std::string_view cpu_layout_name(CpuLayout layout) {
     case CpuLayout::bf16_vec: return "bf16_vec";
     case CpuLayout::fp8_block: return "fp8_block";
     case CpuLayout::int8_vnni4: return "int8_vnni4";
+    case CpuLayout::int4_vnni4: return "int4_vnni4";
   }
   return "?";
 }
@@ -177,15 +178,39 @@ CpuIsa best_cpu_isa() {
 
 bool cpu_layout_fits(CpuLayout, uint64_t n, uint64_t k) { return n > 0 && k > 0 && n % cpu::kBlockRows == 0 && k % 32 == 0; }
 
+std::string cpu_int4_groups_unfit(uint64_t k, uint64_t groups) {
+  if (groups == 0 || k % groups != 0) return std::to_string(groups) + " scale groups do not divide " + std::to_string(k) + " inputs";
+  const uint64_t group = k / groups, block_k = std::min<uint64_t>(group, 128);
+  if (block_k != 16 && block_k != 32 && block_k != 64 && block_k != 128) return "block_k = min(group size " + std::to_string(group) + ", 128) is not 16, 32, 64 or 128";
+  if (group % block_k != 0) return "group size " + std::to_string(group) + " is no multiple of block_k " + std::to_string(block_k);
+  return {};
+}
+
+namespace {
+
+// Throws Error(bad_input) for a projection the layout's kernels cannot read at n x k.
+// `what` names the projection in the message (called only on failure: the layer checks every
+// expert at each call).
+template <class What>
+void check_projection(CpuLayout layout, const CpuProjection& p, uint64_t n, uint64_t k, What&& what) {
+  if (!cpu_layout_fits(layout, n, k))
+    throw Error(ErrorKind::bad_input, what() + ": " + std::to_string(n) + " x " + std::to_string(k) + " does not fit the CPU " + std::string(cpu_layout_name(layout)) + " layout (multiples of 32)");
+  if (layout != CpuLayout::int4_vnni4) return;
+  if (const std::string why = cpu_int4_groups_unfit(k, p.groups); !why.empty()) throw Error(ErrorKind::bad_input, what() + ": " + why);
+  if (!p.zeros) throw Error(ErrorKind::bad_input, what() + ": the int4_vnni4 kernels need the zero points");
+}
+
+}  // namespace
+
 void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out) {
-  if (!cpu_layout_fits(layout, n, k)) throw Error(ErrorKind::bad_input, "cpu_packed_gemm: " + std::to_string(n) + " x " + std::to_string(k) + " does not fit the layout");
+  check_projection(layout, w, n, k, [] { return std::string("cpu_packed_gemm"); });
   if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels: " + cpu_isa_unavailable(isa));
   std::vector<float> xf;
   if (!reads_bf16(isa)) {
     xf.resize(static_cast<size_t>(m * k));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(x_bf16[i]);
   }
-  const cpu::Gemm g{w.weight, w.scale, n, k};
+  const cpu::Gemm g{w.weight, w.scale, n, k, w.zeros, w.groups};
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n / cpu::kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
     cpu::packed_gemm_blocks(layout, isa, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), m, out);
   });
@@ -203,6 +228,11 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
     throw Error(ErrorKind::bad_input, "the CPU " + std::string(cpu_layout_name(layout)) + " layout needs hidden and intermediate sizes that are multiples of 32 (got " +
                                           std::to_string(Hp) + ", " + std::to_string(P) + ")");
   if (hidden > Hp || x.size() != tokens * hidden || routing.tokens != tokens) throw_internal("cpu_experts_moe: sizes");
+  for (size_t e = 0; e < experts.size(); ++e)
+    if (experts[e]) {
+      check_projection(layout, experts[e]->w13, n13, Hp, [&] { return "expert " + std::to_string(e) + " w13"; });
+      check_projection(layout, experts[e]->w2, Hp, P, [&] { return "expert " + std::to_string(e) + " w2"; });
+    }
   if (!cpu_supports(options.isa))
     throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels: " + cpu_isa_unavailable(options.isa));
   const CpuIsa isa = options.isa;
@@ -289,7 +319,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
         const uint64_t i = task / blocks, nb0 = task % blocks, nb1 = std::min(blocks, nb0 + (r.end() - task));
         const CpuProjection& p = w13 ? experts[held[i]]->w13 : experts[held[i]]->w2;
         const uint64_t row = first[i], m = first[i + 1] - row;
-        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr, m, out_rows + row * n);
+        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k, p.zeros, p.groups}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr, m, out_rows + row * n);
         task += nb1 - nb0;
       }
     });

@@ -16,14 +16,15 @@
 //   bf16_vec      CpuPrepackMoeWeightLayout(vec), BF16     2     pair two columns (vpermw)   none
 //   fp8_block     CpuSglWeightPackedFp8Layout              2     E4M3 -> BF16, exact         fp32 per 128 x 128 block
 //   int8_vnni4    CpuSglVnni4Int8Layout (+ s8s8 sums)      4     int8 -> BF16, exact         fp32 per row
+//   int4_vnni4    CpuSglInt4WeightLayout (+ int4 sums)     4     code - zero point (vpermw)  fp32 per row and group
 //
-// Weights are exact in BF16 in every layout (E2M1, E4M3 with its subnormals, int8 and BF16 all
-// are), activations are rounded to BF16 before each GEMM (as vLLM's CPU kernels take them), and
+// Weights are exact in BF16 in every layout (E2M1, E4M3 with its subnormals, int8, a 4-bit code
+// less its zero point, and BF16 all are), activations are rounded to BF16 before each GEMM (as vLLM's CPU kernels take them), and
 // products accumulate in FP32; a scale multiplies the partial sums of the columns it covers.
 // Against the double-precision reference the relative error is a few 1e-3 (moepack-verify(1)
 // documents the tolerance). vLLM's own kernels differ in two ways the tolerance covers: its FP8
-// kernel folds the block scale into the weights rounded to BF16, and its INT8 W8A8 kernel
-// quantizes activations per token to int8 (these kernels keep BF16 activations instead, the
+// kernel folds the block scale into the weights rounded to BF16, and its INT8 W8A8 and INT4
+// W4A16 kernels quantize activations per token to int8 and uint8 (these kernels keep BF16 activations instead, the
 // same precision as every other layout, so one tolerance serves them all).
 //
 // Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
@@ -51,7 +52,7 @@
 namespace moepack::experts {
 
 // The packed CPU weight layouts the fast experts read (table above).
-enum class CpuLayout { mxfp4, bf16_amx, bf16_vec, fp8_block, int8_vnni4 };
+enum class CpuLayout { mxfp4, bf16_amx, bf16_vec, fp8_block, int8_vnni4, int4_vnni4 };
 std::string_view cpu_layout_name(CpuLayout layout);
 
 // The FP8 block the fp8_block layout's scales cover (vLLM's CPU FP8 MoE runs 128 x 128 only).
@@ -63,10 +64,14 @@ inline constexpr uint64_t kCpuFp8Block = 128;
 //   bf16_vec    weight [n/16][k][16] BF16; no scale
 //   fp8_block   weight [n/32][k/2][32][2] E4M3 bytes; scale float [ceil(n/128), ceil(k/128)]
 //   int8_vnni4  weight [n/32] blocks of [k/4][32][4] int8 then 32 int32 sums; scale float [n]
+//   int4_vnni4  weight [n/32][k/B] blocks of B*16 bytes of codes then 32 int32 sums, B = block_k =
+//               min(k / groups, 128); scale float and zeros int8 [n/32][groups][32]
 struct CpuProjection {
   const uint8_t* weight = nullptr;
   const void* scale = nullptr;
-  const float* bias = nullptr;  // [n] or null
+  const float* bias = nullptr;     // [n] or null
+  const int8_t* zeros = nullptr;   // int4_vnni4: the zero point each code is less (0..16)
+  uint64_t groups = 0;             // int4_vnni4: scale groups along k
 };
 
 struct CpuExpert {
@@ -107,6 +112,10 @@ struct CpuExpertsWorkspace {
 // Whether the layout can hold a projection of n rows and k columns (both multiples of 32 for
 // every layout: 32-row blocks, and 16-word VNNI groups along k).
 bool cpu_layout_fits(CpuLayout layout, uint64_t n, uint64_t k);
+// Why the int4_vnni4 kernels cannot read k columns in `groups` scale groups, or empty: groups
+// must divide k, block_k = min(group, 128) must be 16, 32, 64 or 128 and divide the group (the
+// layouts convert writes: lib/convert/cpu_int4.cpp).
+std::string cpu_int4_groups_unfit(uint64_t k, uint64_t groups);
 
 // The layer's output [T, H] for hidden states [T, H] (H <= Hp; zero-padded to Hp inside).
 // `experts[e]` is null when this rank does not hold expert e. Deterministic: the same bytes for

@@ -49,6 +49,8 @@ struct Gemm {
   const uint8_t* w;
   const void* scale;
   uint64_t n, k;
+  const int8_t* zeros = nullptr;  // int4_vnni4's zero points, and its scale groups along k
+  uint64_t groups = 0;
 };
 
 // The AVX-512 level: F, BW, VL, BF16 (vdpbf16ps) and VBMI (vpermi2b, the FP8 decode's byte

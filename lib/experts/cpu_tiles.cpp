@@ -7,6 +7,9 @@
 //   fp8_block   packers/cpu_sgl_mxfp4.h (convert_weight_packed, E4M3: pack_vnni [K/2][32][2])
 //   int8_vnni4  packers/cpu_sgl_mxfp4.h (convert_weight_packed, int8: pack_vnni<int8_t>
 //               [K/4][32][4] then 32 int32 compensation sums, which BF16 arithmetic does not need)
+//   int4_vnni4  packers/cpu_sgl_int4.h (convert_int4_weight_packed_with_compensation: codes of
+//               two rows per byte in VNNI-4 quads, per block_k columns; scales and zero points
+//               [N/32][G][32])
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
@@ -430,6 +433,28 @@ struct Fp8BlockTiles {
   float scale_at(uint64_t, uint64_t g) const { return scales[g]; }
 };
 
+// The decoded registers of a VNNI-4 step (int8_vnni4, int4_vnni4): w[2h + e] holds rows
+// 16h + 8e .. 16h + 8e + 7, lane 2i + c row i's column pair c (columns 4s + 2c, 4s + 2c + 1).
+struct Vnni4Quads {
+  // rows 0-15 and 16-31: each row's two lanes added.
+  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < 2; ++h)
+      r[h] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * h], even, acc[2 * h + 1]), _mm512_permutex2var_ps(acc[2 * h], odd, acc[2 * h + 1]));
+  }
+  // AMX: the same lanes without the sum, as VNNI-2 rows: out[2c + h] is half h's pair c, its 16
+  // rows in order.
+  MOEPACK_AVX512_BF16_INLINE static void pairs(const __m512bh* w, __m512bh* out) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < 2; ++h) {
+      out[h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], even, (__m512i)w[2 * h + 1]);
+      out[2 + h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], odd, (__m512i)w[2 * h + 1]);
+    }
+  }
+};
+
 // ---- int8_vnni4: int8 quads in 32-row blocks, fp32 scale per row -----------------------------
 // Block nb starts at 32nb·(K+4); step s (four columns) is 128 bytes at 128s: bytes 4n..4n+3 are
 // row n's columns 4s..4s+3. Rows 0-15 are the first 64 bytes. Four int8 values of a row widened
@@ -437,7 +462,7 @@ struct Fp8BlockTiles {
 // 2i + c of the result holds row i's pair c, which the 64-bit activation broadcast matches
 // (x_operand<4>); rows() adds each row's two lanes. The per-row scale multiplies every group
 // (256 columns, so a chunk of decoded steps stays 16 KiB).
-struct Int8Vnni4Tiles {
+struct Int8Vnni4Tiles : Vnni4Quads {
   static constexpr uint64_t kStepK = 4, kGroupSteps = 64, kChunkSteps = 64;
   static constexpr int kVecs = 4;
   static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
@@ -454,22 +479,6 @@ struct Int8Vnni4Tiles {
     const int8_t* p = w + step * 4 * kBlockRows;
     for (int q = 0; q < 4; ++q) out[q] = _mm512_cvtne2ps_pbh(widen(p + 32 * q + 16), widen(p + 32 * q));
   }
-  MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int h = 0; h < 2; ++h)
-      r[h] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * h], even, acc[2 * h + 1]), _mm512_permutex2var_ps(acc[2 * h], odd, acc[2 * h + 1]));
-  }
-  // AMX: the same lanes without the sum, as VNNI-2 rows: out[2c + h] is half h's pair c (columns
-  // 4s + 2c, 4s + 2c + 1), its 16 rows in order.
-  MOEPACK_AVX512_BF16_INLINE static void pairs(const __m512bh* w, __m512bh* out) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int h = 0; h < 2; ++h) {
-      out[h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], even, (__m512i)w[2 * h + 1]);
-      out[2 + h] = (__m512bh)_mm512_permutex2var_epi32((__m512i)w[2 * h], odd, (__m512i)w[2 * h + 1]);
-    }
-  }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512* sc) const {
     sc[0] = _mm512_loadu_ps(s);
     sc[1] = _mm512_loadu_ps(s + 16);
@@ -485,6 +494,117 @@ struct Int8Vnni4Tiles {
   float scale_at(uint64_t r, uint64_t) const { return s[r]; }
 };
 
+// ---- int4_vnni4: 4-bit codes in VNNI-4 quads, scale and zero point per row and group --------
+// Block nb is k/B sub-blocks of B = block_k columns, each B·16 bytes of codes then 32 int32
+// compensation sums (for the uint8 activations of sgl-kernel's W4A8 kernel; BF16 arithmetic
+// does not need them). Step s (four columns) of sub-block kc = s / (B/4) is the 64 bytes at
+// kc·(16B + 128) + 64·(s mod B/4); byte 4c + t holds column 4s + t of two rows:
+//   c = 0..7:  row c in the low nibble, row c + 8 in the high one
+//   c = 8..15: row c + 8 low, row c + 16 high
+// so the low nibbles of bytes 0-31, widened to words, are rows 0-7 in the lanes Vnni4Quads
+// reads, their high nibbles rows 8-15, and bytes 32-63 rows 16-31 the same way. A weight is its
+// code less the zero point of its row and group, an integer in [-16, 15] (zero points are 0..16:
+// a 4-bit code, plus 1 for GPTQ's), so one 32-entry word table (vpermw) indexed by
+// code + 16 - zero gives it as BF16, exactly. The row's fp32 scale for the group multiplies the
+// group's partial sums: the kernels' scale groups are the sub-blocks, and a checkpoint group of
+// G columns spans G / B of them.
+constexpr uint16_t small_int_bf16(int v) {
+  if (v == 0) return 0;
+  const unsigned mag = static_cast<unsigned>(v < 0 ? -v : v);
+  unsigned e = 0;
+  while ((mag >> (e + 1)) != 0) ++e;
+  return static_cast<uint16_t>((v < 0 ? 0x8000u : 0u) | ((127u + e) << 7) | ((mag << (7 - e)) & 0x7Fu));
+}
+struct Int4Bf16Table {
+  alignas(64) uint16_t bf16[32];  // entry i: i - 16
+};
+constexpr Int4Bf16Table make_int4_table() {
+  Int4Bf16Table t{};
+  for (int i = 0; i < 32; ++i) t.bf16[i] = small_int_bf16(i - 16);
+  return t;
+}
+constexpr Int4Bf16Table kInt4Bf16 = make_int4_table();
+static_assert(kInt4Bf16.bf16[0] == 0xC180 && kInt4Bf16.bf16[15] == 0xBF80 && kInt4Bf16.bf16[16] == 0 && kInt4Bf16.bf16[19] == 0x4040 &&
+                  kInt4Bf16.bf16[31] == 0x4170,
+              "BF16 of -16, -1, 0, 3, 15");
+// Word i of decoded register q belongs to row 8q + i/4 (the table each zero-point offset is
+// spread by).
+struct Int4RowOfWord {
+  alignas(64) uint16_t row[4][32];
+};
+constexpr Int4RowOfWord make_int4_rows() {
+  Int4RowOfWord t{};
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < 32; ++i) t.row[q][i] = static_cast<uint16_t>(8 * q + i / 4);
+  return t;
+}
+constexpr Int4RowOfWord kInt4RowOfWord = make_int4_rows();
+
+template <uint64_t BlockK>
+struct Int4Vnni4Tiles : Vnni4Quads {
+  static constexpr uint64_t kStepK = 4, kGroupSteps = BlockK / 4, kChunkSteps = 64;
+  static constexpr uint64_t kSubBlockBytes = BlockK * 16 + 128;
+  static constexpr int kVecs = 4;
+  static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
+  const uint8_t* w;  // the block's sub-blocks
+  const float* s;    // the block's scales [groups][32]
+  const int8_t* z;   // the block's zero points [groups][32]
+  uint64_t sub_blocks_per_group;
+  // 16 - zero point, spread over the words of each decoded register, for the sub-block load()
+  // decoded last: kernels walk the steps in order, so this is rebuilt once per sub-block.
+  mutable uint64_t offsets_of = ~uint64_t{0};
+  alignas(64) mutable int16_t offsets[4][32];
+
+  Int4Vnni4Tiles(const Gemm& g, uint64_t nb)
+      : w(g.w + nb * (g.k / BlockK) * kSubBlockBytes),
+        s(static_cast<const float*>(g.scale) + nb * kBlockRows * g.groups),
+        z(g.zeros + nb * kBlockRows * g.groups),
+        sub_blocks_per_group(g.k / g.groups / BlockK) {}
+
+  uint64_t group_of(uint64_t sub_block) const { return sub_block / sub_blocks_per_group; }
+  const uint8_t* step_bytes(uint64_t step) const { return w + (step / kGroupSteps) * kSubBlockBytes + (step % kGroupSteps) * 64; }
+  const int8_t* zeros_of(uint64_t sub_block) const { return z + group_of(sub_block) * kBlockRows; }
+
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    const uint64_t sub_block = step / kGroupSteps;
+    if (sub_block != offsets_of) {
+      const __m512i offset = _mm512_sub_epi16(_mm512_set1_epi16(16), _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(zeros_of(sub_block)))));
+      for (int q = 0; q < 4; ++q) _mm512_store_si512(offsets[q], _mm512_permutexvar_epi16(_mm512_load_si512(kInt4RowOfWord.row[q]), offset));
+      offsets_of = sub_block;
+    }
+    const __m512i lut = _mm512_load_si512(kInt4Bf16.bf16), nibble = _mm512_set1_epi16(0x0F);
+    const uint8_t* p = step_bytes(step);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)));
+      out[2 * h] = (__m512bh)_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_and_si512(wide, nibble), _mm512_load_si512(offsets[2 * h])), lut);
+      out[2 * h + 1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_srli_epi16(wide, 4), _mm512_load_si512(offsets[2 * h + 1])), lut);
+    }
+  }
+  MOEPACK_AVX512_BF16_INLINE void scale(uint64_t sub_block, __m512* sc) const {
+    const float* g = s + group_of(sub_block) * kBlockRows;
+    sc[0] = _mm512_loadu_ps(g);
+    sc[1] = _mm512_loadu_ps(g + 16);
+  }
+
+  // Vector j of octet o: rows 8o + 2j and 8o + 2j + 1, four columns each: bytes 4c .. 4c + 7 with
+  // c = 8(o/2) + 2j, the high nibbles for odd o.
+  MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
+    __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(step_bytes(step) + 4 * (8 * (o / 2) + 2 * j))));
+    if (o % 2) codes = _mm256_srli_epi32(codes, 4);
+    codes = _mm256_and_si256(codes, _mm256_set1_epi32(0x0F));
+    const int8_t* zr = zeros_of(step / kGroupSteps) + 8 * o + 2 * j;
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_setr_m128i(_mm_set1_epi32(zr[0]), _mm_set1_epi32(zr[1]))));
+  }
+  MOEPACK_AVX2_INLINE __m256 scale8(uint64_t sub_block, int o) const { return _mm256_loadu_ps(s + group_of(sub_block) * kBlockRows + 8 * o); }
+
+  float value(uint64_t r, uint64_t k) const {
+    const uint8_t byte = step_bytes(k / 4)[4 * (8 * (r / 16) + r % 8) + k % 4];
+    const int code = ((r / 8) % 2 ? byte >> 4 : byte) & 0x0F;
+    return static_cast<float>(code - zeros_of(k / BlockK)[r]);
+  }
+  float scale_at(uint64_t r, uint64_t sub_block) const { return s[group_of(sub_block) * kBlockRows + r]; }
+};
+
 // The AMX level: tiles configured once for the call's rows, released at its end (so the thread
 // gives the tile state back between calls); few tokens run the AVX-512 kernels.
 template <class T>
@@ -494,10 +614,16 @@ MOEPACK_AMX void amx_blocks(const Gemm& g, uint64_t nb0, uint64_t nb1, const uin
   amx::release();
 }
 
+// AMX scales whole k-tiles of 32 columns: a layout with smaller scale groups (int4_vnni4 at
+// block_k 16) runs the AVX-512 BF16 kernels at that level.
+template <class T>
+constexpr bool kAmxScalesItsGroups = !T::kScaled || T::kGroupSteps * T::kStepK >= kTileK;
+
 template <class T>
 void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
   if (isa == CpuIsa::amx_bf16) {
-    if (m >= kAmxMinTokens) return amx_blocks<T>(g, nb0, nb1, xb, m, out);
+    if constexpr (kAmxScalesItsGroups<T>)
+      if (m >= kAmxMinTokens) return amx_blocks<T>(g, nb0, nb1, xb, m, out);
     isa = CpuIsa::avx512_bf16;
   }
   for (uint64_t nb = nb0; nb < nb1; ++nb) {
@@ -517,6 +643,15 @@ void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb
     case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, nb0, nb1, xb, xf, m, out);
     case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, nb0, nb1, xb, xf, m, out);
     case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::int4_vnni4:
+      // block_k = min(group size, 128) (checked by cpu_int4_groups_unfit before any call)
+      switch (std::min<uint64_t>(g.k / g.groups, 128)) {
+        case 16: return run_blocks<Int4Vnni4Tiles<16>>(isa, g, nb0, nb1, xb, xf, m, out);
+        case 32: return run_blocks<Int4Vnni4Tiles<32>>(isa, g, nb0, nb1, xb, xf, m, out);
+        case 64: return run_blocks<Int4Vnni4Tiles<64>>(isa, g, nb0, nb1, xb, xf, m, out);
+        case 128: return run_blocks<Int4Vnni4Tiles<128>>(isa, g, nb0, nb1, xb, xf, m, out);
+      }
+      throw_internal("packed_gemm_blocks: int4_vnni4 block_k");
   }
   throw_internal("packed_gemm_blocks: unknown layout");
 }

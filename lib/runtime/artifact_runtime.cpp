@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "formats/safetensors/file.h"
@@ -518,39 +519,69 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
 namespace {
 
 // The packed CPU layouts the fast experts read (lib/experts/cpu_experts.h), by the layout names
-// convert writes for the weights; the other per-expert tensors each must hold.
+// convert writes for the weights; the other per-expert tensors each must hold. The INT4 weight's
+// name carries its zero-point source, packing and block_k (lib/convert/cpu_int4.h), so it is
+// matched by its two stages' heads.
 struct FastCpuLayout {
   ex::CpuLayout layout;
-  const char* weight;       // w13_weight and w2_weight
+  const char* weight;       // w13_weight and w2_weight (int4: the head of each stage)
   const char* weight_dtype;
   const char* scale;        // w13_/w2_ weight_scale (or _inv), null when the layout has none
+  const char* zeros;        // int4: the zero points' layout head
 };
 constexpr FastCpuLayout kFastCpuLayouts[] = {
-    {ex::CpuLayout::mxfp4, "cpu.sgl_convert_weight_packed(mxfp4)", "U8", "cpu.sgl_convert_scale_packed(e8m0)"},
-    {ex::CpuLayout::bf16_amx, "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "BF16", nullptr},
+    {ex::CpuLayout::mxfp4, "cpu.sgl_convert_weight_packed(mxfp4)", "U8", "cpu.sgl_convert_scale_packed(e8m0)", nullptr},
+    {ex::CpuLayout::bf16_amx, "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "BF16", nullptr, nullptr},
     // FP16 and F32 models in the vec layout run by the emulation only: their weights are not BF16.
-    {ex::CpuLayout::bf16_vec, "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)", "BF16", nullptr},
-    {ex::CpuLayout::fp8_block, "cpu.sgl_convert_weight_packed(fp8)", "F8_E4M3", "vllm.unchanged"},
-    {ex::CpuLayout::int8_vnni4, "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "I8", "vllm.unchanged"},
+    {ex::CpuLayout::bf16_vec, "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)", "BF16", nullptr, nullptr},
+    {ex::CpuLayout::fp8_block, "cpu.sgl_convert_weight_packed(fp8)", "F8_E4M3", "vllm.unchanged", nullptr},
+    {ex::CpuLayout::int8_vnni4, "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "I8", "vllm.unchanged", nullptr},
+    {ex::CpuLayout::int4_vnni4, "cpu.sgl_int4_compensation(zeros=", "U8", "cpu.sgl_int4_blocked_scales(f32,e9d1398d9)", "cpu.sgl_int4_zero_points(zeros="},
 };
+constexpr std::string_view kInt4WeightStage = " | cpu.sgl_int4_weight_packed(";
+constexpr std::string_view kInt4ZeroStage = " | cpu.sgl_int4_blocked_zero_points(i8,e9d1398d9)";
 
-// The scale role beside a weight: Fp8MoEMethod names block scales weight_scale_inv.
-const artifact::PackedTensor* scale_tensor(const artifact::RankTensors& r, const std::string& proj) {
-  for (const char* suffix : {"weight_scale", "weight_scale_inv"})
-    if (auto it = r.tensors.find(proj + suffix); it != r.tensors.end()) return &it->second;
-  return nullptr;
+bool weight_layout_is(const FastCpuLayout& f, const std::string& layout) {
+  if (f.layout != ex::CpuLayout::int4_vnni4) return layout == f.weight;
+  return layout.starts_with(f.weight) && layout.find(kInt4WeightStage) != std::string::npos;
+}
+
+// What a per-expert tensor is to the fast experts, under either naming of its parameter
+// (GPTQ / AWQ qweight, scales, qzeros; compressed-tensors weight_packed, weight_scale,
+// weight_zero_point; FP8 block weight_scale_inv): "weight", "weight_scale", "zeros" or "bias"
+// after the projection's prefix, "" for a tensor the CPU kernels never read (static input
+// scales: they take BF16 activations; g_idx without act-order and the compressed-tensors
+// weight_shape), nullopt for one they do not know.
+std::optional<std::string> fast_cpu_role(const std::string& role) {
+  const size_t cut = role.find('_');
+  if (cut == std::string::npos) return std::nullopt;
+  const std::string proj = role.substr(0, cut + 1), what = role.substr(cut + 1);
+  if (proj != "w13_" && proj != "w2_") return std::nullopt;
+  if (what == "input_scale" || what == "g_idx" || what == "weight_g_idx" || what == "weight_shape") return "";
+  if (what == "weight" || what == "qweight" || what == "weight_packed") return proj + "weight";
+  if (what == "weight_scale" || what == "weight_scale_inv" || what == "scales") return proj + "weight_scale";
+  if (what == "qzeros" || what == "weight_zero_point") return proj + "zeros";
+  if (what == "bias") return proj + "bias";
+  return std::nullopt;
 }
 
 // Bytes one expert's slab of a fast-CPU tensor must hold, for a projection of n rows and k
-// columns; 0 for a role the layout does not read.
-uint64_t fast_cpu_slab_bytes(ex::CpuLayout layout, bool scale, uint64_t n, uint64_t k) {
+// columns (int4: in `groups` scale groups); 0 for a role the layout does not read.
+uint64_t fast_cpu_slab_bytes(ex::CpuLayout layout, const std::string& what, uint64_t n, uint64_t k, uint64_t groups) {
   const uint64_t blocks = (k + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block, row_blocks = (n + ex::kCpuFp8Block - 1) / ex::kCpuFp8Block;
+  const bool scale = what == "weight_scale";
   switch (layout) {
     case ex::CpuLayout::mxfp4: return scale ? n * (k / 32) : n * k / 2;
     case ex::CpuLayout::bf16_amx:
     case ex::CpuLayout::bf16_vec: return scale ? 0 : 2 * n * k;
     case ex::CpuLayout::fp8_block: return scale ? 4 * row_blocks * blocks : n * k;
     case ex::CpuLayout::int8_vnni4: return scale ? 4 * n : n * (k + 4);
+    case ex::CpuLayout::int4_vnni4: {
+      if (what == "zeros") return n * groups;
+      if (scale) return 4 * n * groups;
+      const uint64_t block_k = std::min<uint64_t>(k / std::max<uint64_t>(groups, 1), 128);
+      return (n / 32) * (k / block_k) * (16 * block_k + 128);
+    }
   }
   return 0;
 }
@@ -561,37 +592,41 @@ std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
   const artifact::Layer& L = impl_->manifest.layers.at(i);
   if (cannot_run(i) || L.ranks.empty()) return std::nullopt;
   const auto format = ex::weight_format_of(L.family, L.weight_key.value_or(""));
-  const auto w13 = L.ranks.front().tensors.find("w13_weight");
-  if (w13 == L.ranks.front().tensors.end()) return std::nullopt;
   const FastCpuLayout* match = nullptr;
-  for (const auto& f : kFastCpuLayouts)
-    if (w13->second.layout == f.weight) match = &f;
+  for (const auto& [role, t] : L.ranks.front().tensors)
+    if (fast_cpu_role(role) == "w13_weight")
+      for (const auto& f : kFastCpuLayouts)
+        if (weight_layout_is(f, t.layout)) match = &f;
   if (!match) return std::nullopt;
-  // The format the layout's bytes mean: MXFP4, unquantized BF16, 128 x 128 FP8 blocks, W8A8 int8.
+  // The format the layout's bytes mean: MXFP4, unquantized BF16, 128 x 128 FP8 blocks, W8A8
+  // int8, W4A16 int4.
   switch (match->layout) {
     case ex::CpuLayout::mxfp4: if (format != ex::WeightFormat::mxfp4) return std::nullopt; break;
     case ex::CpuLayout::bf16_amx:
     case ex::CpuLayout::bf16_vec: if (format != ex::WeightFormat::float16or32) return std::nullopt; break;
     case ex::CpuLayout::fp8_block: if (format != ex::WeightFormat::fp8_e4m3 || fp8_block_of(L.weight_key.value_or("")) != ex::kCpuFp8Block) return std::nullopt; break;
     case ex::CpuLayout::int8_vnni4: if (format != ex::WeightFormat::int8) return std::nullopt; break;
+    case ex::CpuLayout::int4_vnni4: if (format != ex::WeightFormat::int_wna16) return std::nullopt; break;
   }
   for (const auto& r : L.ranks) {
+    std::set<std::string> seen;
     for (const auto& [role, t] : r.tensors) {
-      // Static activation scales are not read: the CPU kernels take BF16 activations (W4A16,
-      // W8A16; the W8A8 int8 layer quantizes dynamically and has none).
-      if (role.ends_with("_input_scale")) continue;
+      const auto what = fast_cpu_role(role);
+      if (!what) return std::nullopt;
+      if (what->empty()) continue;
       if (!t.per_expert) return std::nullopt;  // per-layer values (a requantized scale) are not read
-      const bool weight = role == "w13_weight" || role == "w2_weight";
-      const bool scale = role.find("_weight_scale") != std::string::npos;
-      const bool bias = role == "w13_bias" || role == "w2_bias";
-      if (weight && (t.layout != match->weight || t.dtype != match->weight_dtype)) return std::nullopt;
+      if (!seen.insert(*what).second) return std::nullopt;  // two tensors for one role (qzeros and weight_zero_point)
+      const bool weight = what->ends_with("_weight"), scale = what->ends_with("_weight_scale"), zeros = what->ends_with("_zeros");
+      if (weight && (!weight_layout_is(*match, t.layout) || t.dtype != match->weight_dtype)) return std::nullopt;
       if (scale && (!match->scale || t.layout != match->scale || (match->layout != ex::CpuLayout::mxfp4 && t.dtype != "F32"))) return std::nullopt;
-      if (bias && ((t.layout != "vllm.bias_f32" && t.layout != "vllm.unchanged") || !(t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16"))) return std::nullopt;
-      if (!weight && !scale && !bias) return std::nullopt;
+      if (zeros && (!match->zeros || !t.layout.starts_with(match->zeros) || !t.layout.ends_with(kInt4ZeroStage) || t.dtype != "I8")) return std::nullopt;
+      if (what->ends_with("_bias") && ((t.layout != "vllm.bias_f32" && t.layout != "vllm.unchanged") || !(t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16")))
+        return std::nullopt;
     }
-    for (const char* proj : {"w13_", "w2_"}) {
-      if (!r.tensors.count(std::string(proj) + "weight")) return std::nullopt;
-      if ((scale_tensor(r, proj) != nullptr) != (match->scale != nullptr)) return std::nullopt;
+    for (const std::string proj : {"w13_", "w2_"}) {
+      if (!seen.count(proj + "weight")) return std::nullopt;
+      if (seen.count(proj + "weight_scale") != (match->scale != nullptr)) return std::nullopt;
+      if (seen.count(proj + "zeros") != (match->zeros != nullptr)) return std::nullopt;
     }
   }
   return match->layout;
@@ -648,21 +683,41 @@ const std::vector<FastCpuRank>& ArtifactRuntime::fast_cpu_layer(size_t i) {
       DType dtype;
     };
     std::map<std::string, Mapped> tensors;
+    // int4: each projection's scale groups, from its scales' shape [E, n/32, groups, 32].
+    std::map<std::string, uint64_t> groups;
+    for (const auto& [role, t] : rank.tensors)
+      if (layout == ex::CpuLayout::int4_vnni4 && fast_cpu_role(role).value_or("").ends_with("_weight_scale")) {
+        const uint64_t g = t.shape.size() == 4 ? t.shape[2] : 0;
+        const std::string proj = role.rfind("w13_", 0) == 0 ? "w13_" : "w2_";
+        const uint64_t k = proj == "w13_" ? Hp : P;
+        if (const std::string why = ex::cpu_int4_groups_unfit(k, g); !why.empty())
+          throw_bad_input(impl_->manifest_path, t.name, "shape " + shape_string(t.shape) + ": " + why);
+        groups[proj] = g;
+      }
     for (const auto& [role, t] : rank.tensors) {
-      if (role.ends_with("_input_scale")) continue;
+      const std::string what = fast_cpu_role(role).value_or("");
+      if (what.empty()) continue;
       const st::File& f = impl_->files.file(t.file);
       const st::TensorInfo* info = f.find(t.name);
       if (!info) throw_bad_input(impl_->manifest_path, t.name, "missing from the file the manifest names");
       const std::string proj = role.rfind("w13_", 0) == 0 ? "w13_" : "w2_";
       const uint64_t n = proj == "w13_" ? n13 : Hp, k = proj == "w13_" ? Hp : P;
-      const bool bias = role.ends_with("_bias");
+      const bool bias = what.ends_with("_bias");
       const DType dt = info->dtype;
-      const uint64_t expected = bias ? n * static_cast<uint64_t>(dtype_bits(dt) / 8) : fast_cpu_slab_bytes(layout, role.find("_weight_scale") != std::string::npos, n, k);
+      const uint64_t expected = bias ? n * static_cast<uint64_t>(dtype_bits(dt) / 8) : fast_cpu_slab_bytes(layout, what.substr(proj.size()), n, k, groups[proj]);
       if (info->num_bytes() != expected * local)
         throw_bad_input(impl_->manifest_path, t.name, std::to_string(info->num_bytes()) + " bytes, but " + std::to_string(local) + " experts of the CPU " +
                                                           std::string(ex::cpu_layout_name(layout)) + " layout at " + std::to_string(n) + " x " + std::to_string(k) +
                                                           " hold " + std::to_string(expected * local));
-      tensors[role.ends_with("_weight_scale_inv") ? role.substr(0, role.size() - 4) : role] = {f.data(*info), dt};
+      const std::span<const uint8_t> bytes = f.data(*info);
+      if (what.ends_with("_zeros"))
+        // The kernels subtract a zero point from a 4-bit code by one 32-entry table: 0..16 is
+        // every value convert writes (a code, plus 1 for GPTQ's).
+        for (size_t b = 0; b < bytes.size(); ++b)
+          if (static_cast<int8_t>(bytes[b]) < 0 || static_cast<int8_t>(bytes[b]) > 16)
+            throw_bad_input(impl_->manifest_path, t.name, "zero point " + std::to_string(static_cast<int8_t>(bytes[b])) + " at element " + std::to_string(b) +
+                                                              " is outside 0..16, the zero points of 4-bit codes");
+      tensors[what] = {bytes, dt};
     }
     auto slab = [&](const std::string& role, uint64_t e) -> std::span<const uint8_t> {
       auto it = tensors.find(role);
@@ -676,10 +731,12 @@ const std::vector<FastCpuRank>& ArtifactRuntime::fast_cpu_layer(size_t i) {
     r.by_id.assign(static_cast<size_t>(E), nullptr);
     for (uint64_t e = 0; e < local; ++e) {
       ex::CpuExpert& c = r.experts[e];
-      c.w13.weight = slab("w13_weight", e).data();
-      c.w13.scale = slab("w13_weight_scale", e).data();
-      c.w2.weight = slab("w2_weight", e).data();
-      c.w2.scale = slab("w2_weight_scale", e).data();
+      for (auto [proj, w] : {std::pair{"w13_", &c.w13}, std::pair{"w2_", &c.w2}}) {
+        w->weight = slab(std::string(proj) + "weight", e).data();
+        w->scale = slab(std::string(proj) + "weight_scale", e).data();
+        w->zeros = reinterpret_cast<const int8_t*>(slab(std::string(proj) + "zeros", e).data());
+        w->groups = groups[proj];
+      }
       // Biases as floats (F32 in the MXFP4 artifact, the model dtype in the unquantized one),
       // copied so they are aligned.
       for (auto [role, dst, ptr] : {std::tuple{"w13_bias", &r.biases[2 * e], &c.w13.bias}, std::tuple{"w2_bias", &r.biases[2 * e + 1], &c.w2.bias}}) {

@@ -57,7 +57,7 @@ class ArtifactRuntime {
   std::vector<float> run(size_t i, const std::vector<float>& x, const experts::Routing& routing, uint64_t tokens, int threads = 1);
 
   // The packed CPU layout of layer `i` when the fast CPU experts read it directly
-  // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block and INT8 W8A8 artifacts,
+  // (lib/experts/cpu_experts.h: the cpu-amx MXFP4, BF16, FP8 block, INT8 W8A8 and INT4 W4A16 artifacts,
   // the BF16 vec prepack of cpu-avx512);
   // nullopt for every other layer.
   std::optional<experts::CpuLayout> fast_cpu_layout(size_t i) const;

@@ -219,8 +219,8 @@ BenchReport bench_experts(const BenchOptions& o) {
   const size_t li = o.layer ? rt.layer_index(*o.layer) : 0;
   if (rt.manifest().layers.empty()) throw Error(ErrorKind::usage, "the artifact has no MoE layers");
   if (!rt.has_fast_cpu(li))
-    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the x86 CPU MXFP4, BF16, FP8 block and " +
-                                      "INT8 W8A8 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
+    throw Error(ErrorKind::usage, rt.manifest().layers[li].prefix + ": bench times the fast CPU experts, which read the x86 CPU MXFP4, BF16, FP8 block, " +
+                                      "INT8 W8A8 and INT4 W4A16 layouts; this layer is " + rt.manifest().layers[li].backend + " / " + rt.manifest().layers[li].experts_class +
                                       " (convert with --target cpu-amx)");
   const artifact::Layer& L = rt.manifest().layers[li];
   const int threads = thread_count(o.threads);
@@ -230,7 +230,10 @@ BenchReport bench_experts(const BenchOptions& o) {
   rep.allowed_cpus = allowed_cpus();
   rep.isa = std::string(experts::cpu_isa_name(experts::best_cpu_isa()));
   rep.prefix = L.prefix;
-  rep.layout = L.ranks.at(0).tensors.at("w13_weight").layout;
+  // The w13 weight's layout, under the names its parameter has (GPTQ/AWQ qweight,
+  // compressed-tensors weight_packed).
+  for (const char* role : {"w13_weight", "w13_qweight", "w13_weight_packed"})
+    if (auto it = L.ranks.at(0).tensors.find(role); it != L.ranks.at(0).tensors.end()) rep.layout = it->second.layout;
   rep.num_experts = L.num_experts;
   rep.top_k = L.top_k;
   rep.hidden_size = L.hidden_size;

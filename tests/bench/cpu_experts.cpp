@@ -4,7 +4,8 @@
 // experts`'s job). One gpt-oss-20b w13 projection: 5760 rows x 2880 columns.
 //   BM_PeakFma           12 independent 8-lane FMA chains: this core's FLOP/s limit
 //   BM_StreamRead        this core's read bandwidth from memory
-//   BM_PackedGemm/L/M    layout L (0 mxfp4, 1 bf16_amx, 2 bf16_vec, 3 fp8_block, 4 int8_vnni4),
+//   BM_PackedGemm/L/M    layout L (0 mxfp4, 1 bf16_amx, 2 bf16_vec, 3 fp8_block, 4 int8_vnni4,
+//                        5 int4_vnni4 in groups of 128 with zero point 8),
 //                        M tokens; the weights of 8 such projections taken in turn (more than
 //                        the last-level cache), so few tokens read them from memory
 // Report GFLOP/s as a fraction of BM_PeakFma's, and one token's bytes/s as a fraction of
@@ -60,8 +61,9 @@ __attribute__((target("avx2,fma"))) void BM_StreamRead(benchmark::State& state) 
 BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
 
 struct PackedBytes {
-  uint64_t weight, scale;
+  uint64_t weight, scale, zeros = 0;
 };
+constexpr uint64_t kInt4Group = 128;
 PackedBytes packed_bytes(CpuLayout layout) {
   switch (layout) {
     case CpuLayout::mxfp4: return {kRows * kCols / 2, kRows * kCols / 32};
@@ -69,6 +71,7 @@ PackedBytes packed_bytes(CpuLayout layout) {
     case CpuLayout::bf16_vec: return {kRows * kCols * 2, 0};
     case CpuLayout::fp8_block: return {kRows * kCols, 4 * ((kRows + 127) / 128) * ((kCols + 127) / 128)};
     case CpuLayout::int8_vnni4: return {kRows * (kCols + 4), 4 * kRows};
+    case CpuLayout::int4_vnni4: return {kRows * (kCols / 2 + 4 * kCols / kInt4Group), 4 * kRows * (kCols / kInt4Group), kRows * (kCols / kInt4Group)};
   }
   return {0, 0};
 }
@@ -82,6 +85,7 @@ void BM_PackedGemm(benchmark::State& state) {
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = layout == CpuLayout::bf16_amx || layout == CpuLayout::bf16_vec ? (i % 2 ? 0x3F : 0x80) : static_cast<uint8_t>((i * 37) & 0x57);
   std::vector<float> scales(bytes.scale / 4 + 1, 0.01f);
   std::vector<uint8_t> e8m0(bytes.scale, 120);
+  const std::vector<int8_t> zeros(bytes.zeros, 8);
   std::vector<uint16_t> x(m * kCols, 0x3F80);
   std::vector<float> out(m * kRows);
   const moepack::experts::CpuIsa isa = moepack::experts::best_cpu_isa();
@@ -91,14 +95,15 @@ void BM_PackedGemm(benchmark::State& state) {
     moepack::experts::CpuProjection p;
     p.weight = weights.data() + (copy++ % kCopies) * bytes.weight;
     p.scale = layout == CpuLayout::mxfp4 ? static_cast<const void*>(e8m0.data()) : scales.data();
+    if (layout == CpuLayout::int4_vnni4) p.zeros = zeros.data(), p.groups = kCols / kInt4Group;
     one.execute([&] { moepack::experts::cpu_packed_gemm(layout, isa, p, kRows, kCols, x.data(), m, out.data()); });
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(std::string(moepack::experts::cpu_layout_name(layout)) + " " + std::string(moepack::experts::cpu_isa_name(isa)));
   state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(m * kRows * kCols), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bytes"] = benchmark::Counter(static_cast<double>(bytes.weight + bytes.scale), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes"] = benchmark::Counter(static_cast<double>(bytes.weight + bytes.scale + bytes.zeros), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_PackedGemm)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 8, 64}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PackedGemm)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 8, 64}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

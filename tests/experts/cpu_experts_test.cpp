@@ -19,6 +19,7 @@
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
 #include "packers/cpu_prepack_moe.h"
+#include "packers/cpu_sgl_int4.h"
 #include "packers/cpu_sgl_mxfp4.h"
 
 namespace moepack::experts {
@@ -30,6 +31,8 @@ struct Packed {
   std::vector<uint8_t> weight, scale_bytes;
   std::vector<float> scale_f32;
   std::vector<float> bias;
+  std::vector<int8_t> zeros;  // int4_vnni4
+  uint64_t groups = 0;
   std::vector<double> dense;  // [n, k]
   CpuProjection projection() const {
     CpuProjection p;
@@ -37,6 +40,8 @@ struct Packed {
     p.scale = scale_f32.empty() ? static_cast<const void*>(scale_bytes.data()) : static_cast<const void*>(scale_f32.data());
     if (scale_bytes.empty() && scale_f32.empty()) p.scale = nullptr;
     p.bias = bias.empty() ? nullptr : bias.data();
+    p.zeros = zeros.empty() ? nullptr : zeros.data();
+    p.groups = groups;
     return p;
   }
 };
@@ -47,7 +52,8 @@ std::vector<uint8_t> pack_with(const packers::Layout& layout, const OwnedTensor&
   return out;
 }
 
-Packed make(CpuLayout layout, uint64_t n, uint64_t k, uint64_t seed, bool with_bias) {
+// `group`: int4_vnni4's scale group along k (columns).
+Packed make(CpuLayout layout, uint64_t n, uint64_t k, uint64_t seed, bool with_bias, uint64_t group = 0) {
   std::mt19937_64 rng(seed);
   auto byte = [&] { return static_cast<uint8_t>(rng() & 0xFF); };
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -112,6 +118,34 @@ Packed make(CpuLayout layout, uint64_t n, uint64_t k, uint64_t seed, bool with_b
       p.weight = pack_with(packers::CpuSglVnni4Int8Layout(), w);
       break;
     }
+    case CpuLayout::int4_vnni4: {
+      // GPTQ words (q[k][n] = field k % 8 of word (k / 8, n)), BF16 group scales, zero points
+      // over their whole range 0..16 (a 4-bit code, plus 1 for GPTQ's).
+      p.groups = k / group;
+      OwnedTensor words(DType::I32, {k / 8, n}), scales(DType::BF16, {p.groups, n}), zeros(DType::I8, {p.groups, n});
+      for (auto& b : words.bytes) b = byte();
+      for (uint64_t i = 0; i < p.groups * n; ++i) {
+        const uint16_t b = float_to_bf16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 6) - 9));
+        std::memcpy(scales.bytes.data() + 2 * i, &b, 2);
+        zeros.bytes[i] = static_cast<uint8_t>(rng() % 17);
+      }
+      for (uint64_t r = 0; r < n; ++r)
+        for (uint64_t c = 0; c < k; ++c) {
+          uint32_t word;
+          std::memcpy(&word, words.bytes.data() + 4 * ((c / 8) * n + r), 4);
+          const uint64_t g = (c / group) * n + r;
+          uint16_t scale_bits;
+          std::memcpy(&scale_bits, scales.bytes.data() + 2 * g, 2);
+          p.dense[r * k + c] = (static_cast<double>((word >> (4 * (c % 8))) & 0xF) - static_cast<int8_t>(zeros.bytes[g])) * bf16_to_float(scale_bits);
+        }
+      p.weight = pack_with(packers::CpuSglInt4WeightLayout(packers::CpuInt4Source::gptq, std::min<uint64_t>(group, 128)), words);
+      const std::vector<uint8_t> scale_bytes = pack_with(packers::CpuSglInt4GroupRowsLayout(packers::CpuInt4GroupRows::scales_f32), scales);
+      p.scale_f32.resize(scale_bytes.size() / 4);
+      std::memcpy(p.scale_f32.data(), scale_bytes.data(), scale_bytes.size());
+      const std::vector<uint8_t> zero_bytes = pack_with(packers::CpuSglInt4GroupRowsLayout(packers::CpuInt4GroupRows::zero_points_i8), zeros);
+      p.zeros.assign(zero_bytes.begin(), zero_bytes.end());
+      break;
+    }
   }
   if (with_bias) {
     p.bias.resize(static_cast<size_t>(n));
@@ -137,8 +171,12 @@ std::vector<float> gemm(CpuLayout layout, CpuIsa isa, const Packed& p, uint64_t 
 struct GemmCase {
   CpuLayout layout;
   uint64_t n, k;
+  uint64_t group = 0;  // int4_vnni4
 };
-void PrintTo(const GemmCase& c, std::ostream* os) { *os << cpu_layout_name(c.layout) << " " << c.n << " x " << c.k; }
+void PrintTo(const GemmCase& c, std::ostream* os) {
+  *os << cpu_layout_name(c.layout) << " " << c.n << " x " << c.k;
+  if (c.group) *os << " group " << c.group;
+}
 
 // Skips the test, naming what this machine lacks, when it cannot run the level.
 #define SKIP_UNLESS_SUPPORTED(isa)                                                                                   \
@@ -153,7 +191,7 @@ class CpuPackedGemm : public ::testing::TestWithParam<std::tuple<GemmCase, CpuIs
 TEST_P(CpuPackedGemm, MatchesTheDefinitionAndIsThreadCountStable) {
   const auto [c, isa] = GetParam();
   SKIP_UNLESS_SUPPORTED(isa);
-  const Packed p = make(c.layout, c.n, c.k, 7 + c.n + c.k, true);
+  const Packed p = make(c.layout, c.n, c.k, 7 + c.n + c.k, true, c.group);
   for (uint64_t m : {1u, 3u, 4u, 5u, 8u, 13u, 16u, 32u, 37u, 50u}) {
     const std::vector<uint16_t> x = bf16_activations(m, c.k, m);
     // The reference, and the sum of magnitudes each value's float rounding is relative to.
@@ -184,12 +222,17 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CpuPackedGemm,
                                                               GemmCase{CpuLayout::bf16_amx, 96, 416}, GemmCase{CpuLayout::bf16_amx, 160, 32},
                                                               GemmCase{CpuLayout::bf16_vec, 96, 416}, GemmCase{CpuLayout::bf16_vec, 32, 64},
                                                               GemmCase{CpuLayout::fp8_block, 160, 416}, GemmCase{CpuLayout::fp8_block, 96, 96},
-                                                              GemmCase{CpuLayout::int8_vnni4, 96, 416}, GemmCase{CpuLayout::int8_vnni4, 32, 32}),
+                                                              GemmCase{CpuLayout::int8_vnni4, 96, 416}, GemmCase{CpuLayout::int8_vnni4, 32, 32},
+                                                              // int4 at every block_k (16 runs AVX-512 BF16 on the AMX level), and a
+                                                              // group of two 128-column sub-blocks
+                                                              GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 32, 416, 16},
+                                                              GemmCase{CpuLayout::int4_vnni4, 64, 192, 64}, GemmCase{CpuLayout::int4_vnni4, 160, 384, 128},
+                                                              GemmCase{CpuLayout::int4_vnni4, 32, 512, 256}),
                                             ::testing::ValuesIn(kCpuIsas)),
                          [](const ::testing::TestParamInfo<std::tuple<GemmCase, CpuIsa>>& i) {
                            const GemmCase& c = std::get<0>(i.param);
-                           return std::string(cpu_layout_name(c.layout)) + "_" + std::to_string(c.n) + "x" + std::to_string(c.k) + "_" +
-                                  isa_param_name(std::get<1>(i.param));
+                           return std::string(cpu_layout_name(c.layout)) + "_" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                                  (c.group ? "_g" + std::to_string(c.group) : std::string()) + "_" + isa_param_name(std::get<1>(i.param));
                          });
 
 class CpuIsaLevel : public ::testing::TestWithParam<CpuIsa> {};
@@ -269,6 +312,34 @@ TEST(CpuPackedGemm, RefusesSizesNoLayoutHolds) {
   EXPECT_FALSE(cpu_layout_fits(CpuLayout::fp8_block, 48, 64));
   EXPECT_FALSE(cpu_layout_fits(CpuLayout::int8_vnni4, 64, 48));
   EXPECT_TRUE(cpu_layout_fits(CpuLayout::mxfp4, 96, 160));
+}
+
+// The int4 kernels read the block_k sizes convert writes (16, 32, 64, 128, each dividing the
+// group); other groupings, and a projection without zero points, are refused by name.
+TEST(CpuPackedGemm, Int4RefusesGroupingsItsLayoutsDoNotHave) {
+  EXPECT_EQ(cpu_int4_groups_unfit(256, 2), "");    // group 128
+  EXPECT_EQ(cpu_int4_groups_unfit(512, 1), "");    // group 512: four 128-column sub-blocks
+  EXPECT_EQ(cpu_int4_groups_unfit(416, 26), "");   // group 16
+  EXPECT_NE(cpu_int4_groups_unfit(256, 0), "");
+  EXPECT_NE(cpu_int4_groups_unfit(256, 3), "");    // does not divide
+  EXPECT_NE(cpu_int4_groups_unfit(384, 4), "");    // group 96: block_k 96
+  EXPECT_NE(cpu_int4_groups_unfit(384, 2), "");    // group 192: no multiple of 128
+  EXPECT_NE(cpu_int4_groups_unfit(64, 8), "");     // group 8
+  Packed p = make(CpuLayout::int4_vnni4, 32, 256, 1, false, 128);
+  std::vector<uint16_t> x(256, 0);
+  std::vector<float> out(32);
+  CpuProjection w = p.projection();
+  w.groups = 3;
+  try {
+    cpu_packed_gemm(CpuLayout::int4_vnni4, CpuIsa::scalar, w, 32, 256, x.data(), 1, out.data());
+    ADD_FAILURE() << "3 groups of 256 inputs ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 scale groups do not divide 256 inputs"), std::string::npos) << e.what();
+  }
+  w = p.projection();
+  w.zeros = nullptr;
+  EXPECT_THROW(cpu_packed_gemm(CpuLayout::int4_vnni4, CpuIsa::scalar, w, 32, 256, x.data(), 1, out.data()), Error);
+  EXPECT_NO_THROW(cpu_packed_gemm(CpuLayout::int4_vnni4, CpuIsa::scalar, p.projection(), 32, 256, x.data(), 1, out.data()));
 }
 
 }  // namespace
