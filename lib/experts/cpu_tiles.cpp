@@ -597,6 +597,73 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t sub_block, int o) const { return _mm256_loadu_ps(s + group_of(sub_block) * kBlockRows + 8 * o); }
 
+  // One token on AVX2 (decode, bound by the bytes read), by the identity
+  //   sum_k (q_k - z) x_k = sum_k q_k x_k - z sum_k x_k
+  // per row and sub-block: the codes alone are decoded, BF16 by two byte tables (vpshufb), as
+  // the MXFP4 decode does, and each row's zero point times the sub-block's activation sum is
+  // taken off its partial sum before the scale. Widened to words by unpacking (within 128-bit
+  // lanes), a nibble half of 32 bytes is two registers whose 32-bit lanes each hold one row's
+  // column pair (2p, 2p + 1) as BF16 words: the high word masked is column 2p + 1's float, the
+  // low word shifted up column 2p's. Lanes come as rows (c, c, c + 1, c + 1 | c + 4, ...) for
+  // the unpacked low bytes and (c + 2, ...) for the high ones, so one hadd of the two gives
+  // eight rows in order. Eight accumulators (half, nibble, unpacked half), each fed twice a
+  // step, keep both FMA units busy. The sums differ from the other kernels' in order and in
+  // rounding (the product of z and the activation sum), well within the float tolerance.
+  MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
+    constexpr uint64_t kPrefetchBytes = 2048;
+    const __m256i nibble = _mm256_set1_epi8(0x0F), high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    // BF16 of 0..15, split into high and low bytes (each table twice, one per 128-bit lane).
+    const __m256i high_bytes = _mm256_setr_epi8(0x00, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
+                                                0x00, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41);
+    const __m256i low_bytes = _mm256_setr_epi8(0x00, char(0x80), 0x00, 0x40, char(0x80), char(0xA0), char(0xC0), char(0xE0), 0x00, 0x10, 0x20, 0x30, 0x40,
+                                               0x50, 0x60, 0x70, 0x00, char(0x80), 0x00, 0x40, char(0x80), char(0xA0), char(0xC0), char(0xE0), 0x00,
+                                               0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70);
+    const __m256i even_columns = _mm256_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2), odd_columns = _mm256_setr_epi32(1, 3, 1, 3, 1, 3, 1, 3);
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows 0-7, 8-15, 16-23, 24-31
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      __m256 acc[2][2][2];  // [half][nibble][unpacked half]
+      for (auto& h : acc)
+        for (auto& n : h) n[0] = n[1] = _mm256_setzero_ps();
+      __m128 x_sum = _mm_setzero_ps();
+      for (uint64_t st = g0; st < g0 + kGroupSteps; ++st) {
+        const uint8_t* step = step_bytes(st);
+        _mm_prefetch(reinterpret_cast<const char*>(step + kPrefetchBytes), _MM_HINT_T0);
+        const __m128 x4 = _mm_loadu_ps(x + 4 * st);
+        x_sum = _mm_add_ps(x_sum, x4);
+        const __m256 xq = _mm256_set_m128(x4, x4);
+        const __m256 x_even = _mm256_permutevar8x32_ps(xq, even_columns), x_odd = _mm256_permutevar8x32_ps(xq, odd_columns);
+        for (int half = 0; half < 2; ++half) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(step + 32 * half));
+          const __m256i codes[2] = {_mm256_and_si256(bytes, nibble), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble)};
+          for (int n = 0; n < 2; ++n) {
+            const __m256i hi = _mm256_shuffle_epi8(high_bytes, codes[n]), lo = _mm256_shuffle_epi8(low_bytes, codes[n]);
+            const __m256i words[2] = {_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi)};
+            for (int u = 0; u < 2; ++u) {
+              __m256& a = acc[half][n][u];
+              a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(words[u], 16)), x_even, a);
+              a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(words[u], high_word)), x_odd, a);
+            }
+          }
+        }
+      }
+      x_sum = _mm_add_ps(x_sum, _mm_movehl_ps(x_sum, x_sum));
+      x_sum = _mm_add_ss(x_sum, _mm_movehdup_ps(x_sum));
+      const __m256 x_total = _mm256_broadcastss_ps(x_sum);
+      const uint64_t sub_block = g0 / kGroupSteps;
+      const int8_t* zg = zeros_of(sub_block);
+      const float* sg = s + group_of(sub_block) * kBlockRows;
+      for (int half = 0; half < 2; ++half)
+        for (int n = 0; n < 2; ++n) {
+          const int o = 2 * half + n;  // rows 8o .. 8o + 7
+          const __m256 rows = _mm256_hadd_ps(acc[half][n][0], acc[half][n][1]);
+          const __m256 zero = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg + 8 * o))));
+          total[o] = _mm256_fmadd_ps(_mm256_fnmadd_ps(zero, x_total, rows), _mm256_loadu_ps(sg + 8 * o), total[o]);
+        }
+    }
+    for (int o = 0; o < 4; ++o) _mm256_storeu_ps(out + 8 * o, total[o]);
+    return true;
+  }
+
   float value(uint64_t r, uint64_t k) const {
     const uint8_t byte = step_bytes(k / 4)[4 * (8 * (r / 16) + r % 8) + k % 4];
     const int code = ((r / 8) % 2 ? byte >> 4 : byte) & 0x0F;
