@@ -664,6 +664,78 @@ struct Int4Vnni4Tiles : Vnni4Quads {
     return true;
   }
 
+  // One token on AVX-512F (no BF16): the AVX2 decode above on a whole 64-byte step per register
+  // (vpshufb and the unpacks work within each 128-bit lane, so lane k holds rows c = 4k .. 4k + 3
+  // of the byte layout, each row's two column pairs side by side), two banks (step parity) of
+  // four accumulators (nibble, unpacked half). At the end of a sub-block each row's two lanes
+  // are added, the rows put in order by two-source permutes, and the zero point times the
+  // activation sum taken off before the scale.
+  MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
+    static_assert(kGroupSteps % 2 == 0, "banks split a sub-block's steps by parity");
+    constexpr uint64_t kPrefetchBytes = 2048;
+    const __m512i nibble = _mm512_set1_epi8(0x0F), high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m512i high_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0x00, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41));
+    const __m512i low_bytes = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0x00, char(0x80), 0x00, 0x40, char(0x80), char(0xA0), char(0xC0), char(0xE0), 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70));
+    const __m512i even_columns = _mm512_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2);
+    const __m512i odd_columns = _mm512_setr_epi32(1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3);
+    // Pair sums: lane m of (a, b) -> lanes 2m, 2m + 1 of a (m < 8) or of b.
+    const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // A pair-summed nibble holds byte row c at lane 8u + 2(c / 4) + c % 2, u = (c % 4) / 2; rows
+    // 0-15 are the low nibbles' c = 0..7 then the high nibbles' (index + 16), rows 16-31 the same
+    // for c = 8..15.
+    const __m512i rows_low = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 16, 17, 24, 25, 18, 19, 26, 27);
+    const __m512i rows_high = _mm512_setr_epi32(4, 5, 12, 13, 6, 7, 14, 15, 20, 21, 28, 29, 22, 23, 30, 31);
+    __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      __m512 acc[2][2][2];  // [bank][nibble][unpacked half]
+      for (auto& bank : acc)
+        for (auto& n : bank) n[0] = n[1] = _mm512_setzero_ps();
+      __m128 x_sum = _mm_setzero_ps();
+      for (uint64_t st = g0; st < g0 + kGroupSteps; st += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(step_bytes(st) + kPrefetchBytes), _MM_HINT_T0);
+        for (int bank = 0; bank < 2; ++bank) {
+          const uint64_t step = st + bank;
+          const __m128 x4 = _mm_loadu_ps(x + 4 * step);
+          x_sum = _mm_add_ps(x_sum, x4);
+          const __m512 xq = _mm512_broadcast_f32x4(x4);
+          const __m512 x_even = _mm512_permutexvar_ps(even_columns, xq), x_odd = _mm512_permutexvar_ps(odd_columns, xq);
+          const __m512i bytes = _mm512_loadu_si512(step_bytes(step));
+          const __m512i codes[2] = {_mm512_and_si512(bytes, nibble), _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble)};
+          for (int n = 0; n < 2; ++n) {
+            const __m512i hi = _mm512_shuffle_epi8(high_bytes, codes[n]), lo = _mm512_shuffle_epi8(low_bytes, codes[n]);
+            const __m512i words[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+            for (int u = 0; u < 2; ++u) {
+              __m512& a = acc[bank][n][u];
+              a = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(words[u], 16)), x_even, a);
+              a = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(words[u], high_word)), x_odd, a);
+            }
+          }
+        }
+      }
+      x_sum = _mm_add_ps(x_sum, _mm_movehl_ps(x_sum, x_sum));
+      x_sum = _mm_add_ss(x_sum, _mm_movehdup_ps(x_sum));
+      const __m512 x_total = _mm512_broadcastss_ps(x_sum);
+      __m512 pairs[2];  // per nibble: lane 8u + m, the pair sums of unpacked half u
+      for (int n = 0; n < 2; ++n) {
+        const __m512 a0 = _mm512_add_ps(acc[0][n][0], acc[1][n][0]), a1 = _mm512_add_ps(acc[0][n][1], acc[1][n][1]);
+        pairs[n] = _mm512_add_ps(_mm512_permutex2var_ps(a0, even_lanes, a1), _mm512_permutex2var_ps(a0, odd_lanes, a1));
+      }
+      const __m512 rows[2] = {_mm512_permutex2var_ps(pairs[0], rows_low, pairs[1]), _mm512_permutex2var_ps(pairs[0], rows_high, pairs[1])};
+      const uint64_t sub_block = g0 / kGroupSteps;
+      const int8_t* zg = zeros_of(sub_block);
+      const float* sg = s + group_of(sub_block) * kBlockRows;
+      for (int h = 0; h < 2; ++h) {
+        const __m512 zero = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zg + 16 * h))));
+        total[h] = _mm512_fmadd_ps(_mm512_fnmadd_ps(zero, x_total, rows[h]), _mm512_loadu_ps(sg + 16 * h), total[h]);
+      }
+    }
+    _mm512_storeu_ps(out, total[0]);
+    _mm512_storeu_ps(out + 16, total[1]);
+    return true;
+  }
+
   float value(uint64_t r, uint64_t k) const {
     const uint8_t byte = step_bytes(k / 4)[4 * (8 * (r / 16) + r % 8) + k % 4];
     const int code = ((r / 8) % 2 ? byte >> 4 : byte) & 0x0F;
