@@ -455,6 +455,13 @@ struct Vnni4Quads {
   }
 };
 
+// Lane m of the result: lanes 2m and 2m + 1 of a (m < 8) or of b (m >= 8) added (AVX-512F).
+MOEPACK_AVX512F_INLINE __m512 pair_sums(__m512 a, __m512 b) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+}
+
 // ---- int8_vnni4: int8 quads in 32-row blocks, fp32 scale per row -----------------------------
 // Block nb starts at 32nb·(K+4); step s (four columns) is 128 bytes at 128s: bytes 4n..4n+3 are
 // row n's columns 4s..4s+3. Rows 0-15 are the first 64 bytes. Four int8 values of a row widened
@@ -489,6 +496,31 @@ struct Int8Vnni4Tiles : Vnni4Quads {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + step * 4 * kBlockRows + 4 * (8 * o + 2 * j)))));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int o) const { return _mm256_loadu_ps(s + 8 * o); }
+
+  // One token on AVX-512F (no BF16): sixteen bytes are four rows' four columns, so widened to
+  // floats they meet the step's four activations broadcast to every 128-bit lane; eight
+  // accumulators (rows 4i .. 4i + 3) take a step's 128 bytes. At the end two rounds of
+  // two-source permutes add each row's four lanes, in row order, and the row scale multiplies
+  // the whole sum (a row has one scale).
+  MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
+    constexpr uint64_t kPrefetchBytes = 2048;
+    __m512 acc[8];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (uint64_t st = 0; st < steps; ++st) {
+      const int8_t* p = w + st * 4 * kBlockRows;
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64), _MM_HINT_T0);
+      const __m512 xq = _mm512_broadcast_f32x4(_mm_loadu_ps(x + 4 * st));
+      for (int i = 0; i < 8; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)))), xq, acc[i]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      // acc[4h + i] lane j: row 16h + 4i + j / 4, column j % 4; each round halves the columns.
+      const __m512 rows = pair_sums(pair_sums(acc[4 * h], acc[4 * h + 1]), pair_sums(acc[4 * h + 2], acc[4 * h + 3]));
+      _mm512_storeu_ps(out + 16 * h, _mm512_mul_ps(rows, _mm512_loadu_ps(s + 16 * h)));
+    }
+    return true;
+  }
 
   float value(uint64_t r, uint64_t k) const { return static_cast<float>(w[(k / 4) * 4 * kBlockRows + 4 * r + k % 4]); }
   float scale_at(uint64_t r, uint64_t) const { return s[r]; }
@@ -679,9 +711,6 @@ struct Int4Vnni4Tiles : Vnni4Quads {
         _mm_setr_epi8(0x00, char(0x80), 0x00, 0x40, char(0x80), char(0xA0), char(0xC0), char(0xE0), 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70));
     const __m512i even_columns = _mm512_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2);
     const __m512i odd_columns = _mm512_setr_epi32(1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3);
-    // Pair sums: lane m of (a, b) -> lanes 2m, 2m + 1 of a (m < 8) or of b.
-    const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     // A pair-summed nibble holds byte row c at lane 8u + 2(c / 4) + c % 2, u = (c % 4) / 2; rows
     // 0-15 are the low nibbles' c = 0..7 then the high nibbles' (index + 16), rows 16-31 the same
     // for c = 8..15.
@@ -718,10 +747,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
       x_sum = _mm_add_ss(x_sum, _mm_movehdup_ps(x_sum));
       const __m512 x_total = _mm512_broadcastss_ps(x_sum);
       __m512 pairs[2];  // per nibble: lane 8u + m, the pair sums of unpacked half u
-      for (int n = 0; n < 2; ++n) {
-        const __m512 a0 = _mm512_add_ps(acc[0][n][0], acc[1][n][0]), a1 = _mm512_add_ps(acc[0][n][1], acc[1][n][1]);
-        pairs[n] = _mm512_add_ps(_mm512_permutex2var_ps(a0, even_lanes, a1), _mm512_permutex2var_ps(a0, odd_lanes, a1));
-      }
+      for (int n = 0; n < 2; ++n) pairs[n] = pair_sums(_mm512_add_ps(acc[0][n][0], acc[1][n][0]), _mm512_add_ps(acc[0][n][1], acc[1][n][1]));
       const __m512 rows[2] = {_mm512_permutex2var_ps(pairs[0], rows_low, pairs[1]), _mm512_permutex2var_ps(pairs[0], rows_high, pairs[1])};
       const uint64_t sub_block = g0 / kGroupSteps;
       const int8_t* zg = zeros_of(sub_block);
