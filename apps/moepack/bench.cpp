@@ -77,6 +77,11 @@ int run_bench(BenchCliOptions& o) {
                   x.onednn.peer_dtype().c_str());
     std::printf("\n");
   }
+  // Where the timed forwards took turns over several routings (so the weights came from memory).
+  for (const auto& x : r.results)
+    if (x.routings > 1)
+      std::printf("%llu token%s: %llu routings in turn, %.1f MB of experts together (last-level cache %.1f MB)\n", static_cast<unsigned long long>(x.tokens), x.tokens == 1 ? "" : "s",
+                  static_cast<unsigned long long>(x.routings), static_cast<double>(x.rotation_bytes) / 1e6, static_cast<double>(r.last_level_cache_bytes) / 1e6);
   return 0;
 }
 

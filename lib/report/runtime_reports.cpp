@@ -64,7 +64,9 @@ nlohmann::ordered_json bench_json(const runtime::BenchReport& r) {
                        {"onednn_bf16_gflops", or_null(x.onednn.bf16_gflops)},
                        {"ratio_to_onednn", or_null(x.ratio_to_onednn)},
                        {"onednn_f32_gflops", or_null(x.onednn.f32_gflops)},
-                       {"peer_dtype", peer_dtype(x.onednn)}});
+                       {"peer_dtype", peer_dtype(x.onednn)},
+                       {"routings", x.routings},
+                       {"rotation_bytes", x.rotation_bytes}});
   return {{"machine",
            {{"cpu", r.cpu},
             {"threads", r.threads},
@@ -75,7 +77,8 @@ nlohmann::ordered_json bench_json(const runtime::BenchReport& r) {
             {"onednn_f32_gflops", or_null(r.onednn.f32_gflops)},
             {"peer_dtype", peer_dtype(r.onednn)},
             {"onednn_shapes",
-             {{{"m", r.onednn_rows}, {"k", r.padded_hidden_size}, {"n", r.w13_rows}}, {{"m", r.onednn_rows}, {"k", r.padded_intermediate_size}, {"n", r.padded_hidden_size}}}}}},
+             {{{"m", r.onednn_rows}, {"k", r.padded_hidden_size}, {"n", r.w13_rows}}, {{"m", r.onednn_rows}, {"k", r.padded_intermediate_size}, {"n", r.padded_hidden_size}}}},
+            {"last_level_cache_bytes", r.last_level_cache_bytes}}},
           {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
                      {"intermediate_size", r.intermediate_size}}},
           {"results", results}};

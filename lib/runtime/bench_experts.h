@@ -34,7 +34,12 @@ struct OneDnnPeers {
 struct BenchResult {
   uint64_t tokens = 0;
   double ms = 0;                 // one forward of the layer, median
-  uint64_t weight_bytes = 0;     // packed bytes of the experts this batch routes to
+  uint64_t weight_bytes = 0;     // packed bytes of the experts a batch routes to (mean over the routings)
+  // Routings taken in turn by the timed forwards (bench_experts: enough that their experts'
+  // weights together exceed the last-level cache four times, as a model's other layers would
+  // evict them between tokens), and those experts' bytes together.
+  uint64_t routings = 1;
+  uint64_t rotation_bytes = 0;
   double gbps = 0, fraction_of_stream = 0;
   double gflops = 0;
   OneDnnPeers onednn;            // the same routed GEMMs: each expert's w13 and w2 over its rows
@@ -47,6 +52,7 @@ struct BenchReport {
   int allowed_cpus = 0;                     // what the process may use (affinity mask, cgroup quota)
   std::string isa;
   double stream_read_gbps = 0;
+  uint64_t last_level_cache_bytes = 0;      // 0 when this machine does not say
   // oneDNN on one expert's w13 and w2 at the rows an expert gets in a 512-token batch
   // (512 x top_k / num_experts, rounded up): onednn_rows x hidden -> 2 x intermediate, and
   // onednn_rows x intermediate -> hidden (padded sizes).

@@ -47,10 +47,15 @@ TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   EXPECT_EQ(doc["machine"]["threads"], 1) << "one CPU allowed, one thread";
   EXPECT_EQ(doc["machine"]["allowed_cpus"], 1);
   EXPECT_TRUE(doc["machine"]["isa"].is_string());
+  EXPECT_TRUE(doc["machine"]["last_level_cache_bytes"].is_number());
   ASSERT_EQ(doc["results"].size(), 2u);
   for (const json& r : doc["results"]) {
     // The first version's keys keep their place and type; the peer's dtype is the faster one.
     for (const char* key : {"tokens", "ms", "weight_bytes", "gbps", "fraction_of_stream", "gflops"}) EXPECT_TRUE(r[key].is_number()) << key;
+    // Later additions: the routings the timed runs took in turn, and the experts' bytes they
+    // touch together (at least one routing's).
+    EXPECT_GE(r["routings"].get<uint64_t>(), 1u);
+    EXPECT_GE(r["rotation_bytes"].get<uint64_t>(), r["weight_bytes"].get<uint64_t>());
     if (r["onednn_f32_gflops"].is_null()) {
       EXPECT_TRUE(r["peer_dtype"].is_null());
       continue;

@@ -199,6 +199,10 @@ TEST(BenchExperts, ReportsEveryTokenCountWithTheMachinesLimits) {
     EXPECT_GT(x.ms, 0.0);
     EXPECT_GT(x.weight_bytes, 0u);
     EXPECT_GT(x.gflops, 0.0);
+    // The sample's 4 experts fit any cache: the runs took turns until every expert was routed.
+    EXPECT_GE(x.routings, 1u);
+    EXPECT_GE(x.rotation_bytes, x.weight_bytes);
+    EXPECT_LE(x.routings, 64u);
     // oneDNN runs f32 everywhere; bf16 only where it has an implementation (AVX-512 and up).
     EXPECT_EQ(x.onednn.f32_gflops.has_value(), bench_has_onednn());
     EXPECT_EQ(x.ratio_to_onednn.has_value(), bench_has_onednn());
