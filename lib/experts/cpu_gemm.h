@@ -84,14 +84,14 @@ MOEPACK_AVX512_BF16_INLINE __m512bh x_operand(const uint16_t* x, uint64_t s) {
 
 // `Tile` tokens (rows of x, `ldx` apart) against steps [s0, s1) of one block; the 32 results
 // per token go to out (`ldo` apart), added to what is there when `add` (a later chunk of k).
+// Scaled layouts keep only the group's partial sums in registers (Tile x kVecs of them) and fold
+// each group into the output rows, which stay in L1: fma(sums, scale, out) in group order (from
+// zero for the first), the same operations as a running total in registers, so a tile of 12
+// tokens fits the 32 registers for two-register steps (6 for four).
 template <class T, int Tile>
 MOEPACK_AVX512_BF16 void avx512_tile(const T& t, const uint16_t* x, uint64_t ldx, uint64_t s0, uint64_t s1, float* out, uint64_t ldo, bool add) {
-  __m512 total[Tile][2];
-  for (int i = 0; i < Tile; ++i) {
-    total[i][0] = add ? _mm512_loadu_ps(out + i * ldo) : _mm512_setzero_ps();
-    total[i][1] = add ? _mm512_loadu_ps(out + i * ldo + 16) : _mm512_setzero_ps();
-  }
   if constexpr (T::kScaled) {
+    bool first = !add;
     for (uint64_t g0 = s0; g0 < s1;) {
       const uint64_t group = g0 / T::kGroupSteps, g1 = std::min(s1, (group + 1) * T::kGroupSteps);
       __m512 acc[Tile][T::kVecs];
@@ -110,13 +110,21 @@ MOEPACK_AVX512_BF16 void avx512_tile(const T& t, const uint16_t* x, uint64_t ldx
       for (int i = 0; i < Tile; ++i) {
         __m512 r[2];
         T::rows(acc[i], r);
-        total[i][0] = _mm512_fmadd_ps(r[0], sc[0], total[i][0]);
-        total[i][1] = _mm512_fmadd_ps(r[1], sc[1], total[i][1]);
+        for (int h = 0; h < 2; ++h) {
+          float* o = out + i * ldo + 16 * h;
+          _mm512_storeu_ps(o, _mm512_fmadd_ps(r[h], sc[h], first ? _mm512_setzero_ps() : _mm512_loadu_ps(o)));
+        }
       }
+      first = false;
       g0 = g1;
     }
   } else {
     static_assert(T::kVecs == 2, "an unscaled layout loads rows 0-15 and 16-31 as they are");
+    __m512 total[Tile][2];
+    for (int i = 0; i < Tile; ++i) {
+      total[i][0] = add ? _mm512_loadu_ps(out + i * ldo) : _mm512_setzero_ps();
+      total[i][1] = add ? _mm512_loadu_ps(out + i * ldo + 16) : _mm512_setzero_ps();
+    }
     for (uint64_t s = s0; s < s1; ++s) {
       __m512bh w[2];
       t.load(s, w);
@@ -126,10 +134,10 @@ MOEPACK_AVX512_BF16 void avx512_tile(const T& t, const uint16_t* x, uint64_t ldx
         total[i][1] = _mm512_dpbf16_ps(total[i][1], w[1], xb);
       }
     }
-  }
-  for (int i = 0; i < Tile; ++i) {
-    _mm512_storeu_ps(out + i * ldo, total[i][0]);
-    _mm512_storeu_ps(out + i * ldo + 16, total[i][1]);
+    for (int i = 0; i < Tile; ++i) {
+      _mm512_storeu_ps(out + i * ldo, total[i][0]);
+      _mm512_storeu_ps(out + i * ldo + 16, total[i][1]);
+    }
   }
 }
 
@@ -224,7 +232,7 @@ MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t
       const uint64_t c1 = std::min(steps, c0 + kChunk);
       for (uint64_t s = c0; s < c1; ++s) t.load(s, buffer + (s - c0) * T::kVecs);
       const Decoded<T> d{t, buffer, c0};
-      avx512_tokens<Decoded<T>, T::kVecs == 2 ? 6 : 4>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
+      avx512_tokens<Decoded<T>, T::kVecs == 2 ? 12 : 6>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
     }
   }
 }

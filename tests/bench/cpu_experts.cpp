@@ -5,7 +5,7 @@
 //   BM_PeakFma           12 independent 8-lane FMA chains: this core's FLOP/s limit
 //   BM_StreamRead        this core's read bandwidth from memory
 //   BM_PackedGemm/L/M    layout L (0 mxfp4, 1 bf16_amx, 2 bf16_vec, 3 fp8_block, 4 int8_vnni4,
-//                        5 int4_vnni4 in groups of 128 with zero point 8),
+//                        5 int4_vnni4 in groups of 64 with zero point 8),
 //                        M tokens; the weights of 8 such projections taken in turn (more than
 //                        the last-level cache), so few tokens read them from memory
 // Report GFLOP/s as a fraction of BM_PeakFma's, and one token's bytes/s as a fraction of
@@ -63,7 +63,7 @@ BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
 struct PackedBytes {
   uint64_t weight, scale, zeros = 0;
 };
-constexpr uint64_t kInt4Group = 128;
+constexpr uint64_t kInt4Group = 64;  // divides the 2880 columns (128 does not)
 PackedBytes packed_bytes(CpuLayout layout) {
   switch (layout) {
     case CpuLayout::mxfp4: return {kRows * kCols / 2, kRows * kCols / 32};
