@@ -40,18 +40,7 @@ constexpr int kTensorParallelSizes[] = {1, 2, 4, 8, 16};
 // triple this test's time there (about 4 min at TP 1 and 2), and the normal build runs them in
 // full. A refusal does not depend on the rank, so the outcome lines and the golden file are the
 // same in both builds.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizerBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitizerBuild = true;
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-bool verifies(int tp) { return !kSanitizerBuild || tp <= 2; }
+bool verifies(int tp) { return !test::kSanitizerBuild || tp <= 2; }
 
 fs::path golden_file() { return fs::path(test::source_dir()) / "tests/convert/golden/every_target.txt"; }
 

@@ -8,6 +8,20 @@
 
 namespace moepack::test {
 
+// Whether this binary runs under AddressSanitizer (CI's second run of the suite, clang at -O1):
+// sweeps whose cases are logic, not memory, run fewer of them there (each test says which).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitizerBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitizerBuild = true;
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+
 // A fresh directory under $TMPDIR, removed when the object dies.
 class TempDir {
  public:
