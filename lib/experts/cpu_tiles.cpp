@@ -66,6 +66,10 @@ struct Mxfp4Tiles {
     out[1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
   }
   MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
+  // The cache line of a step ahead (two 32-byte steps to a line; past the block: the next one).
+  void prefetch(uint64_t step) const {
+    if (step % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + step * kBlockRows), _MM_HINT_T0);
+  }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const {
     sc[0] = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g * kBlockRows)));
     sc[1] = e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g * kBlockRows + 16)));
@@ -328,6 +332,7 @@ struct Fp8BlockTiles {
     r[1] = _mm512_permutex2var_ps(acc[0], _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), acc[1]);
   }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const { sc[0] = sc[1] = _mm512_set1_ps(scales[g]); }
+  void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(w + step * 2 * kBlockRows), _MM_HINT_T0); }  // one line a step
 
   // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
   MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const { return e4m3_to_ps_avx2(w + step * 2 * kBlockRows + 8 * (2 * o + j)); }
@@ -490,6 +495,10 @@ struct Int8Vnni4Tiles : Vnni4Quads {
     sc[0] = _mm512_loadu_ps(s);
     sc[1] = _mm512_loadu_ps(s + 16);
   }
+  void prefetch(uint64_t step) const {  // two lines a step
+    _mm_prefetch(reinterpret_cast<const char*>(w + step * 4 * kBlockRows), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + step * 4 * kBlockRows + 64), _MM_HINT_T0);
+  }
 
   // Vector j of octet o: rows 8o+2j, 8o+2j+1 (bytes 4(8o+2j)..+7 of the step).
   MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const {
@@ -612,6 +621,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
       out[2 * h + 1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_srli_epi16(wide, 4), _mm512_load_si512(offsets[2 * h + 1])), lut);
     }
   }
+  void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(step_bytes(step)), _MM_HINT_T0); }  // one line a step
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t sub_block, __m512* sc) const {
     const float* g = s + group_of(sub_block) * kBlockRows;
     sc[0] = _mm512_loadu_ps(g);
