@@ -127,6 +127,7 @@ MOEPACK_AVX512_BF16 void avx512_tile(const T& t, const uint16_t* x, uint64_t ldx
     }
     for (uint64_t s = s0; s < s1; ++s) {
       __m512bh w[2];
+      if constexpr (requires { t.prefetch_next_block(s); }) t.prefetch_next_block(s);
       t.load(s, w);
       for (int i = 0; i < Tile; ++i) {
         const __m512bh xb = x_operand<T::kStepK>(x + i * ldx, s);

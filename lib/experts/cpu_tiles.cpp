@@ -202,7 +202,7 @@ struct Bf16AmxTiles {
   const uint16_t* lo;  // rows 0-15 of the block
   const uint16_t* hi;  // rows 16-31
   Bf16AmxTiles(const Gemm& g, uint64_t nb)
-      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k) {}
+      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k), block_words(kBlockRows * g.k) {}
 
   MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
     out[0] = (__m512bh)_mm512_loadu_si512(lo + step * kBlockRows);
@@ -210,6 +210,13 @@ struct Bf16AmxTiles {
   }
   // AMX: 16 consecutive steps of a half are one B tile (16 rows of 64 bytes) as they lie.
   const uint8_t* tile_rows(int half, uint64_t step) const { return reinterpret_cast<const uint8_t*>((half ? hi : lo) + step * kBlockRows); }
+  // The next block's lines of this step (its halves start 32k words further), fetched while the
+  // token tiles after the first read this block from L2.
+  uint64_t block_words = 0;
+  void prefetch_next_block(uint64_t step) const {
+    _mm_prefetch(reinterpret_cast<const char*>(lo + block_words + step * kBlockRows), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(hi + block_words + step * kBlockRows), _MM_HINT_T1);
+  }
   MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512*) const {}
 
