@@ -4,7 +4,7 @@
 namespace moepack::packers {
 
 std::string AiterDeinterleaveGateUpRowsLayout::name() const {
-  return "vllm.aiter_deinterleave_gate_up_rows(" + std::string(pins::kVllm) + ")";
+  return layout_id::aiter_deinterleave_gate_up_rows();
 }
 
 Accepts AiterDeinterleaveGateUpRowsLayout::accepts() const {

@@ -10,12 +10,11 @@ constexpr uint8_t kE8m0One = 0x7F;     // is_guinterleave fills padded columns w
 }  // namespace
 
 std::string AiterShuffleScaleLayout::name() const {
-  const std::string version(pins::kAiter);
   switch (variant_) {
-    case AiterScaleShuffle::guinterleave: return "aiter.shuffle_scale(is_guinterleave=1,gate_up=0," + version + ")";
-    case AiterScaleShuffle::guinterleave_gate_up: return "aiter.shuffle_scale(is_guinterleave=1,gate_up=1," + version + ")";
-    case AiterScaleShuffle::e8m0_param2d: return "aiter.e8m0_shuffle(param=2d," + version + ")";
-    case AiterScaleShuffle::e8m0_param3d: return "aiter.e8m0_shuffle(param=3d," + version + ")";
+    case AiterScaleShuffle::guinterleave: return layout_id::aiter_shuffle_scale(0);
+    case AiterScaleShuffle::guinterleave_gate_up: return layout_id::aiter_shuffle_scale(1);
+    case AiterScaleShuffle::e8m0_param2d: return layout_id::aiter_e8m0_shuffle(2);
+    case AiterScaleShuffle::e8m0_param3d: return layout_id::aiter_e8m0_shuffle(3);
   }
   return "?";
 }

@@ -114,7 +114,7 @@ class AiterShuffleScaleLayout final : public IndexMap<AiterShuffleScaleLayout> {
 // Canonical input: any one-byte tensor (E8M0 scale bytes); shape unchanged.
 class E8m0ViewLayout final : public ByteIdentityLayout<E8m0ViewLayout> {
  public:
-  std::string name() const override { return "torch.view(float8_e8m0fnu)"; }
+  std::string name() const override { return std::string(layout_id::view_e8m0); }
   DType packed_dtype(DType) const override { return DType::F8_E8M0; }
   Accepts accepts() const override;
 };

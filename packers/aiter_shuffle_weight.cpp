@@ -4,13 +4,12 @@
 namespace moepack::packers {
 
 std::string AiterShuffleWeightLayout::name() const {
-  std::string form;
   switch (variant_) {
-    case AiterWeightShuffle::plain: break;
-    case AiterWeightShuffle::guinterleave: form = "is_guinterleave=1,gate_up=0,"; break;
-    case AiterWeightShuffle::guinterleave_gate_up: form = "is_guinterleave=1,gate_up=1,"; break;
+    case AiterWeightShuffle::plain: return layout_id::aiter_shuffle_weight();
+    case AiterWeightShuffle::guinterleave: return layout_id::aiter_shuffle_weight_guinterleave(0);
+    case AiterWeightShuffle::guinterleave_gate_up: return layout_id::aiter_shuffle_weight_guinterleave(1);
   }
-  return "aiter.shuffle_weight(layout=16x16," + form + std::string(pins::kAiter) + ")";
+  return "?";
 }
 
 // torch's view in shuffle_weight fails unless the sizes split exactly: the plain branch

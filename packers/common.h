@@ -12,28 +12,16 @@
 
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "lib/core/tensor.h"
 
 namespace moepack::packers {
 
 // ---- reference pins ---------------------------------------------------------------------------
 // Every layout id ends with the version of the code it follows, so an artifact says which
-// upstream its bytes match. The ids are built from these constants; tests/packers/golden pins
-// the resulting strings.
-namespace pins {
-// vllm-project/vllm, the reference point of the whole project (README).
-inline constexpr std::string_view kVllm = "e9d1398d9";
-// The triton_kernels release vLLM e9d1398d9 pins for CUDA (cmake/external_projects/triton_kernels.cmake).
-inline constexpr std::string_view kTritonKernels = "v3.5.1";
-// flashinfer-ai/flashinfer, the release of the reference point (README).
-inline constexpr std::string_view kFlashInfer = "v0.6.17";
-// ROCm/aiter, the tag vLLM e9d1398d9 builds its ROCm image with (docker/Dockerfile.rocm_base, AITER_BRANCH).
-inline constexpr std::string_view kAiter = "v0.1.19";
-// deepseek-ai/DeepGEMM, the commit vLLM e9d1398d9 pins (cmake/external_projects/deepgemm.cmake).
-inline constexpr std::string_view kDeepGemm = "8b1392b9";
-// NVIDIA/cutlass, the tag vLLM e9d1398d9 fetches (CMakeLists.txt CUTLASS_REVISION).
-inline constexpr std::string_view kCutlass = "v4.4.2";
-}  // namespace pins
+// upstream its bytes match. Packers name themselves through lib/core/layout_ids.h, which holds
+// the versions; `pins` is its list, for the drawn examples and messages that quote a version.
+namespace pins = ::moepack::layout_id::pin;
 
 // ---- refusals and checks ----------------------------------------------------------------------
 
@@ -122,13 +110,13 @@ enum class RowOrder {
 
 inline std::string_view row_order_id(RowOrder order) {
   switch (order) {
-    case RowOrder::identity: return "identity";
-    case RowOrder::swap_pairs: return "swap_pairs";
-    case RowOrder::w3w1_interleave: return "w3w1_interleave";
-    case RowOrder::deinterleave_up_first: return "deinterleave_up_first";
-    case RowOrder::swap_halves: return "swap_halves";
-    case RowOrder::cutedsl_w31_interleave64: return "cutedsl_w31_interleave64";
-    case RowOrder::cutedsl_deinterleave_interleave64: return "cutedsl_deinterleave_interleave64";
+    case RowOrder::identity: return layout_id::rows::identity;
+    case RowOrder::swap_pairs: return layout_id::rows::swap_pairs;
+    case RowOrder::w3w1_interleave: return layout_id::rows::w3w1_interleave;
+    case RowOrder::deinterleave_up_first: return layout_id::rows::deinterleave_up_first;
+    case RowOrder::swap_halves: return layout_id::rows::swap_halves;
+    case RowOrder::cutedsl_w31_interleave64: return layout_id::rows::cutedsl_w31_interleave64;
+    case RowOrder::cutedsl_deinterleave_interleave64: return layout_id::rows::cutedsl_deinterleave_interleave64;
   }
   return "?";
 }

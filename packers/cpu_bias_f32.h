@@ -30,7 +30,7 @@ namespace moepack::packers {
 // round-to-nearest-even is exact for every value pack produced.
 class BiasToF32Layout final : public IndexMap<BiasToF32Layout> {
  public:
-  std::string name() const override { return "vllm.bias_f32"; }
+  std::string name() const override { return std::string(layout_id::bias_f32); }
   DType packed_dtype(DType) const override { return DType::F32; }
   Accepts accepts() const override;
   Units units(DType canonical) const override;
@@ -47,7 +47,7 @@ class BiasToF32Layout final : public IndexMap<BiasToF32Layout> {
 
 class ScalarToF32Layout final : public IndexMap<ScalarToF32Layout> {
  public:
-  std::string name() const override { return "vllm.scalar_f32"; }
+  std::string name() const override { return std::string(layout_id::scalar_f32); }
   DType packed_dtype(DType) const override { return DType::F32; }
   Accepts accepts() const override;
   Units units(DType canonical) const override;

@@ -18,7 +18,7 @@ const char* isa_name(CpuMoeIsa isa) {
 }  // namespace
 
 std::string CpuPrepackMoeWeightLayout::name() const {
-  return "vllm.cpu_prepack_moe_weight(" + std::string(isa_name(isa_)) + "," + std::string(pins::kVllm) + ")";
+  return layout_id::cpu_prepack_moe_weight(isa_name(isa_));
 }
 
 Accepts CpuPrepackMoeWeightLayout::accepts() const {
@@ -52,7 +52,7 @@ Units CpuPrepackMoeWeightLayout::units(DType canonical) const {
   return {.canonical_bits = bits, .packed_bits = bits};
 }
 
-std::string CpuPrepackMoeWeightInt8Layout::name() const { return "vllm.cpu_prepack_moe_weight_int8(neon," + std::string(pins::kVllm) + ")"; }
+std::string CpuPrepackMoeWeightInt8Layout::name() const { return layout_id::cpu_prepack_moe_weight_int8_neon(); }
 
 Accepts CpuPrepackMoeWeightInt8Layout::accepts() const {
   Accepts a;

@@ -6,8 +6,8 @@ namespace moepack::packers {
 // ---- weight ----
 
 std::string CpuSglInt4WeightLayout::name() const {
-  return std::string("cpu.sgl_int4_weight_packed(") + (source_ == CpuInt4Source::gptq ? "gptq" : "awq") + ",block_k=" + std::to_string(block_k_) + "," +
-         std::string(pins::kVllm) + ")";
+  return layout_id::cpu_sgl_int4_weight_packed(source_ == CpuInt4Source::gptq ? layout_id::IntPacking::gptq : layout_id::IntPacking::awq,
+                                               static_cast<int>(block_k_));
 }
 
 Accepts CpuSglInt4WeightLayout::accepts() const {
@@ -35,8 +35,7 @@ Accepts CpuSglInt4WeightLayout::accepts() const {
 // ---- scales and zero points ----
 
 std::string CpuSglInt4GroupRowsLayout::name() const {
-  return what_ == CpuInt4GroupRows::scales_f32 ? "cpu.sgl_int4_blocked_scales(f32," + std::string(pins::kVllm) + ")"
-                                               : "cpu.sgl_int4_blocked_zero_points(i8," + std::string(pins::kVllm) + ")";
+  return what_ == CpuInt4GroupRows::scales_f32 ? layout_id::cpu_sgl_int4_blocked_scales() : layout_id::cpu_sgl_int4_blocked_zero_points();
 }
 
 Accepts CpuSglInt4GroupRowsLayout::accepts() const {

@@ -72,7 +72,7 @@ inline constexpr uint64_t kSglBlockN = 32;  // sgl-kernel block_size_n()
 
 class CpuSglWeightPackedMxfp4Layout final : public IndexMap<CpuSglWeightPackedMxfp4Layout> {
  public:
-  std::string name() const override { return "cpu.sgl_convert_weight_packed(mxfp4)"; }
+  std::string name() const override { return std::string(layout_id::cpu_sgl_mxfp4_weight); }
   DType packed_dtype(DType) const override { return DType::U8; }
   Accepts accepts() const override;
   Units units(DType) const override { return {.canonical_bits = 4, .packed_bits = 4}; }
@@ -109,7 +109,7 @@ class CpuSglWeightPackedMxfp4Layout final : public IndexMap<CpuSglWeightPackedMx
 
 class CpuSglScalePackedLayout final : public IndexMap<CpuSglScalePackedLayout> {
  public:
-  std::string name() const override { return "cpu.sgl_convert_scale_packed(e8m0)"; }
+  std::string name() const override { return std::string(layout_id::cpu_sgl_e8m0_scale); }
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
 
@@ -129,7 +129,7 @@ class CpuSglScalePackedLayout final : public IndexMap<CpuSglScalePackedLayout> {
 
 class CpuSglWeightPackedFp8Layout final : public IndexMap<CpuSglWeightPackedFp8Layout> {
  public:
-  std::string name() const override { return "cpu.sgl_convert_weight_packed(fp8)"; }
+  std::string name() const override { return std::string(layout_id::cpu_sgl_fp8_weight); }
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
   void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: byte pairs
@@ -150,7 +150,7 @@ class CpuSglWeightPackedFp8Layout final : public IndexMap<CpuSglWeightPackedFp8L
 
 class CpuSglVnni4Int8Layout final : public IndexMap<CpuSglVnni4Int8Layout> {
  public:
-  std::string name() const override { return "cpu.sgl_convert_weight_packed(int8,vnni4)"; }
+  std::string name() const override { return std::string(layout_id::cpu_sgl_int8_weight); }
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
 

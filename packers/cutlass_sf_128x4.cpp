@@ -5,7 +5,7 @@
 namespace moepack::packers {
 
 std::string CutlassMxfp4ScaleSwizzleLayout::name() const {
-  return "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4," + std::string(pins::kVllm) + ")";
+  return layout_id::cutlass_swizzle_mxfp4_scales();
 }
 
 Accepts CutlassMxfp4ScaleSwizzleLayout::accepts() const {

@@ -6,7 +6,7 @@
 namespace moepack::packers {
 
 std::string CutlassW4a8WeightLayout::name() const {
-  return "vllm.cutlass_encode_and_reorder_int4b_grouped(from=uint4b8,cutlass " + std::string(pins::kCutlass) + "," + std::string(pins::kVllm) + ")";
+  return layout_id::cutlass_encode_and_reorder_int4b_grouped();
 }
 
 Accepts CutlassW4a8WeightLayout::accepts() const {
@@ -38,7 +38,7 @@ void CutlassW4a8WeightLayout::pack(const TensorView& canonical, std::span<uint8_
 }
 
 std::string CutlassW4a8ScaleLayout::name() const {
-  return "vllm.cutlass_pack_scale_fp8(permute=0,2,1,int4b_t,cutlass " + std::string(pins::kCutlass) + "," + std::string(pins::kVllm) + ")";
+  return layout_id::cutlass_pack_scale_fp8();
 }
 
 Accepts CutlassW4a8ScaleLayout::accepts() const {

@@ -5,8 +5,7 @@
 namespace moepack::packers {
 
 std::string DeepGemmMxfp4ScaleLayout::name() const {
-  return std::string("deep_gemm.transform_sf_into_required_layout(recipe=") + (recipe_ == DeepGemmRecipe::mxfp4_1x1x32 ? "1x1x32" : "1x128x128") +
-         ",sm100,packed_ue8m0,mn_major," + std::string(pins::kDeepGemm) + ")";
+  return layout_id::deep_gemm_transform_sf(recipe_ == DeepGemmRecipe::mxfp4_1x1x32 ? "1x1x32" : "1x128x128");
 }
 
 }  // namespace moepack::packers

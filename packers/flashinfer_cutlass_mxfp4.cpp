@@ -28,16 +28,13 @@ void sm90_interleave(std::span<const uint8_t> in, std::span<uint8_t> out, uint64
 }  // namespace
 
 std::string FlashinferCutlassMxfp4Layout::name() const {
-  const std::string rows = "rows=" + std::string(row_order_id(rows_));
-  const std::string version(pins::kFlashInfer);
+  const std::string_view rows = row_order_id(rows_);
   switch (tensor_) {
-    case FiCutlassTensor::weight: return "flashinfer.cutlass_mxfp4_weight(" + rows + "," + version + ")";
-    case FiCutlassTensor::weight_sm90:
-      return "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(" + rows + ",fp4," + version + ")";
-    case FiCutlassTensor::scale_128x4: return "flashinfer.block_scale_interleave(" + rows + ",sf=128x4," + version + ")";
-    case FiCutlassTensor::scale_sm90:
-      return "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(" + rows + ",group_size=32," + version + ")";
-    case FiCutlassTensor::bias_bf16: return "flashinfer.cutlass_bias(" + rows + ",bf16," + version + ")";
+    case FiCutlassTensor::weight: return layout_id::fi_cutlass_mxfp4_weight(rows);
+    case FiCutlassTensor::weight_sm90: return layout_id::fi_interleave_sm90_weights(rows);
+    case FiCutlassTensor::scale_128x4: return layout_id::fi_block_scale_interleave(rows);
+    case FiCutlassTensor::scale_sm90: return layout_id::fi_interleave_sm90_scales(rows);
+    case FiCutlassTensor::bias_bf16: return layout_id::fi_cutlass_bias(rows);
   }
   return "?";
 }

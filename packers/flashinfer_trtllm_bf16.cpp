@@ -5,8 +5,7 @@ namespace moepack::packers {
 
 template <>
 std::string FlashinferTrtllmBf16Layout::name() const {
-  return "flashinfer.trtllm_bf16_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",vllm " + std::string(pins::kVllm) + "," +
-         std::string(pins::kFlashInfer) + ")";
+  return layout_id::fi_trtllm_bf16_block_major_k(row_order_id(rows_));
 }
 
 template <>
@@ -23,8 +22,7 @@ Accepts FlashinferTrtllmBf16Layout::accepts() const {
 
 template <>
 std::string FlashinferTrtllmFp8BlockLayout::name() const {
-  return "flashinfer.trtllm_fp8_block_major_k(rows=" + std::string(row_order_id(rows_)) + ",epilogue_tile_m=64,block_k=128,vllm " +
-         std::string(pins::kVllm) + "," + std::string(pins::kFlashInfer) + ")";
+  return layout_id::fi_trtllm_fp8_block_major_k(row_order_id(rows_));
 }
 
 template <>

@@ -5,16 +5,11 @@
 namespace moepack::packers {
 
 std::string FlashinferTrtllmMxfp4Layout::name() const {
-  const std::string rows = "rows=" + std::string(row_order_id(rows_));
-  const std::string version(pins::kFlashInfer);
+  const std::string_view rows = row_order_id(rows_);
   switch (tensor_) {
-    case TrtllmTensor::weight:
-      return "flashinfer.trtllm_shuffle_matrix_a(" + rows + ",epilogue_tile_m=128," + version + ")";
-    case TrtllmTensor::scale:
-      return "flashinfer.trtllm_shuffle_matrix_sf_a(" + rows + ",epilogue_tile_m=128,sf=128x4," +
-             (scale_dtype_ == TrtllmScaleDtype::u8 ? "u8," : "") + version + ")";
-    case TrtllmTensor::bias:
-      return "flashinfer.trtllm_shuffle_bias(" + rows + ",epilogue_tile_m=128,f32," + version + ")";
+    case TrtllmTensor::weight: return layout_id::fi_trtllm_shuffle_matrix_a(rows);
+    case TrtllmTensor::scale: return layout_id::fi_trtllm_shuffle_matrix_sf_a(rows, scale_dtype_ == TrtllmScaleDtype::u8);
+    case TrtllmTensor::bias: return layout_id::fi_trtllm_shuffle_bias(rows);
   }
   return "?";
 }

@@ -40,7 +40,7 @@ class ByteIdentityLayout : public IndexMap<Derived> {
 
 class UnchangedLayout final : public ByteIdentityLayout<UnchangedLayout> {
  public:
-  std::string name() const override { return "vllm.unchanged"; }
+  std::string name() const override { return std::string(layout_id::unchanged); }
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override;
 };

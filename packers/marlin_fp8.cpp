@@ -3,7 +3,7 @@
 
 namespace moepack::packers {
 
-std::string Fp8AsGptqInt32Layout::name() const { return "vllm.pack_fp8_to_int32(size_k_first=0,transposed," + std::string(pins::kVllm) + ")"; }
+std::string Fp8AsGptqInt32Layout::name() const { return layout_id::pack_fp8_to_int32(); }
 
 Accepts Fp8AsGptqInt32Layout::accepts() const {
   Accepts a;

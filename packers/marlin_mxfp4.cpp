@@ -60,8 +60,7 @@ MarlinMxfp4WeightLayout::MarlinMxfp4WeightLayout(MarlinActivation act) : act_(ac
 }
 
 std::string MarlinMxfp4WeightLayout::name() const {
-  return std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (act_ == MarlinActivation::fp8 ? "1" : "0") +
-         "," + std::string(pins::kVllm) + ")";
+  return layout_id::marlin_fp4_repack(act_ == MarlinActivation::fp8);
 }
 
 Accepts MarlinMxfp4WeightLayout::accepts() const {
@@ -99,8 +98,7 @@ void MarlinMxfp4WeightLayout::pack(const TensorView& canonical, std::span<uint8_
 // ---- scales -----------------------------------------------------------------------------------
 
 std::string MarlinMxfp4ScaleLayout::name() const {
-  return std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") +
-         (act_ == MarlinActivation::fp8 ? "fp8" : "16bit") + "," + std::string(pins::kVllm) + ")";
+  return layout_id::mxfp4_marlin_process_scales(act_ == MarlinActivation::fp8);
 }
 
 Accepts MarlinMxfp4ScaleLayout::accepts() const {
@@ -138,7 +136,7 @@ uint64_t MarlinMxfp4ScaleLayout::decode_unit(DType canonical, uint64_t value, ui
 
 // ---- bias -------------------------------------------------------------------------------------
 
-std::string MarlinBiasLayout::name() const { return "vllm.marlin_permute_bias(params_dtype=bf16," + std::string(pins::kVllm) + ")"; }
+std::string MarlinBiasLayout::name() const { return layout_id::marlin_permute_bias(); }
 
 Accepts MarlinBiasLayout::accepts() const {
   Accepts a;

@@ -33,8 +33,7 @@ void require_bits(unsigned bits, const std::string& what) {
 
 std::string MarlinIntWeightLayout::name() const {
   require_bits(bits_, "gptq_marlin_repack");
-  return std::string(source_ == IntSource::gptq ? "vllm.gptq_marlin_repack" : "vllm.awq_marlin_repack") + "(num_bits=" + std::to_string(bits_) +
-         ",is_a_8bit=0," + std::string(pins::kVllm) + ")";
+  return layout_id::marlin_int_repack(source_ == IntSource::gptq ? layout_id::IntPacking::gptq : layout_id::IntPacking::awq, bits_);
 }
 
 Accepts MarlinIntWeightLayout::accepts() const {
@@ -77,8 +76,7 @@ uint64_t MarlinIntWeightLayout::packed_unit(uint64_t k, uint64_t n, uint64_t siz
 // ---- scales -------------------------------------------------------------------------------------
 
 std::string MarlinIntScaleLayout::name() const {
-  return std::string("vllm.marlin_moe_permute_scales(perm=") + (grouped_ ? "grouped" : "single") + ",params_dtype=" +
-         std::string(dtype_name(params_dtype_)) + ",is_a_8bit=0," + std::string(pins::kVllm) + ")";
+  return layout_id::marlin_moe_permute_scales(grouped_, dtype_name(params_dtype_));
 }
 
 Accepts MarlinIntScaleLayout::accepts() const {
@@ -96,8 +94,7 @@ uint64_t MarlinIntScaleLayout::source(uint64_t f) const { return grouped_ ? grou
 
 std::string MarlinIntZeroPointLayout::name() const {
   require_bits(bits_, "marlin_zero_points");
-  return std::string(source_ == IntSource::gptq ? "vllm.moe_packed_to_marlin_zero_points" : "vllm.moe_awq_to_marlin_zero_points") +
-         "(num_bits=" + std::to_string(bits_) + ",is_a_8bit=0," + std::string(pins::kVllm) + ")";
+  return layout_id::marlin_zero_points(source_ == IntSource::gptq ? layout_id::IntPacking::gptq : layout_id::IntPacking::awq, bits_);
 }
 
 Accepts MarlinIntZeroPointLayout::accepts() const {

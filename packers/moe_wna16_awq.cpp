@@ -4,8 +4,7 @@
 namespace moepack::packers {
 
 std::string MoeWna16AwqLayout::name() const {
-  return std::string(tensor_ == MoeWna16AwqTensor::qweight ? "vllm.moe_wna16_awq_qweight" : "vllm.moe_wna16_awq_qzeros") +
-         "(unpack,awq_order_undone,transpose,repack," + std::string(pins::kVllm) + ")";
+  return tensor_ == MoeWna16AwqTensor::qweight ? layout_id::moe_wna16_awq_qweight() : layout_id::moe_wna16_awq_qzeros();
 }
 
 Accepts MoeWna16AwqLayout::accepts() const {

@@ -22,13 +22,11 @@ void require_row_order_rows(RowOrder rows, Accepts& a) {
   }
 }
 
-std::string version() { return std::string(pins::kVllm); }
-
 }  // namespace
 
 // ---- row reorders ---------------------------------------------------------------------------------
 
-std::string ReorderW13RowsLayout::name() const { return "vllm.reorder_w13_rows(rows=" + std::string(row_order_id(rows_)) + "," + version() + ")"; }
+std::string ReorderW13RowsLayout::name() const { return layout_id::reorder_w13_rows(row_order_id(rows_)); }
 
 Accepts ReorderW13RowsLayout::accepts() const {
   Accepts a;
@@ -48,7 +46,7 @@ void ReorderW13RowsLayout::pack(const TensorView& canonical, std::span<uint8_t> 
 // ---- swizzle_blockscale ---------------------------------------------------------------------------
 
 std::string SwizzleBlockscaleLayout::name() const {
-  return "vllm.swizzle_blockscale(rows=" + std::string(row_order_id(rows_)) + ",sf=128x4," + version() + ")";
+  return layout_id::swizzle_blockscale(row_order_id(rows_));
 }
 
 Accepts SwizzleBlockscaleLayout::accepts() const {
@@ -59,7 +57,7 @@ Accepts SwizzleBlockscaleLayout::accepts() const {
 
 // ---- Marlin NVFP4 scales ----------------------------------------------------------------------------
 
-std::string MarlinNvfp4ScaleLayout::name() const { return "vllm.nvfp4_marlin_process_scales(group_size=16," + version() + ")"; }
+std::string MarlinNvfp4ScaleLayout::name() const { return layout_id::nvfp4_marlin_process_scales(); }
 
 Accepts MarlinNvfp4ScaleLayout::accepts() const {
   Accepts a;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/core/layout_ids.h"
 #include "packers/layout.h"
 
 namespace moepack::packers {
@@ -47,7 +48,7 @@ const LayoutRow* find_layout(std::string_view id);
 std::unique_ptr<Layout> make_layout(std::string_view id);
 
 // Separator of a pipeline id: "first | second | ...".
-inline constexpr std::string_view kPipelineSeparator = " | ";
+inline constexpr std::string_view kPipelineSeparator = layout_id::kPipelineSeparator;
 
 // Several layouts applied in order to one tensor: pack runs stage 0 first; unpack undoes the
 // last stage first. Intermediate tensors take each stage's packed dtype and shape.

@@ -6,7 +6,7 @@ namespace moepack::packers {
 // ---- value ----
 
 std::string TritonBlackwellMXValueLayout::name() const {
-  return "triton_kernels.BlackwellMXValue(" + std::string(pins::kTritonKernels) + ")";
+  return layout_id::blackwell_mx_value();
 }
 
 std::optional<std::string> TritonBlackwellMXValueLayout::irregular_refusal(std::span<const uint64_t> shape) const {
@@ -27,7 +27,7 @@ void TritonBlackwellMXValueLayout::pack(const TensorView& canonical, std::span<u
 // ---- scale ----
 
 std::string TritonBlackwellMXScaleLayout::name() const {
-  return "triton_kernels.BlackwellMXScale(" + std::string(pins::kTritonKernels) + ")";
+  return layout_id::blackwell_mx_scale();
 }
 
 std::vector<uint64_t> TritonBlackwellMXScaleLayout::parameter_shape(uint64_t num_experts,

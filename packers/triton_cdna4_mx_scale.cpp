@@ -4,7 +4,7 @@
 namespace moepack::packers {
 
 std::string TritonCdna4MXScaleLayout::name() const {
-  return "triton_kernels.CDNA4MXScale(" + std::string(pins::kTritonKernels) + ")";
+  return layout_id::cdna4_mx_scale();
 }
 
 Accepts TritonCdna4MXScaleLayout::accepts() const {

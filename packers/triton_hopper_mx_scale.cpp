@@ -10,8 +10,7 @@ TritonHopperMXScaleLayout::TritonHopperMXScaleLayout(uint64_t num_warps) : num_w
 }
 
 std::string TritonHopperMXScaleLayout::name() const {
-  return "triton_kernels.HopperMXScale(mx_axis=1,num_warps=" + std::to_string(num_warps_) + ",k_groups_pad=4," +
-         std::string(pins::kTritonKernels) + ")";
+  return layout_id::hopper_mx_scale(static_cast<int>(num_warps_));
 }
 
 }  // namespace moepack::packers

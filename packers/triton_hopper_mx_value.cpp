@@ -66,7 +66,7 @@ const UntwiddleTables& untwiddle_tables() {
 }  // namespace
 
 std::string TritonHopperMXValueLayout::name() const {
-  return "triton_kernels.HopperMXValue(mx_axis=1," + std::string(pins::kTritonKernels) + ")";
+  return layout_id::hopper_mx_value();
 }
 
 uint32_t TritonHopperMXValueLayout::twiddle(std::array<uint8_t, 4> group) {

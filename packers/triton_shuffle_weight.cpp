@@ -4,7 +4,7 @@
 namespace moepack::packers {
 
 std::string TritonShuffleWeightLayout::name() const {
-  return "vllm.mxfp4_triton_shuffle_weight(" + std::string(pins::kVllm) + ")";
+  return layout_id::mxfp4_triton_shuffle_weight();
 }
 
 Accepts TritonShuffleWeightLayout::accepts() const {

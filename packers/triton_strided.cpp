@@ -8,8 +8,7 @@ TritonStridedLayout::TritonStridedLayout(uint64_t k_groups_pad) : k_groups_pad_(
 }
 
 std::string TritonStridedLayout::name() const {
-  std::string params = k_groups_pad_ == 1 ? "" : "k_groups_pad=" + std::to_string(k_groups_pad_) + ",";
-  return "triton_kernels.Strided(" + params + std::string(pins::kTritonKernels) + ")";
+  return layout_id::strided(static_cast<int>(k_groups_pad_));
 }
 
 void TritonStridedLayout::pack(const TensorView& canonical, std::span<uint8_t> packed) const {

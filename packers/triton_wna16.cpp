@@ -4,8 +4,7 @@
 namespace moepack::packers {
 
 std::string TritonWna16WeightLayout::name() const {
-  return std::string(use_ == Wna16WeightUse::triton ? "vllm.wna16_triton_weight" : "vllm.xpu_wna16_weight") + "(transpose,int32_as_u8," +
-         std::string(pins::kVllm) + ")";
+  return use_ == Wna16WeightUse::triton ? layout_id::wna16_triton_weight() : layout_id::xpu_wna16_weight();
 }
 
 Accepts TritonWna16WeightLayout::accepts() const {
@@ -15,7 +14,7 @@ Accepts TritonWna16WeightLayout::accepts() const {
   return a;
 }
 
-std::string TritonWna16ZeroPointLayout::name() const { return "vllm.wna16_triton_zero_points(transpose,int32_as_u8," + std::string(pins::kVllm) + ")"; }
+std::string TritonWna16ZeroPointLayout::name() const { return layout_id::wna16_triton_zero_points(); }
 
 Accepts TritonWna16ZeroPointLayout::accepts() const {
   Accepts a;

@@ -11,7 +11,7 @@ Units elements(DType canonical) {
 
 }  // namespace
 
-std::string SwapW13ToW31Layout::name() const { return "vllm.swap_w13_to_w31(" + std::string(pins::kVllm) + ")"; }
+std::string SwapW13ToW31Layout::name() const { return layout_id::swap_w13_to_w31(); }
 
 Accepts SwapW13ToW31Layout::accepts() const {
   Accepts a;
@@ -32,10 +32,12 @@ void SwapW13ToW31Layout::pack(const TensorView& canonical, std::span<uint8_t> pa
 }
 
 std::string XpuTransposeLayout::name() const {
-  const char* base = use_ == TransposeUse::xpu_weight            ? "vllm.xpu_transpose("
-                     : use_ == TransposeUse::wna16_triton_scales ? "vllm.wna16_triton_transpose("
-                                                                 : "vllm.moe_wna16_scales(transpose,";
-  return std::string(base) + std::string(pins::kVllm) + ")";
+  switch (use_) {
+    case TransposeUse::xpu_weight: return layout_id::xpu_transpose();
+    case TransposeUse::wna16_triton_scales: return layout_id::wna16_triton_transpose();
+    case TransposeUse::moe_wna16_scales: return layout_id::moe_wna16_scales();
+  }
+  return "?";
 }
 
 Accepts XpuTransposeLayout::accepts() const {
