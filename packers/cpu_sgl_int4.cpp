@@ -11,7 +11,7 @@ std::string CpuSglInt4WeightLayout::name() const {
 }
 
 Accepts CpuSglInt4WeightLayout::accepts() const {
-  if (block_k_ == 0 || block_k_ % 8 != 0) throw_internal("cpu.sgl_int4_weight_packed: block_k " + std::to_string(block_k_) + " is no multiple of 8");
+  if (block_k_ == 0 || block_k_ % 8 != 0) throw_internal(std::string(layout_id::head::cpu_sgl_int4_weight_packed) + ": block_k " + std::to_string(block_k_) + " is no multiple of 8");
   Accepts a;
   a.dtypes = Accepts::Dtypes::i32;
   const std::string b = std::to_string(block_k_);

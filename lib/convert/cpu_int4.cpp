@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/cpu_sgl_int4.h"
 #include "packers/registry.h"
 
@@ -22,20 +23,20 @@ struct ZeroMode {
 constexpr std::array<ZeroMode, 3> kZeroModes = {
     {{ZeroSource::qzeros_plus_1, "qzeros_plus_1"}, {ZeroSource::awq_qzeros, "awq_qzeros"}, {ZeroSource::synthetic, "synthetic_0x77777777"}}};
 
-constexpr std::string_view kZeroStage = "cpu.sgl_int4_zero_points(zeros=";
-constexpr std::string_view kWeightStage = "cpu.sgl_int4_compensation(zeros=";
-constexpr std::string_view kStageEnd = ",e9d1398d9)";
+// The two derivations' ids, given the zero-point mode (layout_ids.h).
+using StageId = std::string (*)(std::string_view zeros);
+constexpr StageId kZeroStage = &layout_id::cpu_sgl_int4_zero_points;
+constexpr StageId kWeightStage = &layout_id::cpu_sgl_int4_compensation;
 
-// "<stage><mode>,e9d1398d9) | <inner>": the mode and the inner packer id, or nullopt.
+// "<stage(mode)> | <inner>": the mode and the inner packer id, or nullopt.
 struct ParsedId {
   ZeroSource source;
   std::string inner;
 };
-std::optional<ParsedId> parse(const std::string& id, std::string_view stage) {
-  if (id.rfind(stage, 0) != 0) return std::nullopt;
+std::optional<ParsedId> parse(const std::string& id, StageId stage) {
   for (const ZeroMode& m : kZeroModes) {
-    const std::string head = std::string(stage) + m.id + std::string(kStageEnd) + std::string(pk::kPipelineSeparator);
-    if (id.rfind(head, 0) == 0) return ParsedId{m.source, id.substr(head.size())};
+    const std::string head = stage(m.id) + std::string(pk::kPipelineSeparator);
+    if (id.starts_with(head)) return ParsedId{m.source, id.substr(head.size())};
   }
   return std::nullopt;
 }
@@ -99,7 +100,7 @@ class CpuInt4ZeroPoints final : public ExpertDerivation {
   CpuInt4ZeroPoints(ZeroSource source, std::string input, std::string inner)
       : source_(source), input_(std::move(input)), inner_id_(std::move(inner)), inner_(pk::make_layout(inner_id_)) {}
   std::string name() const override {
-    return std::string(kZeroStage) + mode_id(source_) + std::string(kStageEnd) + std::string(pk::kPipelineSeparator) + inner_id_;
+    return layout_id::pipeline({kZeroStage(mode_id(source_)), inner_id_});
   }
   std::vector<std::string> inputs() const override { return {input_}; }
   DType dtype() const override { return DType::I8; }
@@ -131,7 +132,7 @@ class CpuInt4Weight final : public ExpertDerivation {
         inner_(pk::make_layout(inner_id_)),
         layout_(dynamic_cast<const pk::CpuSglInt4WeightLayout&>(*inner_)) {}
   std::string name() const override {
-    return std::string(kWeightStage) + mode_id(source_) + std::string(kStageEnd) + std::string(pk::kPipelineSeparator) + inner_id_;
+    return layout_id::pipeline({kWeightStage(mode_id(source_)), inner_id_});
   }
   std::vector<std::string> inputs() const override { return {weight_, zeros_}; }
   DType dtype() const override { return DType::U8; }

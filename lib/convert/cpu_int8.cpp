@@ -3,18 +3,20 @@
 #include <cstring>
 
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/cpu_sgl_mxfp4.h"
 #include "packers/registry.h"
 
 namespace moepack::convert {
 namespace {
 
-constexpr std::string_view kId = "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)";
+// The compensation is computed from the weight, which then goes through the INT8 pack.
+const std::string kId = layout_id::pipeline({layout_id::cpu_sgl_s8s8_compensation(), layout_id::cpu_sgl_int8_weight});
 
 class CpuInt8Packed final : public ExpertDerivation {
  public:
   explicit CpuInt8Packed(std::string role) : role_(std::move(role)) {}
-  std::string name() const override { return std::string(kId); }
+  std::string name() const override { return kId; }
   std::vector<std::string> inputs() const override { return {role_}; }
   DType dtype() const override { return DType::I8; }
   std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return layout_.packed_shape(in[0].shape); }

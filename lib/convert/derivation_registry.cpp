@@ -14,6 +14,7 @@
 #include "lib/convert/w4a8_cutlass.h"
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/registry.h"
 
 namespace moepack::convert {
@@ -68,73 +69,76 @@ constexpr const char* kDeepGemmFile = "lib/convert/fp8_deepgemm.cpp";
 constexpr const char* kNvfp4File = "lib/convert/nvfp4_prepare.cpp";
 constexpr const char* kReductionsFile = "lib/convert/reductions.cpp";
 
+namespace id = layout_id;
+namespace head = layout_id::head;
+
 const ComputationRow kRows[] = {
     // ---- per-expert derivations ----
-    {"vllm.fp8_marlin_scales", K::derivation, kFp8MarlinFile, &fp8_marlin_scales, nullptr, nullptr, &through_inner, nullptr,
-     "vllm.fp8_marlin_scales(kind=block,params_dtype=BF16,e9d1398d9) | vllm.marlin_moe_permute_scales(perm=single,params_dtype=BF16,is_a_8bit=0,e9d1398d9)",
-     "ct-fp8-block", "w13_weight_scale"},
-    {"cpu.sgl_s8s8_compensation", K::derivation, "lib/convert/cpu_int8.cpp", &cpu_int8_packed, nullptr, nullptr, &through_inner, nullptr,
-     "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "ct-w8a8-int8", "w13_weight"},
-    {"cpu.sgl_int4_zero_points", K::derivation, kCpuInt4File, &cpu_int4, nullptr, nullptr, &through_inner, nullptr,
-     "cpu.sgl_int4_zero_points(zeros=awq_qzeros,e9d1398d9) | cpu.sgl_int4_blocked_zero_points(i8,e9d1398d9)", "awq-int4", "w13_qzeros"},
-    {"cpu.sgl_int4_compensation", K::derivation, kCpuInt4File, &cpu_int4, nullptr, nullptr, &through_inner, &read_back_cpu_int4_weight,
-     "cpu.sgl_int4_compensation(zeros=awq_qzeros,e9d1398d9) | cpu.sgl_int4_weight_packed(awq,block_k=128,e9d1398d9)", "awq-int4", "w13_qweight"},
-    {"deep_gemm.fp8_block_scales", K::derivation, kDeepGemmFile, &deepgemm_sm100_scales, nullptr, nullptr, &through_inner, nullptr,
-     "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | "
-     "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9)",
-     "deepseek-v3-fp8", "w13_weight_scale_inv"},
-    {"vllm.w4a8_fp8_group_scales", K::derivation, kW4a8File, &w4a8_scales, nullptr, nullptr, &through_inner, &read_back_w4a8_values,
-     "vllm.w4a8_fp8_group_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.cutlass_pack_scale_fp8(permute=0,2,1,int4b_t,cutlass v4.4.2,e9d1398d9)",
-     "ct-w4a8-fp8", "w13_weight_scale"},
-    {"vllm.w4a8_fp8_channel_scales", K::derivation, kW4a8File, &w4a8_scales, nullptr, nullptr, &through_inner, nullptr,
-     "vllm.w4a8_fp8_channel_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.unchanged", "ct-w4a8-fp8", "w13_weight_chan_scale"},
-    {"vllm.marlin_act_order_rows", K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, nullptr,
-     "vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=4,is_a_8bit=0,e9d1398d9)", "gptq-int4-desc-act",
+    {head::fp8_marlin_scales, K::derivation, kFp8MarlinFile, &fp8_marlin_scales, nullptr, nullptr, &through_inner, nullptr,
+     [] { return id::pipeline({id::fp8_marlin_scales("block", "BF16"), id::marlin_moe_permute_scales(false, "BF16")}); }, "ct-fp8-block",
+     "w13_weight_scale"},
+    {head::cpu_sgl_s8s8_compensation, K::derivation, "lib/convert/cpu_int8.cpp", &cpu_int8_packed, nullptr, nullptr, &through_inner, nullptr,
+     [] { return id::pipeline({id::cpu_sgl_s8s8_compensation(), id::cpu_sgl_int8_weight}); }, "ct-w8a8-int8", "w13_weight"},
+    {head::cpu_sgl_int4_zero_points, K::derivation, kCpuInt4File, &cpu_int4, nullptr, nullptr, &through_inner, nullptr,
+     [] { return id::pipeline({id::cpu_sgl_int4_zero_points("awq_qzeros"), id::cpu_sgl_int4_blocked_zero_points()}); }, "awq-int4", "w13_qzeros"},
+    {head::cpu_sgl_int4_compensation, K::derivation, kCpuInt4File, &cpu_int4, nullptr, nullptr, &through_inner, &read_back_cpu_int4_weight,
+     [] { return id::pipeline({id::cpu_sgl_int4_compensation("awq_qzeros"), id::cpu_sgl_int4_weight_packed(id::IntPacking::awq, 128)}); }, "awq-int4",
      "w13_qweight"},
-    {"vllm.marlin_sort_g_idx", K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, &read_back_act_order,
-     "vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)", "gptq-int4-desc-act", "w13_g_idx_sort_indices"},
-    {"vllm.empty_int32", K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, nullptr, "vllm.empty_int32(E,0,e9d1398d9)", "gptq-int4",
+    {head::deep_gemm_fp8_block_scales, K::derivation, kDeepGemmFile, &deepgemm_sm100_scales, nullptr, nullptr, &through_inner, nullptr,
+     [] { return id::pipeline({id::deep_gemm_fp8_block_scales(), id::deep_gemm_transform_sf("1x128x128")}); }, "deepseek-v3-fp8",
+     "w13_weight_scale_inv"},
+    {head::w4a8_fp8_group_scales, K::derivation, kW4a8File, &w4a8_scales, nullptr, nullptr, &through_inner, &read_back_w4a8_values,
+     [] { return id::pipeline({id::w4a8_fp8_group_scales(), id::cutlass_pack_scale_fp8()}); }, "ct-w4a8-fp8", "w13_weight_scale"},
+    {head::w4a8_fp8_channel_scales, K::derivation, kW4a8File, &w4a8_scales, nullptr, nullptr, &through_inner, nullptr,
+     [] { return id::pipeline({id::w4a8_fp8_channel_scales(), id::unchanged}); }, "ct-w4a8-fp8", "w13_weight_chan_scale"},
+    {head::marlin_act_order_rows, K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, nullptr,
+     [] { return id::pipeline({id::marlin_act_order_rows(), id::marlin_int_repack(id::IntPacking::gptq, 4)}); }, "gptq-int4-desc-act", "w13_qweight"},
+    {head::marlin_sort_g_idx, K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, &read_back_act_order,
+     [] { return id::marlin_sort_g_idx(true); }, "gptq-int4-desc-act", "w13_g_idx_sort_indices"},
+    {head::empty_int32, K::derivation, kWna16File, &wna16, nullptr, nullptr, &wna16_derived_layout, nullptr, &id::empty_int32_per_expert, "gptq-int4",
      "w13_g_idx"},
     // ---- per-layer reductions ----
-    {"vllm.max_over_experts", K::reduction, kReductionsFile, nullptr, &find_generic_reduction, nullptr, nullptr, nullptr, "vllm.max_over_experts(f32,all_experts)", "", ""},
-    {"vllm.empty_int32", K::reduction, kReductionsFile, nullptr, &find_generic_reduction, nullptr, nullptr, nullptr, "vllm.empty_int32(0,e9d1398d9)", "", ""},
-    {"vllm.fp8_w13_max_scale", K::reduction, kFp8File, nullptr, &find_fp8_reduction, nullptr, nullptr, nullptr, "vllm.fp8_w13_max_scale(e9d1398d9)", "", ""},
-    {"vllm.fp8_fi_cutlass_alphas", K::reduction, kFp8File, nullptr, &find_fp8_reduction, nullptr, nullptr, nullptr,
-     "vllm.fp8_fi_cutlass_alphas(gemm1,all_experts,e9d1398d9)", "", ""},
-    {"vllm.nvfp4_ones", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr, "vllm.nvfp4_ones(f32)", "", ""},
-    {"vllm.nvfp4_weight_scale_2", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
-     "vllm.nvfp4_weight_scale_2(w13,times=input_global_max_all)", "", ""},
-    {"vllm.nvfp4_input_scale", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr, "vllm.nvfp4_input_scale(w2,global_max_all)", "", ""},
-    {"vllm.nvfp4_inverse_input_scale_max", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
-     "vllm.nvfp4_inverse_input_scale_max(w13)", "", ""},
-    {"vllm.nvfp4_marlin_global_scale", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
-     "vllm.nvfp4_marlin_global_scale(w2,params_dtype=bf16)", "", ""},
-    {"vllm.trtllm_nvfp4_g1_scale_c", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
-     "vllm.trtllm_nvfp4_g1_scale_c(input=global_max_all,gated=1)", "", ""},
-    {"vllm.trtllm_nvfp4_gemm1", K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
-     "vllm.trtllm_nvfp4_gemm1(clamp_limit,input=global_max_all)", "", ""},
+    {head::max_over_experts, K::reduction, kReductionsFile, nullptr, &find_generic_reduction, nullptr, nullptr, nullptr,
+     [] { return id::max_over_experts(true); }, "", ""},
+    {head::empty_int32, K::reduction, kReductionsFile, nullptr, &find_generic_reduction, nullptr, nullptr, nullptr, &id::empty_int32, "", ""},
+    {head::fp8_w13_max_scale, K::reduction, kFp8File, nullptr, &find_fp8_reduction, nullptr, nullptr, nullptr, &id::fp8_w13_max_scale, "", ""},
+    {head::fp8_fi_cutlass_alphas, K::reduction, kFp8File, nullptr, &find_fp8_reduction, nullptr, nullptr, nullptr,
+     [] { return id::fp8_fi_cutlass_alphas(1, true); }, "", ""},
+    {head::nvfp4_ones, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr, &id::nvfp4_ones, "", ""},
+    {head::nvfp4_weight_scale_2, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::nvfp4_weight_scale_2("w13", "input_global_max_all"); }, "", ""},
+    {head::nvfp4_input_scale, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::nvfp4_input_scale("w2", "global_max_all"); }, "", ""},
+    {head::nvfp4_inverse_input_scale_max, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::nvfp4_inverse_input_scale_max("w13"); }, "", ""},
+    {head::nvfp4_marlin_global_scale, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::nvfp4_marlin_global_scale("w2", "bf16"); }, "", ""},
+    {head::trtllm_nvfp4_g1_scale_c, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::trtllm_nvfp4_g1_scale_c("global_max_all", true); }, "", ""},
+    {head::trtllm_nvfp4_gemm1, K::reduction, kNvfp4File, nullptr, &find_nvfp4_reduction, nullptr, nullptr, nullptr,
+     [] { return id::trtllm_nvfp4_gemm1("clamp_limit", "global_max_all"); }, "", ""},
     // ---- value stages ----
-    {"vllm.fp8_requant_w13_max_scale", K::value_stage, kFp8File, nullptr, nullptr, &find_fp8_value_stage, nullptr, nullptr, "vllm.fp8_requant_w13_max_scale(e9d1398d9)", "", ""},
-    {"vllm.fp8_clamp_block_scales", K::value_stage, kFp8File, nullptr, nullptr, &find_fp8_value_stage, nullptr, nullptr,
-     "vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)", "", ""},
-    {"deep_gemm.requant_ue8m0", K::value_stage, kDeepGemmFile, nullptr, nullptr, &find_fp8_deepgemm_stage, nullptr, nullptr,
-     "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)", "", ""},
-    {"vllm.fp8_marlin_scale_dtype", K::value_stage, kFp8MarlinFile, nullptr, nullptr, &find_fp8_marlin_value_stage, nullptr, nullptr,
-     "vllm.fp8_marlin_scale_dtype(params_dtype=BF16,e9d1398d9)", "", ""},
-    {"vllm.w4a8_fp8_weight_values", K::value_stage, kW4a8File, nullptr, nullptr, &find_w4a8_value_stage, nullptr, nullptr, "vllm.w4a8_fp8_weight_values(tp=1,e9d1398d9)", "", ""},
-    {"vllm.nvfp4_bake_weight_scale_2", K::value_stage, kNvfp4File, nullptr, nullptr, &find_nvfp4_value_stage, nullptr, nullptr, "vllm.nvfp4_bake_weight_scale_2(w13)", "", ""},
-    {"vllm.nvfp4_marlin_scale_factor", K::value_stage, kNvfp4File, nullptr, nullptr, &find_nvfp4_value_stage, nullptr, nullptr,
-     "vllm.nvfp4_marlin_scale_factor(w13,params_dtype=bf16)", "", ""},
+    {head::fp8_requant_w13_max_scale, K::value_stage, kFp8File, nullptr, nullptr, &find_fp8_value_stage, nullptr, nullptr, &id::fp8_requant_w13_max_scale,
+     "", ""},
+    {head::fp8_clamp_block_scales, K::value_stage, kFp8File, nullptr, nullptr, &find_fp8_value_stage, nullptr, nullptr, &id::fp8_clamp_block_scales, "", ""},
+    {head::deep_gemm_requant_ue8m0, K::value_stage, kDeepGemmFile, nullptr, nullptr, &find_fp8_deepgemm_stage, nullptr, nullptr,
+     [] { return id::deep_gemm_requant_ue8m0("scale"); }, "", ""},
+    {head::fp8_marlin_scale_dtype, K::value_stage, kFp8MarlinFile, nullptr, nullptr, &find_fp8_marlin_value_stage, nullptr, nullptr,
+     [] { return id::fp8_marlin_scale_dtype("BF16"); }, "", ""},
+    {head::w4a8_fp8_weight_values, K::value_stage, kW4a8File, nullptr, nullptr, &find_w4a8_value_stage, nullptr, nullptr,
+     [] { return id::w4a8_fp8_weight_values(1); }, "", ""},
+    {head::nvfp4_bake_weight_scale_2, K::value_stage, kNvfp4File, nullptr, nullptr, &find_nvfp4_value_stage, nullptr, nullptr,
+     [] { return id::nvfp4_bake_weight_scale_2("w13"); }, "", ""},
+    {head::nvfp4_marlin_scale_factor, K::value_stage, kNvfp4File, nullptr, nullptr, &find_nvfp4_value_stage, nullptr, nullptr,
+     [] { return id::nvfp4_marlin_scale_factor("w13", "bf16"); }, "", ""},
 };
 
 }  // namespace
 
 std::span<const ComputationRow> computation_table() { return kRows; }
 
-std::string_view id_head(std::string_view id) { return id.substr(0, std::min(id.find('('), id.size())); }
-
 const ComputationRow* find_computation(ComputationKind kind, std::string_view id) {
-  const std::string_view head = id_head(id);
+  const std::string_view head = layout_id::head_of(id);
   for (const ComputationRow& row : kRows)
     if (row.kind == kind && row.head == head) return &row;
   return nullptr;

@@ -37,7 +37,7 @@ struct DerivationQuery {
 };
 
 struct ComputationRow {
-  std::string_view head;        // the ids' common head, e.g. "vllm.fp8_marlin_scales"
+  std::string_view head;        // the ids' common head (layout_id::head), e.g. vllm.fp8_marlin_scales
   ComputationKind kind;
   std::string_view defined_in;  // the family file, for the reader
   // The factory of the row's kind (the other two are null); each returns null for an id of this
@@ -53,7 +53,7 @@ struct ComputationRow {
   // per expert, in role order; null when the unpacked output is used as it is.
   void (*read_back_params)(const std::string& role, std::map<std::string, OwnedTensor>& params, const std::string& where) = nullptr;
   // One full id of the row, as the oracle writes it (the contract test resolves it).
-  std::string_view example;
+  std::string (*example)();
   // Derivations: a shipped sample whose first MoE layer the example applies to, and the role.
   std::string_view example_sample;
   std::string_view example_role;
@@ -61,9 +61,6 @@ struct ComputationRow {
 
 // Every row, in table order.
 std::span<const ComputationRow> computation_table();
-
-// "vllm.fp8_marlin_scales(kind=block,...) | ..." -> "vllm.fp8_marlin_scales".
-std::string_view id_head(std::string_view id);
 
 // The row of `kind` whose head is `id`'s, or nullptr.
 const ComputationRow* find_computation(ComputationKind kind, std::string_view id);

@@ -9,6 +9,7 @@
 
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/registry.h"
 
 namespace moepack::convert {
@@ -88,7 +89,7 @@ std::string weight_role_of(const std::string& scale_role) {
 // are recomputed from its weight when the packer asks for it.
 class RequantWeight final : public ValueStage {
  public:
-  std::string name() const override { return "deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9)"; }
+  std::string name() const override { return layout_id::deep_gemm_requant_ue8m0("weight"); }
   Prepared prepare(const ReductionInput& in) const override {
     const std::string scale_role = scale_role_of(in, in.role);
     auto scales = std::make_shared<std::vector<OwnedTensor>>();
@@ -111,7 +112,7 @@ class RequantWeight final : public ValueStage {
 // the scale grids are kept.
 class RequantScale final : public ValueStage {
  public:
-  std::string name() const override { return "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)"; }
+  std::string name() const override { return layout_id::deep_gemm_requant_ue8m0("scale"); }
   Prepared prepare(const ReductionInput& in) const override {
     const std::string weight_role = weight_role_of(in.role);
     std::vector<OwnedTensor> old_scales;
@@ -149,7 +150,8 @@ const ValueStage* find_fp8_deepgemm_stage(std::string_view id) {
 
 namespace {
 
-constexpr std::string_view kSm100ScalesPrefix = "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | ";
+// "deep_gemm.fp8_block_scales(...) | <the packer the grid goes through>".
+const std::string kSm100ScalesPrefix = layout_id::deep_gemm_fp8_block_scales() + std::string(layout_id::kPipelineSeparator);
 
 class DeepGemmSm100Scales final : public ExpertDerivation {
  public:
@@ -161,7 +163,7 @@ class DeepGemmSm100Scales final : public ExpertDerivation {
   DType dtype() const override { return DType::I32; }
   std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return inner_->packed_shape(grid(in)); }
   std::optional<Unpacked> unpacked(std::span<const OwnedTensor> in, const RankGeometry&) const override { return Unpacked{DType::U8, grid(in)}; }
-  std::string reference_stage(const RankGeometry&) const override { return "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)"; }
+  std::string reference_stage(const RankGeometry&) const override { return layout_id::deep_gemm_requant_ue8m0("scale"); }
   void produce(std::span<const OwnedTensor> in, const RankGeometry&, std::span<uint8_t> out, const std::string& what) const override {
     const Ue8m0Requant r = requant_ue8m0(in[1], in[0], what + " " + weight_, what + " " + scale_);
     const std::vector<uint64_t> shape = grid(in);

@@ -6,13 +6,12 @@
 
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/marlin_wna16.h"
 #include "packers/registry.h"
 
 namespace moepack::convert {
 namespace {
-
-constexpr std::string_view kScalesPrefix = "vllm.fp8_marlin_scales(";
 
 float rounded(float v, DType d) {
   if (d == DType::BF16) return bf16_to_float(float_to_bf16(v));
@@ -40,7 +39,7 @@ class Fp8MarlinScales final : public ExpertDerivation {
   }
   std::optional<Unpacked> unpacked(std::span<const OwnedTensor> in, const RankGeometry& g) const override { return Unpacked{dtype_, grid(in, g)}; }
   std::string reference_stage(const RankGeometry&) const override {
-    return "vllm.fp8_marlin_scale_dtype(params_dtype=" + std::string(dtype_name(dtype_)) + ",e9d1398d9)";
+    return layout_id::fp8_marlin_scale_dtype(dtype_name(dtype_));
   }
 
   void produce(std::span<const OwnedTensor> in, const RankGeometry& g, std::span<uint8_t> out, const std::string& what) const override {
@@ -94,7 +93,7 @@ class Fp8MarlinScales final : public ExpertDerivation {
 class ScaleDtypeStage final : public ValueStage {
  public:
   explicit ScaleDtypeStage(DType d) : d_(d) {}
-  std::string name() const override { return "vllm.fp8_marlin_scale_dtype(params_dtype=" + std::string(dtype_name(d_)) + ",e9d1398d9)"; }
+  std::string name() const override { return layout_id::fp8_marlin_scale_dtype(dtype_name(d_)); }
   Prepared prepare(const ReductionInput&) const override {
     Prepared p;
     const DType d = d_;
@@ -120,7 +119,7 @@ class ScaleDtypeStage final : public ValueStage {
 float fp8_marlin_scale_bias(DType params_dtype) { return std::ldexp(1.0f, params_dtype == DType::BF16 ? 120 : 8); }
 
 std::shared_ptr<const ExpertDerivation> make_fp8_marlin_scales(const std::string& role, const std::string& layout_id) {
-  if (layout_id.rfind(kScalesPrefix, 0) != 0) return nullptr;
+  if (layout_id::head_of(layout_id) != layout_id::head::fp8_marlin_scales) return nullptr;
   const size_t sep = layout_id.find(packers::kPipelineSeparator);
   if (sep == std::string::npos) throw_internal("fp8 Marlin scales without their permutation: " + layout_id);
   const std::string head = layout_id.substr(0, sep);

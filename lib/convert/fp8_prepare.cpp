@@ -8,6 +8,7 @@
 #include "lib/convert/fp8_deepgemm.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 
 namespace moepack::convert {
 namespace {
@@ -42,7 +43,7 @@ float expert_tensor_scale(const OwnedTensor& s, const std::string& where) {
 
 class W13MaxScale final : public LayerReduction {
  public:
-  std::string name() const override { return "vllm.fp8_w13_max_scale(e9d1398d9)"; }
+  std::string name() const override { return layout_id::fp8_w13_max_scale(); }
   DType dtype() const override { return DType::F32; }
   std::vector<uint64_t> shape(uint64_t local_experts) const override { return {local_experts}; }
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
@@ -61,7 +62,7 @@ class FiCutlassAlphas final : public LayerReduction {
  public:
   FiCutlassAlphas(int gemm, bool all_experts) : gemm_(gemm), all_experts_(all_experts) {}
   std::string name() const override {
-    return "vllm.fp8_fi_cutlass_alphas(gemm" + std::to_string(gemm_) + (all_experts_ ? ",all_experts" : "") + ",e9d1398d9)";
+    return layout_id::fp8_fi_cutlass_alphas(gemm_, all_experts_);
   }
   DType dtype() const override { return DType::F32; }
   std::vector<uint64_t> shape(uint64_t local_experts) const override { return {local_experts}; }
@@ -85,7 +86,7 @@ class FiCutlassAlphas final : public LayerReduction {
 
 class RequantW13 final : public ValueStage {
  public:
-  std::string name() const override { return "vllm.fp8_requant_w13_max_scale(e9d1398d9)"; }
+  std::string name() const override { return layout_id::fp8_requant_w13_max_scale(); }
   Prepared prepare(const ReductionInput& in) const override {
     const std::string scale_role = "w13_weight_scale";
     std::vector<std::pair<float, float>> scales;
@@ -121,7 +122,7 @@ class RequantW13 final : public ValueStage {
 // FlashInfer's floor on block scales: w_scale.clamp_(min=1e-10) in fp32 (NaN stays NaN).
 class ClampBlockScales final : public ValueStage {
  public:
-  std::string name() const override { return "vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9)"; }
+  std::string name() const override { return layout_id::fp8_clamp_block_scales(); }
   Prepared prepare(const ReductionInput&) const override {
     Prepared p;
     p.multiplier = [](uint64_t, float m) { return m; };

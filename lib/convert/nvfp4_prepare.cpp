@@ -12,6 +12,7 @@
 
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 
 namespace moepack::convert {
 namespace {
@@ -257,25 +258,25 @@ std::unique_ptr<Nvfp4Reduction> make_reduction(std::string_view id) {
   if (!p) return nullptr;
   const auto& a = p->args;
   auto make = [&](Kind k) { return std::make_unique<Nvfp4Reduction>(std::string(id), k); };
-  if (p->name == "vllm.nvfp4_ones" && a.size() == 1 && a[0] == "f32") return make(Kind::ones);
-  if ((p->name == "vllm.nvfp4_weight_scale_2" || p->name == "vllm.nvfp4_input_scale") && a.size() == 2) {
+  if (p->name == layout_id::head::nvfp4_ones && a.size() == 1 && a[0] == "f32") return make(Kind::ones);
+  if ((p->name == layout_id::head::nvfp4_weight_scale_2 || p->name == layout_id::head::nvfp4_input_scale) && a.size() == 2) {
     auto proj = parse_proj(a[0]);
-    auto how = parse_input(p->name == "vllm.nvfp4_weight_scale_2" ? arg_value(a, "times").value_or("") : a[1]);
+    auto how = parse_input(p->name == layout_id::head::nvfp4_weight_scale_2 ? arg_value(a, "times").value_or("") : a[1]);
     if (!proj || !how) return nullptr;
-    if (p->name == "vllm.nvfp4_input_scale" && *how == InputReduction::none) return nullptr;
-    auto r = make(p->name == "vllm.nvfp4_weight_scale_2" ? Kind::weight_scale_2 : Kind::input_scale);
+    if (p->name == layout_id::head::nvfp4_input_scale && *how == InputReduction::none) return nullptr;
+    auto r = make(p->name == layout_id::head::nvfp4_weight_scale_2 ? Kind::weight_scale_2 : Kind::input_scale);
     r->proj = *proj;
     r->input = *how;
     return r;
   }
-  if (p->name == "vllm.nvfp4_inverse_input_scale_max" && a.size() == 1) {
+  if (p->name == layout_id::head::nvfp4_inverse_input_scale_max && a.size() == 1) {
     auto proj = parse_proj(a[0]);
     if (!proj) return nullptr;
     auto r = make(Kind::inverse_input_max);
     r->proj = *proj;
     return r;
   }
-  if (p->name == "vllm.nvfp4_marlin_global_scale" && a.size() == 2) {
+  if (p->name == layout_id::head::nvfp4_marlin_global_scale && a.size() == 2) {
     auto proj = parse_proj(a[0]);
     auto dt = arg_value(a, "params_dtype");
     if (!proj || !dt || (*dt != "bf16" && *dt != "f16")) return nullptr;
@@ -284,7 +285,7 @@ std::unique_ptr<Nvfp4Reduction> make_reduction(std::string_view id) {
     r->bf16 = *dt == "bf16";
     return r;
   }
-  if (p->name == "vllm.trtllm_nvfp4_g1_scale_c" && a.size() == 2) {
+  if (p->name == layout_id::head::trtllm_nvfp4_g1_scale_c && a.size() == 2) {
     auto how = parse_input(arg_value(a, "input").value_or(""));
     auto gated = arg_value(a, "gated");
     if (!how || *how == InputReduction::none || *how == InputReduction::expert_max || !gated || (*gated != "0" && *gated != "1")) return nullptr;
@@ -293,7 +294,7 @@ std::unique_ptr<Nvfp4Reduction> make_reduction(std::string_view id) {
     r->gated = *gated == "1";
     return r;
   }
-  if (p->name == "vllm.trtllm_nvfp4_gemm1" && a.size() == 2 && (a[0] == "clamp_limit" || a[0] == "beta")) {
+  if (p->name == layout_id::head::trtllm_nvfp4_gemm1 && a.size() == 2 && (a[0] == "clamp_limit" || a[0] == "beta")) {
     auto how = parse_input(arg_value(a, "input").value_or(""));
     if (!how || *how == InputReduction::none || *how == InputReduction::expert_max) return nullptr;
     auto r = make(Kind::gemm1_value);
@@ -371,12 +372,12 @@ class MarlinScaleFactor final : public ValueStage {
 std::unique_ptr<ValueStage> make_stage(std::string_view id) {
   auto p = parse_id(id);
   if (!p) return nullptr;
-  if (p->name == "vllm.nvfp4_bake_weight_scale_2" && p->args.size() == 1) {
+  if (p->name == layout_id::head::nvfp4_bake_weight_scale_2 && p->args.size() == 1) {
     auto proj = parse_proj(p->args[0]);
     if (!proj) return nullptr;
     return std::make_unique<BakeWeightScale2>(std::string(id), *proj);
   }
-  if (p->name == "vllm.nvfp4_marlin_scale_factor" && p->args.size() == 2 && parse_proj(p->args[0])) {
+  if (p->name == layout_id::head::nvfp4_marlin_scale_factor && p->args.size() == 2 && parse_proj(p->args[0])) {
     auto dt = arg_value(p->args, "params_dtype");
     if (!dt || (*dt != "bf16" && *dt != "f16")) return nullptr;
     return std::make_unique<MarlinScaleFactor>(std::string(id), *dt == "bf16");

@@ -9,6 +9,7 @@
 
 #include "lib/convert/derivation_registry.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 
 namespace moepack::convert {
 namespace {
@@ -32,7 +33,7 @@ float scalar_as_float(const OwnedTensor& t) {
 class MaxOverExpertsF32 final : public LayerReduction {
  public:
   explicit MaxOverExpertsF32(bool all_experts) : all_experts_(all_experts) {}
-  std::string name() const override { return all_experts_ ? "vllm.max_over_experts(f32,all_experts)" : "vllm.max_over_experts(f32)"; }
+  std::string name() const override { return layout_id::max_over_experts(all_experts_); }
   DType dtype() const override { return DType::F32; }
   std::vector<uint64_t> shape(uint64_t) const override { return {}; }
   void reduce(const ReductionInput& in, std::span<uint8_t> out) const override {
@@ -49,7 +50,7 @@ class MaxOverExpertsF32 final : public LayerReduction {
 // per expert (the XPU WNA16 branch hands it back for GPTQ's g_idx and sort indices). No bytes.
 class EmptyInt32 final : public LayerReduction {
  public:
-  std::string name() const override { return "vllm.empty_int32(0,e9d1398d9)"; }
+  std::string name() const override { return layout_id::empty_int32(); }
   DType dtype() const override { return DType::I32; }
   std::vector<uint64_t> shape(uint64_t) const override { return {0}; }
   void reduce(const ReductionInput&, std::span<uint8_t> out) const override {

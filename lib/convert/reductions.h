@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "lib/core/dtype.h"
+#include "lib/core/layout_ids.h"
 #include "lib/core/tensor.h"
 
 namespace moepack::convert {
@@ -94,6 +95,6 @@ class ValueStage {
 const ValueStage* find_value_stage(std::string_view id);
 
 // A layout string of a family row may start with a value stage: "STAGE => LAYOUT".
-inline constexpr std::string_view kValueStageSeparator = " => ";
+inline constexpr std::string_view kValueStageSeparator = layout_id::kValueStageSeparator;
 
 }  // namespace moepack::convert

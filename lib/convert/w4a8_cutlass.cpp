@@ -13,11 +13,7 @@
 namespace moepack::convert {
 namespace {
 
-constexpr std::string_view kGroupScalesPrefix = "vllm.w4a8_fp8_group_scales(quant_fp8=cuda_kernel,e9d1398d9)";
-constexpr std::string_view kChannelScalesPrefix = "vllm.w4a8_fp8_channel_scales(quant_fp8=cuda_kernel,e9d1398d9)";
-constexpr std::string_view kValuesPrefix = "vllm.w4a8_fp8_weight_values(tp=";
-
-std::string stage_name(uint64_t tp) { return std::string(kValuesPrefix) + std::to_string(tp) + ",e9d1398d9)"; }
+std::string stage_name(uint64_t tp) { return layout_id::w4a8_fp8_weight_values(static_cast<int>(tp)); }
 
 // The row scales of one expert projection's loaded group scales [N, G], each row cut into
 // `slices` equal runs of groups (T ranks' w2 slices), cast to bf16 as vLLM's loader does.
@@ -167,25 +163,23 @@ std::shared_ptr<const ExpertDerivation> make_w4a8_cutlass_derivation(const std::
   const size_t sep = layout_id.find(packers::kPipelineSeparator);
   if (sep == std::string::npos) return nullptr;
   const std::string head = layout_id.substr(0, sep), inner = layout_id.substr(sep + packers::kPipelineSeparator.size());
-  if (head == kGroupScalesPrefix) return std::make_shared<W4a8GroupScales>(role, layout_id, inner);
-  if (head == kChannelScalesPrefix) {
-    if (inner != "vllm.unchanged") throw_internal("W4A8 channel scales through " + inner);
+  if (head == layout_id::w4a8_fp8_group_scales()) return std::make_shared<W4a8GroupScales>(role, layout_id, inner);
+  if (head == layout_id::w4a8_fp8_channel_scales()) {
+    if (inner != layout_id::unchanged) throw_internal("W4A8 channel scales through " + inner);
     return std::make_shared<W4a8ChannelScales>(role, layout_id);
   }
   return nullptr;
 }
 
 const ValueStage* find_w4a8_value_stage(std::string_view id) {
-  if (id.rfind(kValuesPrefix, 0) != 0) return nullptr;
-  const std::string_view rest = id.substr(kValuesPrefix.size());
-  const size_t comma = rest.find(',');
-  if (comma == std::string_view::npos || comma == 0 || rest.substr(comma) != ",e9d1398d9)") return nullptr;
+  // The id is parsed by its one variable, the TP size, and must then be exactly its spelling.
+  if (layout_id::head_of(id) != layout_id::head::w4a8_fp8_weight_values) return nullptr;
+  const std::string_view args = id.substr(layout_id::head::w4a8_fp8_weight_values.size());
+  constexpr std::string_view kTpArg = "(tp=";
+  if (!args.starts_with(kTpArg)) return nullptr;
   uint64_t tp = 0;
-  for (char c : rest.substr(0, comma)) {
-    if (c < '0' || c > '9' || tp > 1000000) return nullptr;
-    tp = tp * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (tp == 0) return nullptr;
+  for (size_t i = kTpArg.size(); i < args.size() && args[i] >= '0' && args[i] <= '9' && tp <= 1000000; ++i) tp = tp * 10 + static_cast<uint64_t>(args[i] - '0');
+  if (tp == 0 || tp > 1000000 || id != stage_name(tp)) return nullptr;
   static std::mutex mutex;
   static std::map<uint64_t, std::unique_ptr<WeightValuesStage>> stages;
   std::lock_guard<std::mutex> lock(mutex);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/oracle.h"
 #include "packers/registry.h"
 
@@ -96,7 +97,7 @@ void set_moe_wna16_geometry(RankGeometry& g) {
 bool holds_moe_wna16_scales(const artifact::Layer& layer) {
   for (const auto& rank : layer.ranks)
     for (const auto& [role, t] : rank.tensors)
-      if (t.layout.starts_with("vllm.moe_wna16_scales(")) return true;
+      if (layout_id::head_of(t.layout) == layout_id::head::moe_wna16_scales) return true;
   return false;
 }
 
@@ -220,10 +221,11 @@ std::vector<int32_t> stable_g_idx_order(std::span<const int32_t> g_idx, int64_t 
 
 namespace {
 
-constexpr const char* kActOrderGather = "vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9)";
-constexpr const char* kSortedGIdx = "vllm.marlin_sort_g_idx(sorted_g_idx,stable,e9d1398d9)";
-constexpr const char* kSortIndices = "vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)";
-constexpr const char* kEmptyInt32 = "vllm.empty_int32(E,0,e9d1398d9)";
+const std::string kActOrderGather = layout_id::marlin_act_order_rows();
+const std::string kActOrderGatherThen = kActOrderGather + std::string(layout_id::kPipelineSeparator);  // "gather | repack"
+const std::string kSortedGIdx = layout_id::marlin_sort_g_idx(false);
+const std::string kSortIndices = layout_id::marlin_sort_g_idx(true);
+const std::string kEmptyInt32 = layout_id::empty_int32_per_expert();
 
 std::span<const int32_t> as_i32(const OwnedTensor& t, const std::string& what) {
   if (t.dtype != DType::I32) throw Error(ErrorKind::bad_input, what + ": g_idx must be I32, got " + std::string(dtype_name(t.dtype)));
@@ -266,7 +268,7 @@ class ActOrderWeight final : public ExpertDerivation {
  public:
   ActOrderWeight(std::string weight_role, std::string g_idx_role, int64_t groups, std::string inner)
       : weight_(std::move(weight_role)), g_idx_(std::move(g_idx_role)), groups_(groups), inner_id_(std::move(inner)), inner_(packers::make_layout(inner_id_)) {}
-  std::string name() const override { return std::string(kActOrderGather) + " | " + inner_id_; }
+  std::string name() const override { return kActOrderGatherThen + inner_id_; }
   std::vector<std::string> inputs() const override { return {weight_, g_idx_}; }
   DType dtype() const override { return DType::I32; }
   std::vector<uint64_t> slab_shape(std::span<const OwnedTensor> in, const RankGeometry&) const override { return inner_->packed_shape(in[0].shape); }
@@ -306,14 +308,14 @@ std::shared_ptr<const ExpertDerivation> make_wna16_derivation(const std::string&
                                                               const std::set<std::string>& available, const ckpt::MoeLayer& layer) {
   if (layout_id == kEmptyInt32) return std::make_shared<EmptyInt32>();
   const bool sorted = layout_id == kSortedGIdx, indices = layout_id == kSortIndices;
-  const bool gather = layout_id.rfind(std::string(kActOrderGather) + " | ", 0) == 0;
+  const bool gather = layout_id.starts_with(kActOrderGatherThen);
   if (!sorted && !indices && !gather) return nullptr;
   const std::string prefix = prefix_of(role);
   const std::string g_idx = pick(available, prefix, {"g_idx", "weight_g_idx"});
   const std::string scales = pick(available, prefix, {"scales", "weight_scale"});
   if (g_idx.empty()) throw Error(ErrorKind::bad_input, "layer " + layer.prefix + ": act-order needs " + prefix + "g_idx, which the checkpoint does not have");
   const int64_t groups = scales.empty() ? -1 : summary_rows(layer, scales);
-  if (gather) return std::make_shared<ActOrderWeight>(role, g_idx, groups, layout_id.substr(std::string(kActOrderGather).size() + 3));
+  if (gather) return std::make_shared<ActOrderWeight>(role, g_idx, groups, layout_id.substr(kActOrderGatherThen.size()));
   return std::make_shared<SortGIdx>(g_idx, groups, indices);
 }
 
@@ -322,8 +324,7 @@ DerivedLayout wna16_derived_layout(const std::string& layout_id) {
   if (layout_id == kEmptyInt32) return {DerivedKind::empty, ""};
   if (layout_id == kSortedGIdx) return {DerivedKind::sorted_g_idx, ""};
   if (layout_id == kSortIndices) return {DerivedKind::sort_indices, ""};
-  const std::string gather = std::string(kActOrderGather) + " | ";
-  if (layout_id.rfind(gather, 0) == 0) return {DerivedKind::act_order_weight, layout_id.substr(gather.size())};
+  if (layout_id.starts_with(kActOrderGatherThen)) return {DerivedKind::act_order_weight, layout_id.substr(kActOrderGatherThen.size())};
   return {};
 }
 

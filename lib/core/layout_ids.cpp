@@ -2,6 +2,8 @@
 // always takes and the version it follows; what varies comes in as parameters.
 #include "lib/core/layout_ids.h"
 
+#include <algorithm>
+
 namespace moepack::layout_id {
 namespace {
 
@@ -208,8 +210,7 @@ std::string external_package(std::string_view head, std::string_view package) {
 }
 
 std::string_view head_of(std::string_view id) {
-  const size_t end = id.find_first_of("( ");
-  return end == std::string_view::npos ? id : id.substr(0, end);
+  return id.substr(0, std::min(id.find('('), id.size()));
 }
 
 }  // namespace moepack::layout_id

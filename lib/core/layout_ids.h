@@ -295,7 +295,9 @@ std::string not_reproduced(std::string_view head, std::string_view why);
 // "humming.convert_to_humming_moe_kernel_format(external humming package)".
 std::string external_package(std::string_view head, std::string_view package);
 
-// The head of an id: "head(args) | ..." -> "head"; the whole id when it has no arguments.
+// The head of an id: what comes before its first "(": "head(args) | ..." -> "head"; the whole
+// id when it has no arguments. Text that only mentions an id ("head | other (prose)") has no
+// head a registry knows, so it is never taken for the id.
 std::string_view head_of(std::string_view id);
 
 }  // namespace moepack::layout_id

@@ -19,6 +19,7 @@
 #include "lib/convert/wna16_marlin.h"
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "lib/experts/dequant.h"
 #include "lib/experts/fp8_dequant.h"
 #include "lib/experts/int_dequant.h"
@@ -178,8 +179,8 @@ float nvfp4_artifact_multiplier(const RankTensorsRead& rt, const std::string& pr
   if (local >= ws->second.values.size()) throw_bad_input(where, proj + "weight_scale_2", "holds fewer values than the rank's experts");
   const std::string& layout = ws->second.layout;
   const float v = ws->second.values[local];
-  if (layout.rfind("vllm.nvfp4_ones(", 0) == 0) return 1.0f;
-  if (layout.rfind("vllm.nvfp4_marlin_global_scale(", 0) == 0)
+  if (layout_id::head_of(layout) == layout_id::head::nvfp4_ones) return 1.0f;
+  if (layout_id::head_of(layout) == layout_id::head::nvfp4_marlin_global_scale)
     return v / std::ldexp(1.0f, layout.find("params_dtype=bf16") != std::string::npos ? 119 : 7);
   if (layout.find("times=none") != std::string::npos) return v;
   if (layout.find("times=input_") != std::string::npos) {
@@ -486,7 +487,7 @@ std::vector<float> ArtifactRuntime::run(size_t i, const std::vector<float>& x, c
     std::vector<std::pair<std::string, const ComputationRow*>> read_backs;
     for (const auto& [role, t] : rank.tensors) {
       const ComputationRow* row = find_computation(ComputationKind::derivation, t.layout);
-      if (row && row->head == "vllm.fp8_marlin_scales") marlin_scales = true;
+      if (row && row->head == layout_id::head::fp8_marlin_scales) marlin_scales = true;
       if (row && row->read_back_params) read_backs.emplace_back(role, row);
     }
     ex::ExpertSource source = [&](uint64_t e) -> std::optional<ex::ExpertMatrices> {
@@ -524,26 +525,33 @@ namespace {
 // matched by its two stages' heads.
 struct FastCpuLayout {
   ex::CpuLayout layout;
-  const char* weight;       // w13_weight and w2_weight (int4: the head of each stage)
-  const char* weight_dtype;
-  const char* scale;        // w13_/w2_ weight_scale (or _inv), null when the layout has none
-  const char* zeros;        // int4: the zero points' layout head
+  std::string weight;  // w13_weight and w2_weight (int4: the head of its first stage)
+  std::string_view weight_dtype;
+  std::string scale;  // w13_/w2_ weight_scale (or _inv); empty when the layout has none
+  std::string zeros;  // int4: the head of the zero points' first stage; empty otherwise
 };
-constexpr FastCpuLayout kFastCpuLayouts[] = {
-    {ex::CpuLayout::mxfp4, "cpu.sgl_convert_weight_packed(mxfp4)", "U8", "cpu.sgl_convert_scale_packed(e8m0)", nullptr},
-    {ex::CpuLayout::bf16_amx, "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)", "BF16", nullptr, nullptr},
-    // FP16 and F32 models in the vec layout run by the emulation only: their weights are not BF16.
-    {ex::CpuLayout::bf16_vec, "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)", "BF16", nullptr, nullptr},
-    {ex::CpuLayout::fp8_block, "cpu.sgl_convert_weight_packed(fp8)", "F8_E4M3", "vllm.unchanged", nullptr},
-    {ex::CpuLayout::int8_vnni4, "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)", "I8", "vllm.unchanged", nullptr},
-    {ex::CpuLayout::int4_vnni4, "cpu.sgl_int4_compensation(zeros=", "U8", "cpu.sgl_int4_blocked_scales(f32,e9d1398d9)", "cpu.sgl_int4_zero_points(zeros="},
-};
-constexpr std::string_view kInt4WeightStage = " | cpu.sgl_int4_weight_packed(";
-constexpr std::string_view kInt4ZeroStage = " | cpu.sgl_int4_blocked_zero_points(i8,e9d1398d9)";
+const std::vector<FastCpuLayout>& fast_cpu_layouts() {
+  namespace id = layout_id;
+  static const std::vector<FastCpuLayout> table = {
+      {ex::CpuLayout::mxfp4, std::string(id::cpu_sgl_mxfp4_weight), "U8", std::string(id::cpu_sgl_e8m0_scale), ""},
+      {ex::CpuLayout::bf16_amx, id::cpu_prepack_moe_weight("amx"), "BF16", "", ""},
+      // FP16 and F32 models in the vec layout run by the emulation only: their weights are not BF16.
+      {ex::CpuLayout::bf16_vec, id::cpu_prepack_moe_weight("vec"), "BF16", "", ""},
+      {ex::CpuLayout::fp8_block, std::string(id::cpu_sgl_fp8_weight), "F8_E4M3", std::string(id::unchanged), ""},
+      {ex::CpuLayout::int8_vnni4, id::pipeline({id::cpu_sgl_s8s8_compensation(), id::cpu_sgl_int8_weight}), "I8", std::string(id::unchanged), ""},
+      {ex::CpuLayout::int4_vnni4, std::string(id::head::cpu_sgl_int4_compensation), "U8", id::cpu_sgl_int4_blocked_scales(),
+       std::string(id::head::cpu_sgl_int4_zero_points)},
+  };
+  return table;
+}
+// The INT4 weight's and zero points' second stages: " | cpu.sgl_int4_weight_packed(...)" (its
+// packing and block_k vary) and exactly " | cpu.sgl_int4_blocked_zero_points(...)".
+const std::string kInt4WeightStage = std::string(layout_id::kPipelineSeparator) + std::string(layout_id::head::cpu_sgl_int4_weight_packed) + "(";
+const std::string kInt4ZeroStage = std::string(layout_id::kPipelineSeparator) + layout_id::cpu_sgl_int4_blocked_zero_points();
 
 bool weight_layout_is(const FastCpuLayout& f, const std::string& layout) {
   if (f.layout != ex::CpuLayout::int4_vnni4) return layout == f.weight;
-  return layout.starts_with(f.weight) && layout.find(kInt4WeightStage) != std::string::npos;
+  return layout_id::head_of(layout) == f.weight && layout.find(kInt4WeightStage) != std::string::npos;
 }
 
 // What a per-expert tensor is to the fast experts, under either naming of its parameter
@@ -595,7 +603,7 @@ std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
   const FastCpuLayout* match = nullptr;
   for (const auto& [role, t] : L.ranks.front().tensors)
     if (fast_cpu_role(role) == "w13_weight")
-      for (const auto& f : kFastCpuLayouts)
+      for (const auto& f : fast_cpu_layouts())
         if (weight_layout_is(f, t.layout)) match = &f;
   if (!match) return std::nullopt;
   // The format the layout's bytes mean: MXFP4, unquantized BF16, 128 x 128 FP8 blocks, W8A8
@@ -618,15 +626,16 @@ std::optional<ex::CpuLayout> ArtifactRuntime::fast_cpu_layout(size_t i) const {
       if (!seen.insert(*what).second) return std::nullopt;  // two tensors for one role (qzeros and weight_zero_point)
       const bool weight = what->ends_with("_weight"), scale = what->ends_with("_weight_scale"), zeros = what->ends_with("_zeros");
       if (weight && (!weight_layout_is(*match, t.layout) || t.dtype != match->weight_dtype)) return std::nullopt;
-      if (scale && (!match->scale || t.layout != match->scale || (match->layout != ex::CpuLayout::mxfp4 && t.dtype != "F32"))) return std::nullopt;
-      if (zeros && (!match->zeros || !t.layout.starts_with(match->zeros) || !t.layout.ends_with(kInt4ZeroStage) || t.dtype != "I8")) return std::nullopt;
-      if (what->ends_with("_bias") && ((t.layout != "vllm.bias_f32" && t.layout != "vllm.unchanged") || !(t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16")))
+      if (scale && (match->scale.empty() || t.layout != match->scale || (match->layout != ex::CpuLayout::mxfp4 && t.dtype != "F32"))) return std::nullopt;
+      if (zeros && (match->zeros.empty() || layout_id::head_of(t.layout) != match->zeros || !t.layout.ends_with(kInt4ZeroStage) || t.dtype != "I8"))
+        return std::nullopt;
+      if (what->ends_with("_bias") && ((t.layout != layout_id::bias_f32 && t.layout != layout_id::unchanged) || !(t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16")))
         return std::nullopt;
     }
     for (const std::string proj : {"w13_", "w2_"}) {
       if (!seen.count(proj + "weight")) return std::nullopt;
-      if (seen.count(proj + "weight_scale") != (match->scale != nullptr)) return std::nullopt;
-      if (seen.count(proj + "zeros") != (match->zeros != nullptr)) return std::nullopt;
+      if (seen.count(proj + "weight_scale") != !match->scale.empty()) return std::nullopt;
+      if (seen.count(proj + "zeros") != !match->zeros.empty()) return std::nullopt;
     }
   }
   return match->layout;
@@ -796,7 +805,7 @@ std::vector<float> run_reference(const ckpt::Checkpoint& source, const std::stri
       const ValueStage* stage = find_value_stage(t.value_stage);
       if (!stage) throw_bad_input(source_path, t.name, "unknown value stage `" + t.value_stage + "`");
       stages[role] = stage->prepare(reduction_input(source, *sl, role, g, 0, sl->num_experts, SwigluFacts{L.swiglu_limit, L.swiglu_beta}));
-      if (role == "w13_weight" && t.value_stage == "vllm.fp8_requant_w13_max_scale(e9d1398d9)") per_tensor_requant = true;
+      if (role == "w13_weight" && t.value_stage == layout_id::fp8_requant_w13_max_scale()) per_tensor_requant = true;
     }
   }
   // WNA16: vLLM loads float scales into parameters of the model dtype, and ignores g_idx

@@ -14,6 +14,7 @@
 #include "lib/convert/derivations.h"
 #include "lib/convert/reductions.h"
 #include "lib/core/error.h"
+#include "lib/core/layout_ids.h"
 #include "packers/registry.h"
 #include "support/test_support.h"
 
@@ -31,34 +32,34 @@ TEST(DerivationRegistry, RowsAreWellFormedAndHeadsUniquePerKind) {
   for (const ComputationRow& row : computation_table()) {
     SCOPED_TRACE(std::string(row.head));
     EXPECT_TRUE(seen.insert({row.kind, std::string(row.head)}).second) << "two " << kind_name(row.kind) << " rows for one head";
-    EXPECT_EQ(id_head(row.example), row.head);
+    EXPECT_EQ(layout_id::head_of(row.example()), row.head);
     EXPECT_TRUE(fs::exists(test::source_dir() + "/" + std::string(row.defined_in))) << row.defined_in;
     EXPECT_EQ(row.derive != nullptr, row.kind == ComputationKind::derivation);
     EXPECT_EQ(row.read_back != nullptr, row.kind == ComputationKind::derivation);
     EXPECT_EQ(row.reduce != nullptr, row.kind == ComputationKind::reduction);
     EXPECT_EQ(row.stage != nullptr, row.kind == ComputationKind::value_stage);
-    EXPECT_EQ(find_computation(row.kind, row.example), &row);
+    EXPECT_EQ(find_computation(row.kind, row.example()), &row);
     // No packer of the same id: a layout id names one thing.
-    EXPECT_EQ(packers::find_layout(row.example), nullptr);
+    EXPECT_EQ(packers::find_layout(row.example()), nullptr);
   }
 }
 
 TEST(DerivationRegistry, ReductionsAndStagesResolveTheirExamplesAndRefuseUnknownArguments) {
   for (const ComputationRow& row : computation_table()) {
     if (row.kind == ComputationKind::derivation) continue;
-    SCOPED_TRACE(std::string(row.example));
+    SCOPED_TRACE(std::string(row.example()));
     const std::string bogus = std::string(row.head) + "(no_such_argument=1)";
     if (row.kind == ComputationKind::reduction) {
-      const LayerReduction* r = find_reduction(row.example);
+      const LayerReduction* r = find_reduction(row.example());
       ASSERT_NE(r, nullptr);
-      EXPECT_EQ(r->name(), row.example);
-      EXPECT_EQ(find_value_stage(row.example), nullptr);
+      EXPECT_EQ(r->name(), row.example());
+      EXPECT_EQ(find_value_stage(row.example()), nullptr);
       EXPECT_EQ(find_reduction(bogus), nullptr);
     } else {
-      const ValueStage* s = find_value_stage(row.example);
+      const ValueStage* s = find_value_stage(row.example());
       ASSERT_NE(s, nullptr);
-      EXPECT_EQ(s->name(), row.example);
-      EXPECT_EQ(find_reduction(row.example), nullptr);
+      EXPECT_EQ(s->name(), row.example());
+      EXPECT_EQ(find_reduction(row.example()), nullptr);
       EXPECT_EQ(find_value_stage(bogus), nullptr);
     }
   }
@@ -69,13 +70,13 @@ TEST(DerivationRegistry, ReductionsAndStagesResolveTheirExamplesAndRefuseUnknown
 TEST(DerivationRegistry, DerivationsBuildForTheirSampleAndReadBackThroughAPacker) {
   for (const ComputationRow& row : computation_table()) {
     if (row.kind != ComputationKind::derivation) continue;
-    SCOPED_TRACE(std::string(row.example));
+    SCOPED_TRACE(std::string(row.example()));
     const ckpt::Checkpoint checkpoint = ckpt::open_checkpoint(test::source_dir() + "/samples/" + std::string(row.example_sample));
     ASSERT_FALSE(checkpoint.layers.empty());
     const ckpt::MoeLayer& layer = checkpoint.layers.front();
     std::set<std::string> available;
     for (const auto& p : layer.params) available.insert(p.name);
-    const std::string id(row.example), role(row.example_role);
+    const std::string id(row.example()), role(row.example_role);
     auto derivation = make_expert_derivation(role, id, available, layer);
     ASSERT_NE(derivation, nullptr);
     EXPECT_EQ(derivation->name(), id);

@@ -18,7 +18,7 @@ TEST(LayoutIds, CompositionJoinsStagesInApplicationOrder) {
 TEST(LayoutIds, HeadOfAnIdIsTheNameBeforeItsArgumentsOrItsFirstStage) {
   EXPECT_EQ(head_of("vllm.fp8_marlin_scales(kind=block,e9d1398d9) | vllm.marlin_moe_permute_scales(perm=single)"), head::fp8_marlin_scales);
   EXPECT_EQ(head_of("vllm.unchanged"), head::unchanged);
-  EXPECT_EQ(head_of("vllm.unchanged | vllm.bias_f32"), head::unchanged);
+  EXPECT_EQ(head_of("vllm.w4a8_fp8_group_scales | vllm.cutlass_pack_scale_fp8 (prose)"), "vllm.w4a8_fp8_group_scales | vllm.cutlass_pack_scale_fp8 ");
   EXPECT_EQ(head_of(nvfp4_bake_weight_scale_2("w13") + " => x"), head::nvfp4_bake_weight_scale_2);
 }
 
