@@ -11,7 +11,10 @@
 // One file per checkpoint family (gpt_oss.cpp, compressed_tensors.cpp, modelopt.cpp, quark.cpp,
 // gptq.cpp, awq.cpp, fp8_block.cpp, deepseek_v4.cpp, unquantized.cpp) turns the family's
 // quantization config into per-layer `LayerQuant` + `ExpertRecipe`; detect.cpp picks the family
-// and reads the model facts; checkpoint.cpp finds the layers, validates and reads experts.
+// and reads the model facts; one file per storage shape (per_expert_storage.cpp,
+// gpt_oss_fused_storage.cpp, fused_3d_storage.cpp, picked by the layer's naming in
+// expert_storage.h) validates and reads the experts; checkpoint.cpp finds the layers and ties
+// the three together.
 #pragma once
 
 #include <cstdint>
@@ -125,7 +128,7 @@ struct SourceTensorRule {
 };
 
 struct ExpertRecipe {
-  std::vector<SourceTensorRule> tensors;  // per-expert families; empty for gpt_oss_fused
+  std::vector<SourceTensorRule> tensors;  // per-expert storage; empty for the fused ones
   W13Order w13_order = W13Order::gate_then_up;
   // gpt-oss' own loaders (gpt_oss.py _load_weights_mxfp4 / _quark / _other @ e9d1398d9) keep
   // w2_bias on tensor-parallel rank 0 only and zero it elsewhere, so the all-reduce adds it once;
@@ -283,15 +286,6 @@ std::unique_ptr<FamilyRules> make_awq_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_fp8_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_deepseek_v4_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
-
-// gpt-oss fused experts (gpt_oss.cpp): shapes checked against the config, and one expert's slice.
-void validate_gpt_oss_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
-ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
-
-// Fused 3-D experts (fused_3d.cpp): `gate_up_proj` [E, H, 2I] and `down_proj` [E, I, H] with
-// optional biases and broadcast per-tensor scales; one expert's canonical params are transposed.
-void validate_fused_3d_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
-ExpertParams read_fused_3d_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);
