@@ -389,7 +389,6 @@ MoeLayer read_layer(Checkpoint& ck, const detail::FamilyRules& rules, const std:
   // producer dropped the tensors), so the oracle must see them either way.
   if (ck.facts.has_bias) layer.has_bias = true;
   if (layer.has_bias) ck.facts.has_bias = true;
-  layer.recipe.w2_bias_first_rank_only = ck.facts.model_type == "gpt_oss";
   return layer;
 }
 

@@ -286,6 +286,9 @@ std::unique_ptr<FamilyRules> make_awq_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_fp8_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_deepseek_v4_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
+// Whatever the family, vLLM loads gpt-oss (model_type `gpt_oss`) with the model's own loaders:
+// the family's rules with the recipe they leave (gpt_oss.cpp).
+std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family);
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);

@@ -9,7 +9,8 @@
 // vLLM transposes each expert to [out, in] when loading (llama4.py `load_moe_expert_weights`,
 // gpt_oss.py `_load_weights_other`), so one expert's canonical w13_weight is the transpose of
 // its [H, 2I] slice. The 2I columns are gate then up by halves (Llama-4 chunks them in two), or
-// interleaved gate/up pairs for gpt-oss, whose activation reads them that way.
+// interleaved gate/up pairs for gpt-oss, whose activation reads them that way (the recipe's
+// w13_order says which, gpt_oss.cpp).
 //
 //   gate_up_proj[e]  (H rows x 2I cols)        canonical w13_weight (2I rows x H cols)
 //   h0: g0 g1 .. gI-1 u0 .. uI-1      ->        g0: h0 h1 .. hH-1
@@ -112,8 +113,6 @@ class Fused3dStorage final : public ExpertStorage {
       throw_bad_input(shards.find(layer.prefix + ".gate_up_proj")->file->path(), layer.prefix + ".gate_up_proj",
                       "holds " + std::to_string(experts) + " experts but config.json declares " + std::to_string(facts.num_experts));
     layer.num_experts = experts;
-    // gpt-oss's activation reads gate/up as interleaved pairs; Llama-4 splits the columns in halves.
-    layer.recipe.w13_order = facts.model_type == "gpt_oss" ? W13Order::interleaved : W13Order::gate_then_up;
   }
 
   ExpertParams read(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param) const override {

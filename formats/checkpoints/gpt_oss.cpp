@@ -1,5 +1,8 @@
-// openai gpt-oss MXFP4 (checkpoint-formats.md 3.2): the family of gpt-oss' own checkpoints,
-// quant_method `mxfp4`; gpt_oss_fused_storage.cpp reads their fused experts.
+// openai gpt-oss: the MXFP4 family of its own checkpoints (quant_method `mxfp4`, stored as
+// gpt_oss_fused_storage.cpp reads it), and what vLLM's gpt-oss model loads differently from the
+// generic FusedMoE loader whatever the family (amd-quark, compressed-tensors and BF16 gpt-oss
+// checkpoints too): every such rule of the model lives here, so the reader and the storages ask
+// no model_type.
 #include "formats/checkpoints/checkpoint.h"
 #include "lib/core/error.h"
 
@@ -37,6 +40,27 @@ class GptOssRules final : public FamilyRules {
   std::string source_;
 };
 
+// The family's rules, with the recipe as gpt-oss' own loaders (gpt_oss.py _load_weights_mxfp4 /
+// _quark / _other @ e9d1398d9) leave it.
+class GptOssLoaderRules final : public FamilyRules {
+ public:
+  explicit GptOssLoaderRules(std::unique_ptr<FamilyRules> family) : family_(std::move(family)) {}
+  Family family() const override { return family_->family(); }
+  std::string scheme() const override { return family_->scheme(); }
+  LayerQuant layer_quant(const std::string& prefix) const override { return family_->layer_quant(prefix); }
+  ExpertRecipe recipe(const LayerQuant& q, ExpertNaming naming) const override {
+    ExpertRecipe r = family_->recipe(q, naming);
+    r.w2_bias_first_rank_only = true;
+    // gpt-oss' activation reads gate/up as interleaved pairs, and its fused 3-D (BF16) tensors
+    // keep them so; Llama-4's fused 3-D tensors split the columns in halves.
+    if (naming == ExpertNaming::fused_3d) r.w13_order = W13Order::interleaved;
+    return r;
+  }
+
+ private:
+  std::unique_ptr<FamilyRules> family_;
+};
+
 }  // namespace
 
 std::unique_ptr<FamilyRules> make_gpt_oss_rules(const DetectInput& in) {
@@ -44,5 +68,7 @@ std::unique_ptr<FamilyRules> make_gpt_oss_rules(const DetectInput& in) {
   if (const auto* m = find_key(in.quant_config, "modules_to_not_convert")) exclude = *m;
   return std::make_unique<GptOssRules>(exclude, in.quant_source);
 }
+
+std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family) { return std::make_unique<GptOssLoaderRules>(std::move(family)); }
 
 }  // namespace moepack::ckpt::detail
