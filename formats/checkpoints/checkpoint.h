@@ -298,7 +298,7 @@ ModelFacts read_model_facts(const nlohmann::json& config, const st::ShardSet& sh
 LayerQuant unquantized_layer_quant(const std::string& model_dtype);
 ExpertRecipe unquantized_recipe();
 
-// Shared recipes (one definition each; several families store the same tensors).
+// Shared recipes (one definition each, family_helpers.cpp; several families store the same tensors).
 // FP4 packed weight + block scales: `weight_suffix` U8 [out, in/2], `scale_suffix` [out, in/group].
 std::vector<SourceTensorRule> fp4_weight_rules(const std::string& weight_suffix, DType scale_dtype, uint64_t group);
 // FP8 E4M3 weight [out, in].
@@ -308,7 +308,7 @@ SourceTensorRule scalar_rule(const std::string& suffix, Assemble w13, bool requi
 // FP8 block scales [ceil(out/bn), ceil(in/bk)].
 SourceTensorRule block_scale_rule(const std::string& suffix, uint64_t bn, uint64_t bk, std::vector<DType> dtypes);
 
-// JSON helpers shared by the family files: typed reads that name the file and key on error.
+// JSON helpers shared by the family files (family_helpers.cpp): typed reads that name the file and key on error.
 const nlohmann::json* find_key(const nlohmann::json& obj, const std::string& key);
 std::string json_string(const nlohmann::json& obj, const std::string& key, const std::string& file, const std::string& fallback = "");
 int64_t json_int(const nlohmann::json& obj, const std::string& key, const std::string& file, int64_t fallback);
