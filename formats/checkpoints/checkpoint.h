@@ -11,7 +11,10 @@
 // One file per checkpoint family (gpt_oss.cpp, compressed_tensors.cpp, modelopt.cpp, quark.cpp,
 // gptq.cpp, awq.cpp, fp8_block.cpp, deepseek_v4.cpp, unquantized.cpp) turns the family's
 // quantization config into per-layer `LayerQuant` + `ExpertRecipe`; detect.cpp picks the family
-// and reads the model facts; checkpoint.cpp finds the layers, validates and reads experts.
+// and reads the model facts; one file per storage shape (per_expert_storage.cpp,
+// gpt_oss_fused_storage.cpp, fused_3d_storage.cpp, picked by the layer's naming in
+// expert_storage.h) validates and reads the experts; checkpoint.cpp finds the layers and ties
+// the three together.
 #pragma once
 
 #include <cstdint>
@@ -125,7 +128,7 @@ struct SourceTensorRule {
 };
 
 struct ExpertRecipe {
-  std::vector<SourceTensorRule> tensors;  // per-expert families; empty for gpt_oss_fused
+  std::vector<SourceTensorRule> tensors;  // per-expert storage; empty for the fused ones
   W13Order w13_order = W13Order::gate_then_up;
   // gpt-oss' own loaders (gpt_oss.py _load_weights_mxfp4 / _quark / _other @ e9d1398d9) keep
   // w2_bias on tensor-parallel rank 0 only and zero it elsewhere, so the all-reduce adds it once;
@@ -283,15 +286,9 @@ std::unique_ptr<FamilyRules> make_awq_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_fp8_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_deepseek_v4_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
-
-// gpt-oss fused experts (gpt_oss.cpp): shapes checked against the config, and one expert's slice.
-void validate_gpt_oss_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
-ExpertParams read_gpt_oss_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
-
-// Fused 3-D experts (fused_3d.cpp): `gate_up_proj` [E, H, 2I] and `down_proj` [E, I, H] with
-// optional biases and broadcast per-tensor scales; one expert's canonical params are transposed.
-void validate_fused_3d_layer(const st::ShardSet& shards, MoeLayer& layer, const ModelFacts& facts);
-ExpertParams read_fused_3d_expert(const st::ShardSet& shards, const MoeLayer& layer, uint64_t expert, std::string_view only_param = {});
+// Whatever the family, vLLM loads gpt-oss (model_type `gpt_oss`) with the model's own loaders:
+// the family's rules with the recipe they leave (gpt_oss.cpp).
+std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family);
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);
@@ -301,7 +298,7 @@ ModelFacts read_model_facts(const nlohmann::json& config, const st::ShardSet& sh
 LayerQuant unquantized_layer_quant(const std::string& model_dtype);
 ExpertRecipe unquantized_recipe();
 
-// Shared recipes (one definition each; several families store the same tensors).
+// Shared recipes (one definition each, family_helpers.cpp; several families store the same tensors).
 // FP4 packed weight + block scales: `weight_suffix` U8 [out, in/2], `scale_suffix` [out, in/group].
 std::vector<SourceTensorRule> fp4_weight_rules(const std::string& weight_suffix, DType scale_dtype, uint64_t group);
 // FP8 E4M3 weight [out, in].
@@ -311,7 +308,7 @@ SourceTensorRule scalar_rule(const std::string& suffix, Assemble w13, bool requi
 // FP8 block scales [ceil(out/bn), ceil(in/bk)].
 SourceTensorRule block_scale_rule(const std::string& suffix, uint64_t bn, uint64_t bk, std::vector<DType> dtypes);
 
-// JSON helpers shared by the family files: typed reads that name the file and key on error.
+// JSON helpers shared by the family files (family_helpers.cpp): typed reads that name the file and key on error.
 const nlohmann::json* find_key(const nlohmann::json& obj, const std::string& key);
 std::string json_string(const nlohmann::json& obj, const std::string& key, const std::string& file, const std::string& fallback = "");
 int64_t json_int(const nlohmann::json& obj, const std::string& key, const std::string& file, int64_t fallback);

@@ -125,7 +125,10 @@ ExpertRecipe unquantized_recipe() {
   return r;
 }
 
-std::unique_ptr<FamilyRules> detect_family(const DetectInput& in) {
+namespace {
+
+// The family whose quantization config this is.
+std::unique_ptr<FamilyRules> quantization_family(const DetectInput& in) {
   if (in.quant_config.is_null()) return make_unquantized_rules(in);
   std::string method = lower(json_string(in.quant_config, "quant_method", in.quant_source));
   std::string model_type = json_string(in.config, "model_type", in.config_file());
@@ -153,6 +156,14 @@ std::unique_ptr<FamilyRules> detect_family(const DetectInput& in) {
   if (method.empty()) throw_bad_input(in.quant_source, "", "the quantization config has no `quant_method`");
   throw_bad_input(in.quant_source, "", "unknown quant_method `" + method +
                                            "` (known: mxfp4, compressed-tensors, modelopt*, quark, gptq, awq, fp8, deepseek_v4_fp8)");
+}
+
+}  // namespace
+
+std::unique_ptr<FamilyRules> detect_family(const DetectInput& in) {
+  std::unique_ptr<FamilyRules> family = quantization_family(in);
+  if (json_string(in.config, "model_type", in.config_file()) == "gpt_oss") return with_gpt_oss_loaders(std::move(family));
+  return family;
 }
 
 }  // namespace moepack::ckpt::detail
