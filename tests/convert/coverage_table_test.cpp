@@ -29,12 +29,13 @@
 #include "lib/oracle/device.h"
 #include "support/golden_layers.h"
 #include "support/test_support.h"
+#include "support/upstream_goldens.h"
 
 namespace moepack::convert {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path golden_dir() { return fs::path(test::source_dir()) / "tests/packers/golden"; }
+fs::path golden_dir() { return fs::path(test::source_dir()) / test::golden::kUpstreamGoldenDir; }
 fs::path table_file() { return fs::path(test::source_dir()) / "tests/convert/golden/coverage.txt"; }
 fs::path reasons_file() { return fs::path(test::source_dir()) / "tests/convert/golden/coverage_reasons.txt"; }
 
@@ -161,13 +162,12 @@ TEST(CoverageTable, EveryConvertingPathHasItsProofOrTheReasonNoneExists) {
     }
   }
 
+  // Every golden file of the table, in its order: a tensor is credited to the first that proves it.
   Proofs proofs;
-  for (const char* f : {"golden_wna16.safetensors", "golden_moe_wna16.safetensors", "golden_cpu.safetensors", "golden_fp8_bf16.safetensors",
-                        "golden_nvfp4.safetensors", "golden_w4a8.safetensors"})
-    add_layer_goldens(proofs, f);
-  for (const char* f : {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors", "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors",
-                        "golden_fi_sm90_interleave.safetensors"})
-    add_layout_goldens(proofs, f);
+  for (const test::golden::UpstreamGolden& golden : test::golden::kUpstreamGoldens)
+    if (golden.layer_cases != test::golden::LayerCases::none) add_layer_goldens(proofs, std::string(golden.file));
+  for (const test::golden::UpstreamGolden& golden : test::golden::kUpstreamGoldens)
+    if (golden.layout_cases) add_layout_goldens(proofs, std::string(golden.file));
   const auto reasons = read_reasons();
 
   std::ostringstream table;

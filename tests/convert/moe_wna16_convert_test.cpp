@@ -3,7 +3,7 @@
 // loader's N-first uint8 weights, model-dtype scales with group_size_div_factor repeats, GPTQ's
 // empty (0,) int32 qzeros and g_idx), every slab unpacks to the loaded source, and every layer run
 // from the artifact matches the source's reference. The bytes themselves are pinned against
-// vLLM's own code by wna16_golden_test.cpp (golden_moe_wna16.safetensors).
+// vLLM's own code by upstream_goldens_test.cpp (golden_moe_wna16.safetensors).
 #include <gtest/gtest.h>
 
 #include <filesystem>

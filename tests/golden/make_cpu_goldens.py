@@ -37,7 +37,7 @@ PyTorch). Without the compiled ops (a dry run of the plumbing) the ops return ze
 output shape and the provenance's "compat" says so; the test refuses such a file.
 
 Layer cases (metadata "golden_layer_cases", checked end to end by
-tests/convert/cpu_golden_test.cpp), each loaded into one layer per tensor-parallel rank under
+tests/convert/upstream_goldens_test.cpp), each loaded into one layer per tensor-parallel rank under
 the model dtype as vLLM's DefaultModelLoader does (torch's default dtype bfloat16):
   * INT4 W4A16 (GPTQ, AutoAWQ, compressed-tensors symmetric), run as make_wna16_goldens.py runs
     them, whole, with the backend CPU: the method's create_weights, RoutedExperts.weight_loader,
@@ -74,9 +74,7 @@ loader is the expert mapping of Qwen3-MoE / Mixtral (gate_proj or w1 -> w1, up_p
 down_proj or w2 -> w2), tensors in name order, every expert local.
 """
 
-import argparse
 import contextlib
-import hashlib
 import json
 import math
 import sys
@@ -90,13 +88,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_mxfp4_goldens as mx  # noqa: E402  (stub_module, QuietLogger)
-import make_nvfp4_goldens as nv  # noqa: E402  (exec_top_level, exec_method)
-import make_wna16_goldens as wn  # noqa: E402  (namespace, loader, synthetic checkpoints, safetensors)
+import golden_common as common  # noqa: E402
+import make_wna16_goldens as wn  # noqa: E402  (namespace, loader, synthetic checkpoints, safetensors dtypes)
 
 SEED = 20250613
 WHOLE_BYTES = 4096
-VLLM = "e9d1398d9"
+VLLM = common.VLLM
 HERE = Path(__file__).resolve().parent
 AMX_FLAGS = ["-O2", "-fopenmp", "-DVLLM_CPU_EXTENSION", "-mf16c", "-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq",
              "-mamx-bf16", "-mamx-tile", "-mavx512bf16", "-mavx512vnni", "-DCPU_CAPABILITY_AMXBF16", "-DVLLM_NUMA_DISABLED"]
@@ -180,40 +177,40 @@ def vllm_namespace(vendor: Path) -> dict:
     v = vendor / "vllm" / "vllm"
     fm = v / "model_executor" / "layers" / "fused_moe"
 
-    custom = nv.exec_top_level(v / "_custom_ops.py", ["CPUQuantAlgo", "convert_weight_packed_scale_zp", "cpu_prepack_moe_weight"],
-                               {"torch": torch, "IntEnum": IntEnum})
+    custom = common.exec_top_level(v / "_custom_ops.py", ["CPUQuantAlgo", "convert_weight_packed_scale_zp", "cpu_prepack_moe_weight"],
+                                   {"torch": torch, "IntEnum": IntEnum})
     ns["ops"].CPUQuantAlgo = custom["CPUQuantAlgo"]
-    ns["MoEActivation"] = nv.exec_top_level(fm / "activation.py", ["MoEActivation"], {"torch": torch, "Enum": Enum})["MoEActivation"]
+    ns["MoEActivation"] = common.exec_top_level(fm / "activation.py", ["MoEActivation"], {"torch": torch, "Enum": Enum})["MoEActivation"]
 
     # cpu_moe.py: the preparation functions and the CPU experts classes, in a namespace with what
     # the file imports (replace_parameter is vllm.model_executor.utils').
-    replace_parameter = nv.exec_top_level(v / "model_executor" / "utils.py", ["replace_parameter"], dict(ns))["replace_parameter"]
+    replace_parameter = common.exec_top_level(v / "model_executor" / "utils.py", ["replace_parameter"], dict(ns))["replace_parameter"]
     cpu_ns = {"torch": torch, "math": math, "sys": sys, "cast": typing.cast, "Callable": Callable, "mk": ModularKernelStub(),
               "replace_parameter": replace_parameter, "round_up": ns["round_up"], "MoEActivation": ns["MoEActivation"],
               "CPUQuantAlgo": custom["CPUQuantAlgo"], "convert_weight_packed_scale_zp": custom["convert_weight_packed_scale_zp"],
               "cpu_prepack_moe_weight": custom["cpu_prepack_moe_weight"],
               "is_zentorch_moe_supported": lambda layer: False, "is_zentorch_moe_config_supported": lambda config: False}
-    nv.exec_top_level(fm / "experts" / "cpu_moe.py", [
+    common.exec_top_level(fm / "experts" / "cpu_moe.py", [
         "CPUUnquantizedExperts", "X86CPUUnquantizedExperts", "prepare_fp8_moe_layer_for_cpu", "prepare_mxfp4_moe_layer_for_cpu",
         "prepare_int4_moe_layer_for_cpu", "CPUExpertsInt8"], cpu_ns)
-    mx.stub_module("vllm.model_executor.layers.fused_moe.experts.cpu_moe",
-                   **{k: cpu_ns[k] for k in ("prepare_fp8_moe_layer_for_cpu", "prepare_mxfp4_moe_layer_for_cpu",
+    common.stub_module("vllm.model_executor.layers.fused_moe.experts.cpu_moe",
+                       **{k: cpu_ns[k] for k in ("prepare_fp8_moe_layer_for_cpu", "prepare_mxfp4_moe_layer_for_cpu",
                                              "prepare_int4_moe_layer_for_cpu")})
     ns["cpu"] = cpu_ns
-    nv.exec_top_level(fm / "oracle" / "int_wna16.py", ["_process_weights_cpu"], ns)
+    common.exec_top_level(fm / "oracle" / "int_wna16.py", ["_process_weights_cpu"], ns)
 
     # The FP8 and MXFP4 converters (only their CPU branches run).
-    fp8 = nv.exec_top_level(fm / "oracle" / "fp8.py", ["Fp8MoeBackend", "convert_to_fp8_moe_kernel_format"],
-                            {"torch": torch, "Enum": Enum, "logger": mx.QuietLogger()})
+    fp8 = common.exec_top_level(fm / "oracle" / "fp8.py", ["Fp8MoeBackend", "convert_to_fp8_moe_kernel_format"],
+                            {"torch": torch, "Enum": Enum, "logger": common.QuietLogger()})
     ns["fp8"] = fp8
-    mxfp4 = nv.exec_top_level(fm / "oracle" / "mxfp4.py", ["Mxfp4MoeBackend", "TRTLLM_BACKENDS", "TRITON_BACKENDS", "B12X_BACKENDS",
-                                                           "convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"],
-                              {"torch": torch, "Enum": Enum, "Union": typing.Union, "logger": mx.QuietLogger()})
+    mxfp4 = common.exec_top_level(fm / "oracle" / "mxfp4.py", ["Mxfp4MoeBackend", "TRTLLM_BACKENDS", "TRITON_BACKENDS", "B12X_BACKENDS",
+                                                               "convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"],
+                              {"torch": torch, "Enum": Enum, "Union": typing.Union, "logger": common.QuietLogger()})
     ns["mxfp4"] = mxfp4
 
     # UnquantizedFusedMoEMethod.create_weights, as a method of a class of that name.
-    um = nv.exec_method(fm / "unquantized_fused_moe_method.py", "UnquantizedFusedMoEMethod", "create_weights",
-                        dict(ns, set_weight_attrs=ns["set_weight_attrs"]))
+    um = common.exec_method(fm / "unquantized_fused_moe_method.py", "UnquantizedFusedMoEMethod", "create_weights",
+                            dict(ns, set_weight_attrs=ns["set_weight_attrs"]))
     ns["UnquantizedFusedMoEMethod"] = type("UnquantizedFusedMoEMethod", (), {"create_weights": um})
     return ns
 
@@ -499,12 +496,7 @@ def record_rank(g, case: dict, layer, rank: int, roles) -> dict:
         b = wn.storage_bytes(t)
         entry = {"role": role, "shape": [int(s) for s in t.shape], "dtype": str(t.dtype).replace("torch.", ""),
                  "bytes": int(b.numel())}
-        if b.numel() <= WHOLE_BYTES:
-            key = f"layer/{case['name']}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case['name']}/{rank}/{role}", b.numel() <= WHOLE_BYTES)
         recorded.append(entry)
     others = []
     if isinstance(layer, torch.nn.Module):
@@ -590,7 +582,7 @@ def sources_of(samples: Path, gen, g) -> dict:
                 base, spec = SYNTHETIC_BF16[name]
                 tensors = synth_bf16_checkpoint(gen, spec)
                 config_text = synth_bf16_config(samples, base, spec)
-            data = wn.safetensors_bytes(tensors, {"format": "pt"})
+            data = common.safetensors_bytes(tensors, {"format": "pt"}, wn.ST_NAMES)
             key = f"checkpoint/{name}/model.safetensors"
             g.put(key, torch.frombuffer(bytearray(data), dtype=torch.uint8))
             g.checkpoints[name] = {"config": config_text, "model": key}
@@ -604,8 +596,8 @@ def sources_of(samples: Path, gen, g) -> dict:
 def case_sha(files: dict) -> str:
     """SHA-256 of the checkpoint: of model.safetensors, or of the shards' hashes in name order."""
     if list(files) == ["model.safetensors"]:
-        return hashlib.sha256(files["model.safetensors"]).hexdigest()
-    return hashlib.sha256("".join(hashlib.sha256(files[n]).hexdigest() for n in sorted(files)).encode()).hexdigest()
+        return common.sha256_hex(files["model.safetensors"])
+    return common.sha256_hex("".join(common.sha256_hex(files[n]) for n in sorted(files)).encode())
 
 
 def layer_cases(ns, g, samples: Path, gen, errors: list):
@@ -618,7 +610,7 @@ def layer_cases(ns, g, samples: Path, gen, errors: list):
         try:
             ckpt = {}
             for data in files.values():
-                ckpt.update(wn.parse_safetensors(data))
+                ckpt.update(common.parse_safetensors(data, wn.ST_DTYPES))
             for rank in range(tp):
                 with model_dtype(torch.bfloat16):
                     if family == "wna16":
@@ -637,19 +629,14 @@ def layer_cases(ns, g, samples: Path, gen, errors: list):
                 case["ranks"].append(record_rank(g, case, layer, rank, roles))
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, case["name"], exc)
 
 
 class Golden(wn.Golden):
     def save(self, out: Path, provenance: dict) -> Path:
         path = out / "golden_cpu.safetensors"
-        compact = {"separators": (",", ":")}
-        meta = {"golden_layer_cases": json.dumps(self.layer_cases, **compact),
-                "golden_checkpoints": json.dumps(self.checkpoints, **compact), "provenance": json.dumps(provenance)}
-        path.write_bytes(wn.safetensors_bytes(self.tensors, meta))
+        meta = common.layer_golden_metadata(provenance, self.layer_cases, checkpoints=self.checkpoints)
+        path.write_bytes(common.safetensors_bytes(self.tensors, meta, wn.ST_NAMES))
         return path
 
 
@@ -665,9 +652,7 @@ def cpu_flags() -> list:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
-    ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
+    ap = common.argument_parser(__doc__)
     ap.add_argument("--build", type=Path, default=Path("/tmp/moepack_cpu_ops"), help="where the ops are compiled")
     ap.add_argument("--sleef", type=Path, help="a folder with sleef.h, used when PyTorch's headers lack it")
     ap.add_argument("--dry-run", action="store_true", help="do not compile: the ops return zeros (plumbing only)")
@@ -696,12 +681,7 @@ def main():
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors,
                "empty": sorted({x for c in g.layer_cases for r in c["ranks"] for x in r["empty"]}),
                "not_recorded": sorted({x for c in g.layer_cases for r in c["ranks"] for x in r["not_recorded"]})}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        summary["file"] = str(g.save(args.out, provenance))
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+    return common.finish(summary, errors, args.out, lambda out: g.save(out, provenance))
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ from pathlib import Path
 
 import torch
 
+import golden_common as common
+
 SEED = 20251128
-FI = "v0.6.17"
+FI = common.FLASHINFER
 LAYOUT = f"flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,{FI})"
 KERNEL_DIR = Path("csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm")
 
@@ -96,7 +98,7 @@ def main():
         cases.append({"output": f"{tag}/sm90_interleaved", "input": f"{tag}/w", "layout": LAYOUT,
                       "shape": [int(s) for s in out.shape], "stride": [int(s) for s in out.stride()], "dtype": "uint8",
                       "note": "FlashInfer's compiled kernel, one launch per expert as its binding does"})
-    provenance = {"flashinfer": FI, "vllm": "e9d1398d9", "seed": SEED, "torch": torch.__version__, "device": "cuda",
+    provenance = {"flashinfer": FI, "vllm": common.VLLM, "seed": SEED, "torch": torch.__version__, "device": "cuda",
                   "compat": [], "ops": ops}
     args.out.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file

@@ -30,10 +30,11 @@ repository does NOT ship. Populate it with the upstream repositories' own files,
   python3 tests/golden/make_fp8_goldens.py --vendor VENDOR --samples samples --out OUTDIR
 
 The file golden_fp8_bf16.safetensors holds layer cases (metadata "golden_layer_cases", the schema
-of golden_nvfp4.safetensors' layer cases, checked end to end by tests/convert/fp8_golden_test.cpp):
-one of the repository's FP8 or BF16 sample checkpoints, some with seeded adversarial scales patched
-in ("golden_patch_sets"), loaded into one layer per rank (TP 1 or 2, or EP 2) as vLLM allocates and
-loads it, then the quantization method's own process_weights_after_loading, run whole:
+of golden_nvfp4.safetensors' layer cases, checked end to end by
+tests/convert/upstream_goldens_test.cpp): one of the repository's FP8 or BF16 sample checkpoints,
+some with seeded adversarial scales patched in ("golden_patch_sets"), loaded into one layer per
+rank (TP 1 or 2, or EP 2) as vLLM allocates and loads it, then the quantization method's own
+process_weights_after_loading, run whole:
   * Fp8MoEMethod (quantization/fp8.py; with _setup_kernel and get_fused_moe_quant_config),
     on MARLIN too: marlin_utils_fp8.py's prepare_fp8_moe_layer_for_marlin /
     prepare_mxfp8_moe_layer_for_marlin over vLLM's compiled gptq_marlin_repack, built as
@@ -88,9 +89,7 @@ device branch runs; tensors live on the CUDA device as vLLM holds them. Stand-in
     and friends: records of the same references); `replace_parameter` is vLLM's own.
 """
 
-import argparse
 import ctypes
-import hashlib
 import json
 import subprocess
 import sys
@@ -103,14 +102,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import golden_common as common  # noqa: E402
 import make_mxfp4_goldens as mx  # noqa: E402
 import make_nvfp4_goldens as nv  # noqa: E402
 import make_wna16_goldens as w16  # noqa: E402  (vLLM's compiled Marlin repack and marlin_utils_fp8)
 
 SEED = 20250711
 FULL_BYTES = 1024
-VLLM = "e9d1398d9"
-FI = "v0.6.17"
+VLLM = common.VLLM
+FI = common.FLASHINFER
 AITER = "v0.1.19"
 DEEPGEMM = "54e2261 (vLLM pins 8b1392b9)"
 
@@ -388,26 +388,26 @@ class QuantizationStrategy(str, Enum):  # compressed_tensors.quantization.Quanti
 def flashinfer(vendor: Path) -> dict:
     fi = mx.flashinfer_namespace(vendor)
     root = vendor / "flashinfer" / "flashinfer"
-    nv.exec_top_level(root / "fused_moe" / "core.py", ["convert_to_block_layout"], fi)
+    common.exec_top_level(root / "fused_moe" / "core.py", ["convert_to_block_layout"], fi)
 
     def block_scale_interleave(unswizzled_sf):
         assert unswizzled_sf.dtype in (torch.uint8, torch.bfloat16)
         return fi["swizzle_block_scale"](unswizzled_sf).reshape(-1)  # the op returns a flat buffer
 
     fi["block_scale_interleave"] = block_scale_interleave
-    nv.exec_top_level(root / "quantization" / "fp4_quantization.py", ["shuffle_matrix_a", "shuffle_matrix_sf_a"], fi)
+    common.exec_top_level(root / "quantization" / "fp4_quantization.py", ["shuffle_matrix_a", "shuffle_matrix_sf_a"], fi)
     mx.install_flashinfer_stubs(fi)
-    mx.stub_module("flashinfer", shuffle_matrix_a=fi["shuffle_matrix_a"], shuffle_matrix_sf_a=fi["shuffle_matrix_sf_a"],
-                   reorder_rows_for_gated_act_gemm=fi["reorder_rows_for_gated_act_gemm"])
-    mx.stub_module("flashinfer.fused_moe", convert_to_block_layout=fi["convert_to_block_layout"])
+    common.stub_module("flashinfer", shuffle_matrix_a=fi["shuffle_matrix_a"], shuffle_matrix_sf_a=fi["shuffle_matrix_sf_a"],
+                       reorder_rows_for_gated_act_gemm=fi["reorder_rows_for_gated_act_gemm"])
+    common.stub_module("flashinfer.fused_moe", convert_to_block_layout=fi["convert_to_block_layout"])
     return fi
 
 
 def method_class(name, path: Path, class_name: str, methods, ns: dict, static=()):
     """A class whose methods are `class_name`'s own, compiled unchanged from `path`."""
-    body = {m: nv.exec_method(path, class_name, m, ns) for m in methods}
+    body = {m: common.exec_method(path, class_name, m, ns) for m in methods}
     for m in static:
-        body[m] = staticmethod(nv.exec_method(path, class_name, m, ns))
+        body[m] = staticmethod(common.exec_method(path, class_name, m, ns))
     return type(name, (), body)
 
 
@@ -417,65 +417,65 @@ def vllm_namespace(vendor: Path, deepgemm: DeepGemm) -> dict:
     quant = layers / "quantization"
     utils = quant / "utils"
     moe = layers / "fused_moe"
-    ns = {"torch": torch, "F": torch.nn.functional, "Enum": Enum, "logger": mx.QuietLogger(), "mk": nv.AnyAttr(),
+    ns = {"torch": torch, "F": torch.nn.functional, "Enum": Enum, "logger": common.QuietLogger(), "mk": nv.AnyAttr(),
           "TYPE_CHECKING": False, "current_platform": PLATFORM, "envs": ENVS,
           "ops": types.SimpleNamespace(scaled_fp8_quant=scaled_fp8_quant), "Sequence": typing.Sequence,
           "Any": typing.Any, "nn": torch.nn}
-    nv.exec_top_level(v / "utils" / "math_utils.py", ["cdiv", "round_up"], ns)
-    nv.exec_top_level(moe / "activation.py", ["MoEActivation"], ns)
-    nv.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
-    nv.exec_top_level(utils / "quant_utils.py", ["get_fp8_min_max", "amax_for_moe_activation_quant"], ns)
-    nv.exec_top_level(utils / "w8a8_utils.py", ["per_tensor_dequantize", "all_close_1d"], ns)
+    common.exec_top_level(v / "utils" / "math_utils.py", ["cdiv", "round_up"], ns)
+    common.exec_top_level(moe / "activation.py", ["MoEActivation"], ns)
+    common.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
+    common.exec_top_level(utils / "quant_utils.py", ["get_fp8_min_max", "amax_for_moe_activation_quant"], ns)
+    common.exec_top_level(utils / "w8a8_utils.py", ["per_tensor_dequantize", "all_close_1d"], ns)
 
     # DeepGEMM: vLLM's wrappers (utils/deep_gemm.py) over the DeepGEMM stand-in above.
     ns["_lazy_init"] = lambda: None
     ns["_transform_sf_into_required_layout_impl"] = deepgemm.transform_sf_into_required_layout
     ns["_missing"] = None
     ns["is_deep_gemm_e8m0_used"] = lambda: PLATFORM.is_cuda() and PLATFORM.arch_major() in (9, 10)
-    nv.exec_top_level(v / "utils" / "deep_gemm.py", ["_ceil_to_ue8m0", "_align", "DEFAULT_BLOCK_SIZE",
-                                                     "per_block_cast_to_fp8", "transform_sf_into_required_layout"], ns)
-    mx.stub_module("vllm.utils.deep_gemm", per_block_cast_to_fp8=ns["per_block_cast_to_fp8"])
-    nv.exec_top_level(utils / "fp8_utils.py", [
+    common.exec_top_level(v / "utils" / "deep_gemm.py", ["_ceil_to_ue8m0", "_align", "DEFAULT_BLOCK_SIZE",
+                                                         "per_block_cast_to_fp8", "transform_sf_into_required_layout"], ns)
+    common.stub_module("vllm.utils.deep_gemm", per_block_cast_to_fp8=ns["per_block_cast_to_fp8"])
+    common.exec_top_level(utils / "fp8_utils.py", [
         "requant_weight_ue8m0_inplace", "_upcast_e8m0_to_fp32", "deepgemm_post_process_weight_scale_block",
         "deepgemm_post_process_fp8_weight_block", "prepare_fp8_moe_layer_for_deepgemm",
         "process_fp8_weight_tensor_strategy_moe", "process_fp8_input_tensor_strategy_moe"], ns)
 
     # FlashInfer layouts (flashinfer_utils.py over FlashInfer's own functions).
-    nv.exec_top_level(utils / "flashinfer_utils.py", [
+    common.exec_top_level(utils / "flashinfer_utils.py", [
         "swap_w13_to_w31", "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe",
         "convert_moe_weights_to_flashinfer_trtllm_block_layout", "align_moe_weights_for_fi",
         "_shuffle_deepseek_fp8_moe_weights", "_shuffle_mxfp8_moe_weights", "prepare_fp8_moe_layer_for_fi"], ns)
 
     # AITER: vLLM's rocm_aiter_ops.shuffle_weights over aiter's shuffle_weight.
     aiter = {"torch": torch, "F": torch.nn.functional}
-    nv.exec_top_level(vendor / "aiter" / "aiter" / "ops" / "shuffle.py", ["shuffle_weight"], aiter)
-    mx.stub_module("aiter.ops.shuffle", shuffle_weight=aiter["shuffle_weight"])
+    common.exec_top_level(vendor / "aiter" / "aiter" / "ops" / "shuffle.py", ["shuffle_weight"], aiter)
+    common.stub_module("aiter.ops.shuffle", shuffle_weight=aiter["shuffle_weight"])
     ns["rocm_aiter_ops"] = types.SimpleNamespace(
-        shuffle_weights=nv.exec_method(v / "_aiter_ops.py", "rocm_aiter_ops", "shuffle_weights", ns),
+        shuffle_weights=common.exec_method(v / "_aiter_ops.py", "rocm_aiter_ops", "shuffle_weights", ns),
         is_rdna_aiter_enabled=lambda: False)
 
     # XPU transposes.
     xpu = {"torch": torch}
-    nv.exec_top_level(moe / "experts" / "xpu_moe.py", ["prepare_fp8_moe_layer_for_xpu"], xpu)
-    mx.stub_module("vllm.model_executor.layers.fused_moe.experts.xpu_moe",
-                   prepare_fp8_moe_layer_for_xpu=xpu["prepare_fp8_moe_layer_for_xpu"])
+    common.exec_top_level(moe / "experts" / "xpu_moe.py", ["prepare_fp8_moe_layer_for_xpu"], xpu)
+    common.stub_module("vllm.model_executor.layers.fused_moe.experts.xpu_moe",
+                       prepare_fp8_moe_layer_for_xpu=xpu["prepare_fp8_moe_layer_for_xpu"])
 
     # The FP8 oracle's conversion and quant config, the unquantized oracle's conversion.
     # Marlin: marlin_utils_fp8.py's preparations over vLLM's compiled gptq_marlin_repack (the
     # namespace of make_wna16_goldens.py, which runs the same file's FP8 helpers).
     marlin = w16.vllm_namespace(vendor)
-    nv.exec_top_level(utils / "marlin_utils_fp8.py", ["mxfp8_marlin_process_scales", "prepare_mxfp8_moe_layer_for_marlin"],
-                      marlin)
-    mx.stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp8",
-                   prepare_mxfp8_moe_layer_for_marlin=marlin["prepare_mxfp8_moe_layer_for_marlin"])
+    common.exec_top_level(utils / "marlin_utils_fp8.py", ["mxfp8_marlin_process_scales", "prepare_mxfp8_moe_layer_for_marlin"],
+                          marlin)
+    common.stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp8",
+                       prepare_mxfp8_moe_layer_for_marlin=marlin["prepare_mxfp8_moe_layer_for_marlin"])
     ns.update(fp8_w8a8_moe_quant_config=fp8_w8a8_moe_quant_config, fp8_w8a16_moe_quant_config=fp8_w8a16_moe_quant_config,
               FusedMoEQuantConfig=QuantConfigRecord, biased_moe_quant_config=biased_moe_quant_config,
               make_fp8_moe_kernel=make_kernel, make_unquantized_moe_kernel=make_kernel,
               prepare_fp8_moe_layer_for_marlin=marlin["prepare_fp8_moe_layer_for_marlin"], normalize_e4m3fn_to_e4m3fnuz=None)
-    nv.exec_top_level(moe / "oracle" / "fp8.py", ["Fp8MoeBackend", "convert_to_fp8_moe_kernel_format",
-                                                  "make_fp8_moe_quant_config"], ns)
-    nv.exec_top_level(moe / "oracle" / "unquantized.py", ["UnquantizedMoeBackend", "convert_to_unquantized_kernel_format"],
-                      ns)
+    common.exec_top_level(moe / "oracle" / "fp8.py", ["Fp8MoeBackend", "convert_to_fp8_moe_kernel_format",
+                                                      "make_fp8_moe_quant_config"], ns)
+    common.exec_top_level(moe / "oracle" / "unquantized.py", ["UnquantizedMoeBackend", "convert_to_unquantized_kernel_format"],
+                          ns)
 
     # The quantization methods.
     ns["QuantizationStrategy"] = QuantizationStrategy
@@ -495,10 +495,10 @@ def vllm_namespace(vendor: Path, deepgemm: DeepGemm) -> dict:
     # UnquantizedFusedMoEMethod calls super().process_weights_after_loading(): run the class itself,
     # over stand-in bases (FusedMoEMethodBase inherits QuantizeMethodBase's, which is vLLM's own).
     base = type("FusedMoEMethodBase", (), {
-        "process_weights_after_loading": nv.exec_method(quant / "base_config.py", "QuantizeMethodBase",
-                                                        "process_weights_after_loading", ns)})
+        "process_weights_after_loading": common.exec_method(quant / "base_config.py", "QuantizeMethodBase",
+                                                            "process_weights_after_loading", ns)})
     ns["FusedMoEMethodBase"], ns["CustomOp"] = base, CustomOp
-    nv.exec_top_level(moe / "unquantized_fused_moe_method.py", ["UnquantizedFusedMoEMethod"], ns)
+    common.exec_top_level(moe / "unquantized_fused_moe_method.py", ["UnquantizedFusedMoEMethod"], ns)
     methods["unquantized"] = ns["UnquantizedFusedMoEMethod"]
     ns["methods"] = methods
     return ns
@@ -536,8 +536,9 @@ def sample_files(samples: Path, sample: str):
 def read_sample(samples: Path, sample: str):
     ckpt, hashes = {}, {}
     for f in sample_files(samples, sample):
-        ckpt.update(nv.read_safetensors(f))
-        hashes[f.name] = hashlib.sha256(f.read_bytes()).hexdigest()
+        data = f.read_bytes()
+        ckpt.update(common.parse_safetensors(data, nv.ST_DTYPES))
+        hashes[f.name] = common.sha256_hex(data)
     config = json.loads((samples / sample / "config.json").read_text())
     return ckpt, config, hashes
 
@@ -939,12 +940,7 @@ def record_rank(g: nv.Golden, ns, case: dict, ckpt: dict, config: dict, rank: in
                  "bytes": int(b.numel()), "note": role_note(case, role)}
         if t.ndim and list(t.stride()) != list(torch.empty(t.shape).stride()):
             entry["vllm_shape"], entry["vllm_stride"] = [int(s) for s in t.shape], [int(s) for s in t.stride()]
-        if b.numel() <= FULL_BYTES:
-            key = f"layer/{case['name']}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case['name']}/{rank}/{role}", b.numel() <= FULL_BYTES)
         recorded.append(entry)
     return {"rank": rank, "outputs": recorded}
 
@@ -977,25 +973,18 @@ def layer_cases(ns, g: nv.Golden, samples: Path, gen, dev, errors: list):
             case["ranks"] = [record_rank(g, ns, case, ckpt, config, r, dev) for r in range(d["tp"])]
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, case["name"], exc)
 
 
 def save(g: nv.Golden, out: Path, provenance: dict) -> Path:
     path = out / "golden_fp8_bf16.safetensors"
-    compact = {"separators": (",", ":")}
-    meta = {"golden_layer_cases": json.dumps(g.layer_cases, **compact),
-            "golden_patch_sets": json.dumps(g.patch_sets, **compact), "provenance": json.dumps(provenance)}
-    nv.write_safetensors(g.tensors, path, meta)
+    meta = common.layer_golden_metadata(provenance, g.layer_cases, patch_sets=g.patch_sets)
+    path.write_bytes(common.safetensors_bytes(g.tensors, meta, nv.ST_NAMES))
     return path
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
-    ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
+    ap = common.argument_parser(__doc__)
     ap.add_argument("--out", type=Path, help="where golden_fp8_bf16.safetensors goes (omit for a dry run)")
     ap.add_argument("--build", type=Path, default=Path("/tmp/moepack_marlin_ops"), help="where the Marlin ops are compiled")
     ap.add_argument("--only", default="", help="run only the cases whose name contains this text")
@@ -1043,12 +1032,7 @@ def main():
     provenance["deepgemm_kernel_cross_checks"] = deepgemm.cross_checks
     summary = {"provenance": provenance, "layer_cases": len(g.layer_cases),
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        summary["file"] = str(save(g, args.out, provenance))
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+    return common.finish(summary, errors, args.out, lambda out: save(g, out, provenance))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ What runs, unchanged (parsed out of the pinned files and executed as make_wna16_
 What the layer then holds for the kernel (w13/w2 qweight, scales, qzeros, g_idx) is recorded by
 role and rank in golden_moe_wna16.safetensors, in the schema of golden_wna16.safetensors (metadata
 "golden_layer_cases", each case with "quantization": "moe_wna16"), checked by
-tests/convert/wna16_golden_test.cpp.
+tests/convert/upstream_goldens_test.cpp.
 
 Stand-ins, as in make_wna16_goldens.py: the method's constructor (it runs vLLM's WNA16 oracle) is
 replaced by the fields it sets for TRITON (the test checks that moepack's oracle picks TRITON);
@@ -40,8 +40,6 @@ name order. vLLM's model loader moves on when a weight loader answers False (Moe
 and for qzeros without zero points); so does this one, for those names only.
 """
 
-import argparse
-import hashlib
 import json
 import sys
 import types
@@ -50,11 +48,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_nvfp4_goldens as nv  # noqa: E402  (exec_top_level, exec_method)
-import make_wna16_goldens as w  # noqa: E402  (vllm_namespace, checkpoints, Golden)
+import golden_common as common  # noqa: E402
+import make_wna16_goldens as w  # noqa: E402  (vllm_namespace, checkpoints, Golden, safetensors dtypes)
 
 SEED = 20251127
-VLLM = "e9d1398d9"
+VLLM = common.VLLM
 ROLES = ["w13_qweight", "w2_qweight", "w13_scales", "w2_scales", "w13_qzeros", "w2_qzeros", "w13_g_idx", "w2_g_idx"]
 
 # Checkpoints beyond the samples, made by make_wna16_goldens.synth_checkpoint (random codes and,
@@ -96,11 +94,11 @@ def moe_wna16_namespace(vendor: Path, dev: str) -> dict:
         get_tp_group=lambda: types.SimpleNamespace(device=torch.device(dev)), get_tensor_model_parallel_rank=lambda: 0,
         FusedMoEMethodBase=object)
     for name in ("get_from_keys", "get_from_keys_or"):  # get_from_keys_or calls QuantizationConfig.get_from_keys
-        setattr(QuantizationConfig, name, staticmethod(nv.exec_method(quant / "base_config.py", "QuantizationConfig", name, mns)))
-    nv.exec_top_level(quant / "moe_wna16.py", ["MoeWNA16Config"], mns)
+        setattr(QuantizationConfig, name, staticmethod(common.exec_method(quant / "base_config.py", "QuantizationConfig", name, mns)))
+    common.exec_top_level(quant / "moe_wna16.py", ["MoeWNA16Config"], mns)
     path = quant / "moe_wna16.py"
-    body = {m: nv.exec_method(path, "MoeWNA16Method", m, mns) for m in ("create_weights", "process_weights_after_loading")}
-    body["get_weight_loader"] = staticmethod(nv.exec_method(path, "MoeWNA16Method", "get_weight_loader", mns))
+    body = {m: common.exec_method(path, "MoeWNA16Method", m, mns) for m in ("create_weights", "process_weights_after_loading")}
+    body["get_weight_loader"] = staticmethod(common.exec_method(path, "MoeWNA16Method", "get_weight_loader", mns))
     body["_setup_kernel"] = lambda self, layer: None
     ns["MoeWNA16Method"] = mns["MoeWNA16Method"] = type("MoeWNA16Method", (), body)  # create_weights names its class
     ns["moe_wna16_globals"] = mns
@@ -162,12 +160,7 @@ def record_rank(g, case_name: str, layer, rank: int) -> dict:
             continue
         b = w.storage_bytes(t.data)
         entry = {"role": role, "shape": [int(s) for s in t.shape], "dtype": str(t.dtype).replace("torch.", ""), "bytes": int(b.numel())}
-        if b.numel() <= w.WHOLE_BYTES:
-            key = f"layer/{case_name}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case_name}/{rank}/{role}", b.numel() <= w.WHOLE_BYTES)
         recorded.append(entry)
     others = sorted(f"{n} {str(p.dtype).replace('torch.', '')}{list(p.shape)}" for n, p in layer.named_parameters()
                     if n not in ROLES and n not in ("w13_weight", "w2_weight"))
@@ -181,7 +174,7 @@ def layer_cases(ns, g, samples: Path, gen, dev, errors: list):
         if name in SYNTHETIC:
             base, spec = SYNTHETIC[name]
             tensors, q = w.synth_checkpoint(gen, spec)
-            data = w.safetensors_bytes(tensors, {"format": "pt"})
+            data = common.safetensors_bytes(tensors, {"format": "pt"}, w.ST_NAMES)
             config_text = w.synth_config(samples, base, spec, q)
             key = f"checkpoint/{name}/model.safetensors"
             g.put(key, torch.frombuffer(bytearray(data), dtype=torch.uint8))
@@ -193,25 +186,20 @@ def layer_cases(ns, g, samples: Path, gen, dev, errors: list):
     for name, tp in DEPLOYMENTS:
         data, config, sample = sources[name]
         case = {"name": f"{name}_sm90_moe_wna16" + (f"_tp{tp}" if tp > 1 else ""), "sample": sample,
-                "checkpoint": "" if sample else name, "sha256": hashlib.sha256(data).hexdigest(), "target": "sm90",
+                "checkpoint": "" if sample else name, "sha256": common.sha256_hex(data), "target": "sm90",
                 "moe_backend": "", "quantization": "moe_wna16", "model_dtype": "", "tp": tp, "ep": False, "backend": "TRITON",
                 "method": "moe_wna16/" + config["quantization_config"]["quant_method"], "ranks": [], "notes": []}
         try:
-            ckpt = w.parse_safetensors(data)
+            ckpt = common.parse_safetensors(data, w.ST_DTYPES)
             for rank in range(tp):
                 case["ranks"].append(record_rank(g, case["name"], run_rank(ns, ckpt, config, tp, rank, dev), rank))
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, case["name"], exc)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
-    ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
+    ap = common.argument_parser(__doc__)
     ap.add_argument("--out", type=Path, help="where golden_moe_wna16.safetensors goes (omit for a dry run)")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -224,17 +212,14 @@ def main():
     summary = {"provenance": provenance, "layer_cases": len(g.layer_cases), "errors": errors,
                "div_factors": {c["name"]: [r["group_size_div_factor"] for r in c["ranks"]] for c in g.layer_cases},
                "not_recorded": sorted({x for c in g.layer_cases for r in c["ranks"] for x in r["not_recorded"]})}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / "golden_moe_wna16.safetensors"
-        compact = {"separators": (",", ":")}
-        meta = {"golden_layer_cases": json.dumps(g.layer_cases, **compact),
-                "golden_checkpoints": json.dumps(g.checkpoints, **compact), "provenance": json.dumps(provenance)}
-        path.write_bytes(w.safetensors_bytes(g.tensors, meta))
-        summary["file"] = str(path)
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+
+    def save(out: Path) -> Path:
+        path = out / "golden_moe_wna16.safetensors"
+        meta = common.layer_golden_metadata(provenance, g.layer_cases, checkpoints=g.checkpoints)
+        path.write_bytes(common.safetensors_bytes(g.tensors, meta, w.ST_NAMES))
+        return path
+
+    return common.finish(summary, errors, args.out, save)
 
 
 if __name__ == "__main__":

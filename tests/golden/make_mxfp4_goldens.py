@@ -50,8 +50,6 @@ flat bytes of its STORAGE, i.e. in data_ptr order, which is what the kernels rea
 case list as JSON in the metadata key "golden_cases", plus a JSON summary on stdout.
 """
 
-import argparse
-import ast
 import dataclasses
 import json
 import sys
@@ -62,55 +60,13 @@ from pathlib import Path
 
 import torch
 
+import golden_common as common
+
 SEED = 20250521
 
 # ---------------------------------------------------------------------------------------------
 # Running upstream definitions
 # ---------------------------------------------------------------------------------------------
-
-
-def exec_definitions(path: Path, names, namespace: dict) -> dict:
-    """Executes the named top-level definitions (def, class, NAME = ...) of `path`, in file order,
-    in `namespace`. Decorators and bodies run unchanged."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    wanted, found = set(names), set()
-    for node in tree.body:
-        name = None
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            name = node.name
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            name = node.target.id
-        if name in wanted:
-            exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)
-            found.add(name)
-    missing = wanted - found
-    if missing:
-        raise SystemExit(f"{path}: definitions not found: {sorted(missing)}")
-    return namespace
-
-
-def stub_module(dotted: str, **attrs) -> types.ModuleType:
-    """Registers module `dotted` (and empty parents) in sys.modules, setting `attrs` on it."""
-    parts = dotted.split(".")
-    for i in range(1, len(parts) + 1):
-        name = ".".join(parts[:i])
-        if name not in sys.modules:
-            mod = types.ModuleType(name)
-            mod.__path__ = []  # a package, so children can be imported from it
-            sys.modules[name] = mod
-            if i > 1:
-                setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], mod)
-    mod = sys.modules[dotted]
-    for k, v in attrs.items():
-        setattr(mod, k, v)
-    return mod
-
-
-class QuietLogger:
-    def __getattr__(self, _name):
-        return lambda *a, **k: None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,23 +142,23 @@ def load_triton_kernels(vendor: Path):
         import triton  # noqa: F401  (real Triton when present: the modules import it)
         import triton.language  # noqa: F401
     except ImportError:
-        stub_module("triton", jit=lambda f=None, **k: f if f else (lambda g: g), cdiv=lambda a, b: -(-a // b))
-        stub_module("triton.language", constexpr=lambda x: x)
+        common.stub_module("triton", jit=lambda f=None, **k: f if f else (lambda g: g), cdiv=lambda a, b: -(-a // b))
+        common.stub_module("triton.language", constexpr=lambda x: x)
     for name, attr in (("triton.tools.tensor_descriptor", "TensorDescriptor"),
                        ("triton.tools.ragged_tma", "create_ragged_descriptor")):
         try:
             __import__(name)
         except ImportError:
-            stub_module(name, **{attr: Recorder})
+            common.stub_module(name, **{attr: Recorder})
 
     pkg = types.ModuleType("triton_kernels")
     pkg.__path__ = [str(vendor / "triton_kernels")]
     sys.modules["triton_kernels"] = pkg
-    stub_module("triton_kernels.target_info", cuda_capability_geq=cuda_capability_geq, is_hip_cdna4=is_hip_cdna4)
-    stub_module("triton_kernels.reduction_details.reduce_bitmatrix", clear_sums=None, sum_bitmatrix_rows=None)
-    stub_module("triton_kernels.matmul_ogs_details.opt_flags", update_opt_flags_constraints=lambda c: None)
-    stub_module("triton_kernels.numerics", InFlexData=Recorder)
-    stub_module("triton_kernels.matmul_ogs", FlexCtx=Recorder, PrecisionConfig=Recorder)
+    common.stub_module("triton_kernels.target_info", cuda_capability_geq=cuda_capability_geq, is_hip_cdna4=is_hip_cdna4)
+    common.stub_module("triton_kernels.reduction_details.reduce_bitmatrix", clear_sums=None, sum_bitmatrix_rows=None)
+    common.stub_module("triton_kernels.matmul_ogs_details.opt_flags", update_opt_flags_constraints=lambda c: None)
+    common.stub_module("triton_kernels.numerics", InFlexData=Recorder)
+    common.stub_module("triton_kernels.matmul_ogs", FlexCtx=Recorder, PrecisionConfig=Recorder)
     import triton_kernels.tensor as tk_tensor
     import triton_kernels.tensor_details.layout  # noqa: F401
 
@@ -228,15 +184,15 @@ def load_triton_kernels(vendor: Path):
 def flashinfer_namespace(vendor: Path) -> dict:
     fi = vendor / "flashinfer" / "flashinfer"
     ns = {"torch": torch, "Union": typing.Union, "Optional": typing.Optional, "flashinfer_api": lambda f: f}
-    exec_definitions(fi / "utils.py", ["srcToDstBlk16RowMap", "srcToDstBlk32RowMap", "get_shuffle_block_size",
-                                       "get_shuffle_matrix_a_row_indices", "get_shuffle_matrix_sf_a_row_indices"], ns)
-    exec_definitions(fi / "fused_moe" / "core.py", ["_maybe_get_cached_w3_w1_permute_indices",
-                                                    "get_w2_permute_indices_with_cache",
-                                                    "get_reorder_rows_for_gated_act_gemm_row_indices",
-                                                    "reorder_rows_for_gated_act_gemm",
-                                                    "interleave_moe_scales_for_sm90_mixed_gemm"], ns)
-    exec_definitions(fi / "fused_moe" / "cute_dsl" / "blackwell_sm12x" / "moe_w4a16_fp4_helpers.py",
-                     ["align_up", "swizzle_block_scale"], ns)
+    common.exec_definitions(fi / "utils.py", ["srcToDstBlk16RowMap", "srcToDstBlk32RowMap", "get_shuffle_block_size",
+                                              "get_shuffle_matrix_a_row_indices", "get_shuffle_matrix_sf_a_row_indices"], ns)
+    common.exec_definitions(fi / "fused_moe" / "core.py", ["_maybe_get_cached_w3_w1_permute_indices",
+                                                           "get_w2_permute_indices_with_cache",
+                                                           "get_reorder_rows_for_gated_act_gemm_row_indices",
+                                                           "reorder_rows_for_gated_act_gemm",
+                                                           "interleave_moe_scales_for_sm90_mixed_gemm"], ns)
+    common.exec_definitions(fi / "fused_moe" / "cute_dsl" / "blackwell_sm12x" / "moe_w4a16_fp4_helpers.py",
+                            ["align_up", "swizzle_block_scale"], ns)
     return ns
 
 
@@ -252,14 +208,14 @@ def install_flashinfer_stubs(fi: dict):
     def interleave_weights_unavailable(weight, quant_type="fp4"):
         return weight  # CUDA op; outputs that depend on it are not recorded
 
-    stub_module("flashinfer", block_scale_interleave=block_scale_interleave,
-                nvfp4_block_scale_interleave=block_scale_interleave)
-    stub_module("flashinfer.fp4_quantization", nvfp4_block_scale_interleave=block_scale_interleave,
-                block_scale_interleave=block_scale_interleave)
-    stub_module("flashinfer.fused_moe", interleave_moe_scales_for_sm90_mixed_gemm=fi["interleave_moe_scales_for_sm90_mixed_gemm"],
-                interleave_moe_weights_for_sm90_mixed_gemm=interleave_weights_unavailable)
-    stub_module("flashinfer.fused_moe.core", get_w2_permute_indices_with_cache=fi["get_w2_permute_indices_with_cache"],
-                _maybe_get_cached_w3_w1_permute_indices=fi["_maybe_get_cached_w3_w1_permute_indices"])
+    common.stub_module("flashinfer", block_scale_interleave=block_scale_interleave,
+                       nvfp4_block_scale_interleave=block_scale_interleave)
+    common.stub_module("flashinfer.fp4_quantization", nvfp4_block_scale_interleave=block_scale_interleave,
+                       block_scale_interleave=block_scale_interleave)
+    common.stub_module("flashinfer.fused_moe", interleave_moe_scales_for_sm90_mixed_gemm=fi["interleave_moe_scales_for_sm90_mixed_gemm"],
+                       interleave_moe_weights_for_sm90_mixed_gemm=interleave_weights_unavailable)
+    common.stub_module("flashinfer.fused_moe.core", get_w2_permute_indices_with_cache=fi["get_w2_permute_indices_with_cache"],
+                       _maybe_get_cached_w3_w1_permute_indices=fi["_maybe_get_cached_w3_w1_permute_indices"])
 
 
 class MarlinInput:
@@ -272,7 +228,7 @@ class MarlinOps:
 
 def vllm_namespace(vendor: Path) -> dict:
     v = vendor / "vllm" / "vllm" / "model_executor" / "layers"
-    ns = {"torch": torch, "Any": typing.Any, "Union": typing.Union, "Enum": Enum, "logger": QuietLogger(),
+    ns = {"torch": torch, "Any": typing.Any, "Union": typing.Union, "Enum": Enum, "logger": common.QuietLogger(),
           "current_platform": PLATFORM, "has_triton_kernels": lambda: True,
           "should_use_cdna4_mx_scale_swizzle": lambda: is_hip_cdna4() and PLATFORM.device.rocm_tp_le_2}
 
@@ -281,31 +237,31 @@ def vllm_namespace(vendor: Path) -> dict:
         return PLATFORM.device.torch_at_least_2_8_1
 
     ns["is_torch_equal_or_newer"] = is_torch_equal_or_newer
-    exec_definitions(v / "quantization" / "utils" / "mxfp4_utils.py", ["_swizzle_mxfp4"], ns)
-    exec_definitions(v / "quantization" / "utils" / "flashinfer_utils.py", ["swap_w13_to_w31"], ns)
-    exec_definitions(v / "fused_moe" / "experts" / "cutlass_moe.py", ["swizzle_mxfp4_scales"], ns)
+    common.exec_definitions(v / "quantization" / "utils" / "mxfp4_utils.py", ["_swizzle_mxfp4"], ns)
+    common.exec_definitions(v / "quantization" / "utils" / "flashinfer_utils.py", ["swap_w13_to_w31"], ns)
+    common.exec_definitions(v / "fused_moe" / "experts" / "cutlass_moe.py", ["swizzle_mxfp4_scales"], ns)
 
     marlin = {"torch": torch}
-    exec_definitions(v / "quantization" / "utils" / "marlin_utils.py",
-                     ["get_scale_perms", "marlin_permute_scales", "marlin_permute_bias"], marlin)
+    common.exec_definitions(v / "quantization" / "utils" / "marlin_utils.py",
+                            ["get_scale_perms", "marlin_permute_scales", "marlin_permute_bias"], marlin)
     marlin["get_marlin_input_dtype"] = lambda *a, **k: MarlinInput.dtype
     if MarlinOps.loaded:
         # vLLM's own per-expert loop and its _custom_ops wrapper, over the compiled CUDA op.
-        custom = exec_definitions(vendor / "vllm" / "vllm" / "_custom_ops.py", ["gptq_marlin_repack"], {"torch": torch})
+        custom = common.exec_definitions(vendor / "vllm" / "vllm" / "_custom_ops.py", ["gptq_marlin_repack"], {"torch": torch})
         marlin["ops"] = types.SimpleNamespace(gptq_marlin_repack=custom["gptq_marlin_repack"])
-        exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py", ["_repack_marlin_experts"], marlin)
+        common.exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py", ["_repack_marlin_experts"], marlin)
     else:
         marlin["_repack_marlin_experts"] = lambda *a, **k: None  # gptq_marlin_repack is a CUDA op
-    exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py",
-                     ["mxfp4_marlin_process_scales", "prepare_moe_mxfp4_layer_for_marlin"], marlin)
-    stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp4",
-                prepare_moe_mxfp4_layer_for_marlin=marlin["prepare_moe_mxfp4_layer_for_marlin"])
+    common.exec_definitions(v / "quantization" / "utils" / "marlin_utils_fp4.py",
+                            ["mxfp4_marlin_process_scales", "prepare_moe_mxfp4_layer_for_marlin"], marlin)
+    common.stub_module("vllm.model_executor.layers.quantization.utils.marlin_utils_fp4",
+                       prepare_moe_mxfp4_layer_for_marlin=marlin["prepare_moe_mxfp4_layer_for_marlin"])
 
     ns["all_close_1d"] = lambda x: bool(torch.allclose(x, x[0].expand_as(x)))
     ns["_pack_deepgemm_mxfp4_scales"] = None
     ns["MoEActivation"] = Enum("MoEActivation", {"SILU": "silu", "SITU": "situ", "SWIGLUOAI": "swigluoai"})
-    exec_definitions(v / "fused_moe" / "oracle" / "mxfp4.py",
-                     ["Mxfp4MoeBackend", "TRTLLM_BACKENDS", "TRITON_BACKENDS", "B12X_BACKENDS",
+    common.exec_definitions(v / "fused_moe" / "oracle" / "mxfp4.py",
+                            ["Mxfp4MoeBackend", "TRTLLM_BACKENDS", "TRITON_BACKENDS", "B12X_BACKENDS",
                       "convert_gpt_oss_weight_to_mxfp4_moe_kernel_format",
                       "convert_weight_to_mxfp4_moe_kernel_format"], ns)
     return ns
@@ -361,18 +317,7 @@ SAFETENSORS_DTYPES = {torch.uint8: "U8", torch.int32: "I32", torch.float32: "F32
 
 
 def write_safetensors(tensors: dict, path: str, metadata: dict):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        blob = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+    Path(path).write_bytes(common.safetensors_bytes(tensors, metadata, SAFETENSORS_DTYPES))
 
 
 def random_bytes(gen, shape, low=0, high=256):
@@ -401,7 +346,7 @@ ID_BW_SCALE = f"triton_kernels.BlackwellMXScale({TK})"
 ID_CDNA4_SCALE = f"triton_kernels.CDNA4MXScale({TK})"
 ID_SHUFFLE = "vllm.mxfp4_triton_shuffle_weight(e9d1398d9)"
 ID_BIAS_F32 = "vllm.bias_f32"
-FI = "v0.6.17"
+FI = common.FLASHINFER
 
 
 def pipe(*ids):
@@ -644,8 +589,7 @@ def marlin_family(ns, gen, dev) -> Family:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
+    ap = common.argument_parser(__doc__, samples=False)
     ap.add_argument("--out", type=Path, help="where the golden safetensors files go (omit for a dry run)")
     ap.add_argument("--families", default="triton,flashinfer,marlin")
     ap.add_argument("--marlin-ops", type=Path, help="build vLLM's gptq_marlin_repack.cu here and record the Marlin weights (CUDA)")
@@ -666,7 +610,7 @@ def main():
     if families != ["marlin"]:
         install_flashinfer_stubs(flashinfer_namespace(args.vendor))
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    provenance = {"triton_kernels": "v3.5.1", "vllm": "e9d1398d9", "flashinfer": "v0.6.17", "seed": SEED,
+    provenance = {"triton_kernels": "v3.5.1", "vllm": common.VLLM, "flashinfer": common.FLASHINFER, "seed": SEED,
                   "torch": torch.__version__, "device": dev, "compat": compat}
     if families == ["marlin"]:
         provenance["loaded"] = "vLLM only (--families marlin: triton_kernels and FlashInfer are not loaded)"

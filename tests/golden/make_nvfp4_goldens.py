@@ -34,7 +34,7 @@ Two kinds of case go into golden_nvfp4.safetensors:
   permute indices) and `marlin_permute_scales` + `nvfp4_marlin_process_scales`.
 
 * Layer cases (metadata "golden_layer_cases", checked end to end by
-  tests/convert/nvfp4_golden_test.cpp): one of the repository's NVFP4 sample checkpoints, some
+  tests/convert/upstream_goldens_test.cpp): one of the repository's NVFP4 sample checkpoints, some
   of its tensors optionally replaced by seeded adversarial ones (a patch set, "golden_patch_sets",
   stored in the file), loaded into one layer per rank (TP 1 or 2, or EP 2) as vLLM allocates
   and loads it, then the quantization method's own
@@ -75,11 +75,7 @@ named in the `note` of each output that depends on one:
     no such base and is run whole (its __init__ included).
 """
 
-import argparse
-import ast
-import hashlib
 import json
-import struct
 import sys
 import types
 import typing
@@ -89,12 +85,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_mxfp4_goldens as mx  # noqa: E402  (its helpers: exec_definitions, stubs, FlashInfer pieces)
+import golden_common as common  # noqa: E402
+import make_mxfp4_goldens as mx  # noqa: E402  (its FlashInfer pieces, storage_order)
 
 SEED = 20250607
 FULL_BYTES = 1024
-VLLM = "e9d1398d9"
-FI = "v0.6.17"
+VLLM = common.VLLM
+FI = common.FLASHINFER
 
 # ---------------------------------------------------------------------------------------------
 # Running upstream definitions
@@ -106,38 +103,6 @@ class AnyAttr:
 
     def __getattr__(self, _name):
         return typing.Any
-
-
-def exec_top_level(path: Path, names, ns: dict) -> dict:
-    """mx.exec_definitions, but names used only in annotations become typing.Any."""
-    while True:
-        try:
-            return mx.exec_definitions(path, names, ns)
-        except NameError as exc:
-            missing = exc.name
-            if missing is None or missing in ns:
-                raise
-            ns[missing] = typing.Any
-
-
-def exec_method(path: Path, class_name: str, method: str, ns: dict):
-    """Compiles method `method` of class `class_name` in `path` as a plain function in `ns`."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method:
-                    item.decorator_list = []  # @property / @staticmethod: run as a plain function
-                    local = {}
-                    while True:
-                        try:
-                            exec(compile(ast.Module(body=[item], type_ignores=[]), str(path), "exec"), ns, local)
-                            return local[method]
-                        except NameError as exc:
-                            if exc.name is None or exc.name in ns:
-                                raise
-                            ns[exc.name] = typing.Any
-    raise SystemExit(f"{path}: {class_name}.{method} not found")
 
 
 class QuantConfigStandIn:
@@ -200,37 +165,37 @@ def vllm_namespace(vendor: Path):
     layers = v / "model_executor" / "layers"
     utils = layers / "quantization" / "utils"
     experts = layers / "fused_moe" / "experts"
-    ns = {"torch": torch, "F": torch.nn.functional, "Enum": Enum, "logger": mx.QuietLogger(), "mk": AnyAttr(),
+    ns = {"torch": torch, "F": torch.nn.functional, "Enum": Enum, "logger": common.QuietLogger(), "mk": AnyAttr(),
           "TYPE_CHECKING": False, "dataclass": __import__("dataclasses").dataclass}
-    exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
-    exec_top_level(layers / "fused_moe" / "activation.py", ["MoEActivation"], ns)
-    exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
-    exec_top_level(utils / "quant_utils.py", ["amax_for_moe_activation_quant"], ns)
-    exec_top_level(utils / "nvfp4_utils.py", ["swizzle_blockscale"], ns)
-    exec_top_level(utils / "flashinfer_utils.py", ["swap_w13_to_w31", "align_fp4_moe_weights_for_fi",
-                                                   "align_trtllm_fp4_moe_hidden_dim_for_fi"], ns)
-    exec_top_level(utils / "flashinfer_fp4_moe.py", [
+    common.exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
+    common.exec_top_level(layers / "fused_moe" / "activation.py", ["MoEActivation"], ns)
+    common.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
+    common.exec_top_level(utils / "quant_utils.py", ["amax_for_moe_activation_quant"], ns)
+    common.exec_top_level(utils / "nvfp4_utils.py", ["swizzle_blockscale"], ns)
+    common.exec_top_level(utils / "flashinfer_utils.py", ["swap_w13_to_w31", "align_fp4_moe_weights_for_fi",
+                                                          "align_trtllm_fp4_moe_hidden_dim_for_fi"], ns)
+    common.exec_top_level(utils / "flashinfer_fp4_moe.py", [
         "reorder_w1w3_to_w3w1", "interleave_linear_and_gate", "reorder_w13_to_w31_for_flashinfer_cutedsl",
         "prepare_nvfp4_moe_layer_for_flashinfer_cutedsl", "nvfp4_swizzled_scale_to_cutedsl_mma_view",
         "prepare_static_weights_for_trtllm_fp4_moe", "prepare_nvfp4_moe_layer_for_fi_or_cutlass"], ns)
-    exec_top_level(utils / "marlin_utils.py", ["get_scale_perms", "marlin_permute_scales"], ns)
+    common.exec_top_level(utils / "marlin_utils.py", ["get_scale_perms", "marlin_permute_scales"], ns)
     ns["get_marlin_input_dtype"] = lambda *a, **k: None  # 16-bit activations (8-bit ones are refused)
     ns["marlin_make_workspace_new"] = lambda *a, **k: None
     ns["_repack_marlin_experts"] = lambda *a, **k: None  # gptq_marlin_repack is a CUDA op
-    exec_top_level(utils / "marlin_utils_fp4.py", ["_nvfp4_compute_scale_factor", "nvfp4_marlin_process_scales",
-                                                   "nvfp4_marlin_process_global_scale",
-                                                   "prepare_nvfp4_moe_layer_for_marlin"], ns)
+    common.exec_top_level(utils / "marlin_utils_fp4.py", ["_nvfp4_compute_scale_factor", "nvfp4_marlin_process_scales",
+                                                          "nvfp4_marlin_process_global_scale",
+                                                          "prepare_nvfp4_moe_layer_for_marlin"], ns)
     ns["envs"] = types.SimpleNamespace(VLLM_B12X_MOE_FP4_FORCE_A16=False)
     ns["kE2M1ToFloat_handle"] = types.SimpleNamespace(val=torch.zeros(16))
     ns["prepare_nvfp4_moe_layer_for_b12x"] = None  # native B12X: moepack refuses it (external package)
     ns["nvfp4_moe_quant_config"] = nvfp4_moe_quant_config
     ns["nvfp4_w4a16_moe_quant_config"] = nvfp4_w4a16_moe_quant_config
-    exec_top_level(layers / "fused_moe" / "oracle" / "nvfp4.py", [
+    common.exec_top_level(layers / "fused_moe" / "oracle" / "nvfp4.py", [
         "NvFp4MoeBackend", "FLASHINFER_NVFP4_MOE_BACKENDS", "is_global_sf_supported_for_nvfp4_backend", "_use_a16",
         "convert_to_nvfp4_moe_kernel_format", "make_nvfp4_moe_quant_config"], ns)
-    mx.stub_module("vllm.model_executor.layers.fused_moe.oracle.nvfp4", NvFp4MoeBackend=ns["NvFp4MoeBackend"],
-                   is_global_sf_supported_for_nvfp4_backend=ns["is_global_sf_supported_for_nvfp4_backend"])
-    mx.stub_module("flashinfer.cute_dsl.utils", convert_sf_to_mma_layout=lambda scale, **k: scale)
+    common.stub_module("vllm.model_executor.layers.fused_moe.oracle.nvfp4", NvFp4MoeBackend=ns["NvFp4MoeBackend"],
+                       is_global_sf_supported_for_nvfp4_backend=ns["is_global_sf_supported_for_nvfp4_backend"])
+    common.stub_module("flashinfer.cute_dsl.utils", convert_sf_to_mma_layout=lambda scale, **k: scale)
     ns["flashinfer_convert_sf_to_mma_layout"] = lambda scale, **k: scale
     ns["make_nvfp4_moe_kernel"] = make_nvfp4_moe_kernel
 
@@ -239,30 +204,30 @@ def vllm_namespace(vendor: Path):
     ct = (layers / "quantization" / "compressed_tensors" / "compressed_tensors_moe" /
           "compressed_tensors_moe_w4a4_nvfp4.py")
     ns["methods"] = {
-        "modelopt": (exec_method(modelopt, "ModelOptNvFp4FusedMoE", "process_weights_after_loading", ns),
-                     exec_method(modelopt, "ModelOptNvFp4FusedMoE", "get_fused_moe_quant_config", ns)),
-        "compressed-tensors": (exec_method(ct, "CompressedTensorsW4A4Nvfp4MoEMethod", "process_weights_after_loading", ns),
-                               exec_method(ct, "CompressedTensorsW4A4Nvfp4MoEMethod", "get_fused_moe_quant_config", ns)),
+        "modelopt": (common.exec_method(modelopt, "ModelOptNvFp4FusedMoE", "process_weights_after_loading", ns),
+                     common.exec_method(modelopt, "ModelOptNvFp4FusedMoE", "get_fused_moe_quant_config", ns)),
+        "compressed-tensors": (common.exec_method(ct, "CompressedTensorsW4A4Nvfp4MoEMethod", "process_weights_after_loading", ns),
+                               common.exec_method(ct, "CompressedTensorsW4A4Nvfp4MoEMethod", "get_fused_moe_quant_config", ns)),
     }
 
     # The experts classes, per backend.
-    exec_top_level(experts / "trtllm_nvfp4_moe.py", ["TrtLlmNvFp4ExpertsBase"], ns)
+    common.exec_top_level(experts / "trtllm_nvfp4_moe.py", ["TrtLlmNvFp4ExpertsBase"], ns)
     B = ns["NvFp4MoeBackend"]
     ns["experts"] = {
         B.FLASHINFER_TRTLLM: ns["TrtLlmNvFp4ExpertsBase"],
         B.FLASHINFER_CUTLASS: experts_record_class(
-            exec_method(experts / "flashinfer_cutlass_moe.py", "FlashInferExperts", "process_weights_after_loading", ns)),
+            common.exec_method(experts / "flashinfer_cutlass_moe.py", "FlashInferExperts", "process_weights_after_loading", ns)),
         B.VLLM_CUTLASS: experts_record_class(
-            exec_method(experts / "cutlass_moe.py", "CutlassExpertsFp4", "process_weights_after_loading", ns)),
+            common.exec_method(experts / "cutlass_moe.py", "CutlassExpertsFp4", "process_weights_after_loading", ns)),
         B.FLASHINFER_CUTEDSL: experts_record_class(
-            exec_method(experts / "flashinfer_cutedsl_moe.py", "FlashInferCuteDSLExperts",
-                        "process_weights_after_loading", ns)),
+            common.exec_method(experts / "flashinfer_cutedsl_moe.py", "FlashInferCuteDSLExperts",
+                               "process_weights_after_loading", ns)),
         B.FLASHINFER_CUTEDSL_BATCHED: experts_record_class(
-            exec_method(experts / "flashinfer_cutedsl_batched_moe.py", "FlashInferCuteDSLBatchedExperts",
-                        "process_weights_after_loading", ns)),
+            common.exec_method(experts / "flashinfer_cutedsl_batched_moe.py", "FlashInferCuteDSLBatchedExperts",
+                               "process_weights_after_loading", ns)),
         B.FLASHINFER_B12X: experts_record_class(
-            exec_method(experts / "flashinfer_b12x_moe.py", "FlashInferB12xExperts", "process_weights_after_loading",
-                        ns)),
+            common.exec_method(experts / "flashinfer_b12x_moe.py", "FlashInferB12xExperts", "process_weights_after_loading",
+                               ns)),
         # MarlinExperts and Nvfp4QuantizationEmulationTritonExperts inherit the modular kernel's
         # empty process_weights_after_loading.
         B.MARLIN: experts_record_class(lambda self, layer: None),
@@ -272,7 +237,7 @@ def vllm_namespace(vendor: Path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Safetensors in and out (no dependency on the safetensors package)
+# Storage bytes and safetensors dtypes (golden_common reads and writes the container)
 # ---------------------------------------------------------------------------------------------
 
 ST_DTYPES = {"U8": torch.uint8, "I32": torch.int32, "F32": torch.float32, "BF16": torch.bfloat16,
@@ -280,35 +245,6 @@ ST_DTYPES = {"U8": torch.uint8, "I32": torch.int32, "F32": torch.float32, "BF16"
 if hasattr(torch, "float8_e4m3fn"):
     ST_DTYPES["F8_E4M3"] = torch.float8_e4m3fn
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
-
-
-def read_safetensors(path: Path) -> dict:
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = torch.frombuffer(bytearray(data[8 + n + begin:8 + n + end]), dtype=torch.uint8)
-        dtype = ST_DTYPES.get(info["dtype"], torch.uint8)  # F8_E4M3 on torch < 2.1: bytes (dry runs)
-        out[name] = raw.view(dtype).reshape(info["shape"])
-    return out
-
-
-def write_safetensors(tensors: dict, path: Path, metadata: dict):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous().cpu()
-        blob = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
 def storage_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -341,10 +277,9 @@ class Golden:
 
     def save(self, out: Path, provenance: dict) -> Path:
         path = out / "golden_nvfp4.safetensors"
-        compact = {"separators": (",", ":")}
-        meta = {"golden_cases": json.dumps(self.layout_cases), "golden_layer_cases": json.dumps(self.layer_cases, **compact),
-                "golden_patch_sets": json.dumps(self.patch_sets, **compact), "provenance": json.dumps(provenance)}
-        write_safetensors(self.tensors, path, meta)
+        meta = common.layer_golden_metadata(provenance, self.layer_cases, layout_cases=self.layout_cases,
+                                            patch_sets=self.patch_sets)
+        path.write_bytes(common.safetensors_bytes(self.tensors, meta, ST_NAMES))
         return path
 
 
@@ -615,7 +550,7 @@ def run_rank(ns, case: dict, ckpt: dict, config: dict, rank: int, dev):
 
 # The deployments, as moepack's tests name them: (sample, patch set, target, moe_backend,
 # model_dtype, tp, ep) and the vLLM backend moepack's oracle must pick for it
-# (tests/convert/nvfp4_golden_test.cpp checks that it does).
+# (tests/convert/upstream_goldens_test.cpp checks that it does).
 def dep(sample, target, backend, moe_backend="", patch="", model_dtype="", tp=1, ep=False):
     return {"sample": sample, "patch": patch, "target": target, "moe_backend": moe_backend,
             "model_dtype": model_dtype, "tp": tp, "ep": ep, "backend": backend}
@@ -757,12 +692,7 @@ def record_rank(g: Golden, ns, case: dict, ckpt: dict, config: dict, rank: int, 
         b = storage_bytes(t)
         entry = {"role": role, "shape": [int(s) for s in t.shape], "dtype": dtype_name(t), "bytes": int(b.numel()),
                  "note": role_note(case["backend"], role)}
-        if role in full_roles or b.numel() <= FULL_BYTES:
-            key = f"layer/{case['name']}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case['name']}/{rank}/{role}", role in full_roles or b.numel() <= FULL_BYTES)
         recorded.append(entry)
     return {"rank": rank, "outputs": recorded}
 
@@ -770,8 +700,8 @@ def record_rank(g: Golden, ns, case: dict, ckpt: dict, config: dict, rank: int, 
 def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
     data = {}
     for sample in sorted({d["sample"] for d in DEPLOYMENTS}):
-        data[sample] = (read_safetensors(samples / sample / "model.safetensors"), sample_config(samples, sample),
-                        hashlib.sha256((samples / sample / "model.safetensors").read_bytes()).hexdigest())
+        model = (samples / sample / "model.safetensors").read_bytes()
+        data[sample] = (common.parse_safetensors(model, ST_DTYPES), sample_config(samples, sample), common.sha256_hex(model))
 
     # The patch sets, stored once: "golden_patch_sets" maps "SAMPLE/SET" to {checkpoint tensor: golden key}.
     patched = {}
@@ -797,19 +727,14 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
             case["ranks"] = [record_rank(g, ns, case, ckpt, config, r, dev) for r in range(d["tp"])]
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, name, exc)
 
 
 # ---------------------------------------------------------------------------------------------
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
-    ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
+    ap = common.argument_parser(__doc__)
     ap.add_argument("--out", type=Path, help="where golden_nvfp4.safetensors goes (omit for a dry run)")
     args = ap.parse_args()
 
@@ -835,19 +760,11 @@ def main():
     try:
         layout_cases(ns, g, gen, dev)
     except Exception as exc:
-        import traceback
-
-        traceback.print_exc()
-        errors.append(f"layout cases: {type(exc).__name__}: {exc}")
+        common.report_failure(errors, "layout cases", exc)
     layer_cases(ns, g, args.samples, torch.Generator().manual_seed(SEED + 1), dev, errors)
     summary = {"provenance": provenance, "layout_cases": len(g.layout_cases), "layer_cases": len(g.layer_cases),
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        summary["file"] = str(g.save(args.out, provenance))
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+    return common.finish(summary, errors, args.out, lambda out: g.save(out, provenance))
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ vLLM's torch_bindings.cpp does. vLLM's Python wrappers
 (cutlass_encode_and_reorder_int4b_grouped, cutlass_pack_scale_fp8, scaled_fp8_quant from
 _custom_ops.py) then run unchanged through torch.ops._C.
 
-Layer cases (metadata "golden_layer_cases", checked by tests/convert/w4a8_golden_test.cpp through
-tests/support/golden_layers.h): samples/ct-w4a8-fp8, as shipped and with seeded adversarial
+Layer cases (metadata "golden_layer_cases", checked by tests/convert/upstream_goldens_test.cpp
+through tests/support/golden_layers.h): samples/ct-w4a8-fp8, as shipped and with seeded adversarial
 group scales patched in ("golden_patch_sets"), loaded into one layer per rank and prepared by
 vLLM's own code, run unchanged:
   * CompressedTensorsW4A8Fp8MoEMethod.create_weights (the parameters, their shapes and dtypes,
@@ -70,7 +70,6 @@ Stand-ins, named in tests/packers/golden/README.md:
 
 import argparse
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -83,13 +82,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_mxfp4_goldens as mx  # noqa: E402  (exec_definitions, stub_module, QuietLogger)
-import make_nvfp4_goldens as nv  # noqa: E402  (exec_top_level, exec_method, Golden, write_safetensors)
-import make_wna16_goldens as w16  # noqa: E402  (exec_last_method, parse_safetensors, storage_bytes)
+import golden_common as common  # noqa: E402
+import make_nvfp4_goldens as nv  # noqa: E402  (Golden, dtype_name, safetensors dtypes)
+import make_wna16_goldens as w16  # noqa: E402  (storage_bytes, safetensors dtypes)
 
 SEED = 20250613
 FULL_BYTES = 4096
-VLLM = "e9d1398d9"
+VLLM = common.VLLM
 CUTLASS = "v4.4.2"
 HERE = Path(__file__).resolve().parent
 SAMPLE = "ct-w4a8-fp8"
@@ -161,56 +160,56 @@ def vllm_namespace(vendor: Path) -> dict:
     fp8_dtype = torch.float8_e4m3fn
     platform = types.SimpleNamespace(use_sync_weight_loader=lambda: False, fp8_dtype=lambda: fp8_dtype,
                                      is_rocm=lambda: False, is_cuda=lambda: True)
-    mx.stub_module("vllm.platforms", current_platform=platform)
+    common.stub_module("vllm.platforms", current_platform=platform)
     ns = {"torch": torch, "sys": sys, "math": math, "Any": typing.Any, "Literal": typing.Literal, "cast": typing.cast,
           "ClassVar": typing.ClassVar, "Enum": __import__("enum").Enum, "NamedTuple": typing.NamedTuple, "Callable": typing.Callable,
-          "Parameter": torch.nn.Parameter, "logger": mx.QuietLogger(), "TYPE_CHECKING": False,
+          "Parameter": torch.nn.Parameter, "logger": common.QuietLogger(), "TYPE_CHECKING": False,
           "current_platform": platform}
 
     # quant_utils: GroupShape and the two W4A8 helpers. GroupShape's aliases are assignments to
     # class attributes at module level in quant_utils.py; they are made here with its values.
-    qu = nv.exec_top_level(quant / "utils" / "quant_utils.py", ["_GroupShape", "GroupShape", "convert_bf16_scales_to_fp8",
+    qu = common.exec_top_level(quant / "utils" / "quant_utils.py", ["_GroupShape", "GroupShape", "convert_bf16_scales_to_fp8",
                                                               "convert_packed_uint4b8_to_signed_int4_inplace"], dict(ns))
     gs = qu["GroupShape"]
     gs.PER_TENSOR, gs.PER_TOKEN, gs.PER_CHANNEL = gs(-1, -1), gs(1, -1), gs(-1, 1)
-    mx.stub_module("vllm.model_executor.layers.quantization.utils.quant_utils", GroupShape=gs,
-                   convert_bf16_scales_to_fp8=qu["convert_bf16_scales_to_fp8"],
-                   convert_packed_uint4b8_to_signed_int4_inplace=qu["convert_packed_uint4b8_to_signed_int4_inplace"])
-    mx.stub_module("vllm.model_executor.layers.quantization.utils.fp8_utils")  # forward_cuda imports it (group paths)
+    common.stub_module("vllm.model_executor.layers.quantization.utils.quant_utils", GroupShape=gs,
+                       convert_bf16_scales_to_fp8=qu["convert_bf16_scales_to_fp8"],
+                       convert_packed_uint4b8_to_signed_int4_inplace=qu["convert_packed_uint4b8_to_signed_int4_inplace"])
+    common.stub_module("vllm.model_executor.layers.quantization.utils.fp8_utils")  # forward_cuda imports it (group paths)
 
     # _custom_ops: the wrappers, unchanged, over torch.ops._C.
-    custom = nv.exec_top_level(v / "_custom_ops.py", ["scaled_fp8_quant", "cutlass_pack_scale_fp8",
-                                                      "cutlass_encode_and_reorder_int4b_grouped"], dict(ns))
-    ops = mx.stub_module("vllm._custom_ops", **{k: custom[k] for k in ("scaled_fp8_quant", "cutlass_pack_scale_fp8",
-                                                                       "cutlass_encode_and_reorder_int4b_grouped")})
+    custom = common.exec_top_level(v / "_custom_ops.py", ["scaled_fp8_quant", "cutlass_pack_scale_fp8",
+                                                          "cutlass_encode_and_reorder_int4b_grouped"], dict(ns))
+    ops = common.stub_module("vllm._custom_ops", **{k: custom[k] for k in ("scaled_fp8_quant", "cutlass_pack_scale_fp8",
+                                                                           "cutlass_encode_and_reorder_int4b_grouped")})
 
     # QuantFP8: the class itself, over the CustomOp stand-in.
     iq_ns = dict(ns, ops=ops, GroupShape=gs, CustomOp=CustomOp, F=torch.nn.functional,
                  rocm_aiter_ops=types.SimpleNamespace(is_linear_fp8_enabled=lambda: False),
                  is_deep_gemm_e8m0_used=lambda: False, is_deep_gemm_supported=lambda: False,
                  DeepGemmQuantScaleFMT=types.SimpleNamespace(from_oracle=lambda: None, UE8M0="UE8M0"))
-    nv.exec_top_level(quant / "input_quant_fp8.py", ["_FP8_DTYPE", "QuantFP8"], iq_ns)
-    mx.stub_module("vllm.model_executor.layers.quantization.input_quant_fp8", QuantFP8=iq_ns["QuantFP8"])
+    common.exec_top_level(quant / "input_quant_fp8.py", ["_FP8_DTYPE", "QuantFP8"], iq_ns)
+    common.stub_module("vllm.model_executor.layers.quantization.input_quant_fp8", QuantFP8=iq_ns["QuantFP8"])
 
     # The oracle's conversion (its imports run against the modules above).
-    nv.exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
-    nv.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
-    nv.exec_top_level(layers / "fused_moe" / "routed_experts.py", ["FusedMoeWeightScaleSupported"], ns)
-    nv.exec_top_level(layers / "fused_moe" / "oracle" / "w4a8.py", ["W4A8MoeBackend", "convert_to_w4a8_moe_kernel_format"],
-                      ns)
+    common.exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
+    common.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs", "replace_parameter"], ns)
+    common.exec_top_level(layers / "fused_moe" / "routed_experts.py", ["FusedMoeWeightScaleSupported"], ns)
+    common.exec_top_level(layers / "fused_moe" / "oracle" / "w4a8.py", ["W4A8MoeBackend", "convert_to_w4a8_moe_kernel_format"],
+                          ns)
     ns["make_w4a8_moe_quant_config"] = lambda **kw: types.SimpleNamespace(**kw)
     ns["make_w4a8_moe_kernel"] = lambda **kw: types.SimpleNamespace(**kw)
 
     path = quant / "compressed_tensors" / "compressed_tensors_moe" / "compressed_tensors_moe_w4a8_fp8.py"
     ns["method_class"] = type("CompressedTensorsW4A8Fp8MoEMethod", (), {
-        m: nv.exec_method(path, "CompressedTensorsW4A8Fp8MoEMethod", m, ns)
+        m: common.exec_method(path, "CompressedTensorsW4A8Fp8MoEMethod", m, ns)
         for m in ("create_weights", "process_weights_after_loading", "get_fused_moe_quant_config")})
 
     routed = layers / "fused_moe" / "routed_experts.py"
-    loader = {m: w16.exec_last_method(routed, "RoutedExperts", m, ns) for m in (
+    loader = {m: common.exec_method(routed, "RoutedExperts", m, ns, last=True) for m in (
         "weight_loader", "_load_per_tensor_weight_scale", "_load_model_weight_or_group_weight_scale",
         "_load_per_channel_weight_scale", "_load_w13", "_load_w2", "_load_single_value", "_load_g_idx")}
-    loader.update({m: staticmethod(w16.exec_last_method(routed, "RoutedExperts", m, ns)) for m in (
+    loader.update({m: staticmethod(common.exec_method(routed, "RoutedExperts", m, ns, last=True)) for m in (
         "_to_scalar", "_get_hidden_dim", "_narrow_expert_data_for_padding")})
     ns["layer_class"] = type("RoutedExperts", (torch.nn.Module,), dict(loader, _expert_routing_tables=lambda self: None))
     return ns
@@ -358,12 +357,7 @@ def record_rank(g, case: dict, layer, rank: int) -> dict:
         assert t.is_contiguous(), role
         b = w16.storage_bytes(t)
         entry = {"role": role, "shape": [int(s) for s in t.shape], "dtype": nv.dtype_name(t), "bytes": int(b.numel())}
-        if b.numel() <= FULL_BYTES:
-            key = f"layer/{case['name']}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case['name']}/{rank}/{role}", b.numel() <= FULL_BYTES)
         recorded.append(entry)
     return {"rank": rank, "outputs": recorded}
 
@@ -375,9 +369,9 @@ DEPLOYMENTS = [("", 1, False), ("adversarial", 1, False), ("", 2, True), ("adver
 def layer_cases(ns, g, samples: Path, gen, dev, errors: list):
     data = (samples / SAMPLE / "model.safetensors").read_bytes()
     config = json.loads((samples / SAMPLE / "config.json").read_text())
-    ckpt = w16.parse_safetensors(data)
-    hashes = {"model.safetensors": hashlib.sha256(data).hexdigest(),
-              "config.json": hashlib.sha256((samples / SAMPLE / "config.json").read_bytes()).hexdigest()}
+    ckpt = common.parse_safetensors(data, w16.ST_DTYPES)
+    hashes = {"model.safetensors": common.sha256_hex(data),
+              "config.json": common.sha256_hex((samples / SAMPLE / "config.json").read_bytes())}
     patched = {}
     for variant in sorted({d[0] for d in DEPLOYMENTS if d[0]}):
         patches = make_patches(variant, ckpt, gen)
@@ -397,10 +391,7 @@ def layer_cases(ns, g, samples: Path, gen, dev, errors: list):
                 case["ranks"].append(record_rank(g, case, layer, rank))
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, name, exc)
 
 
 def fake_ops_library():
@@ -459,17 +450,14 @@ def main():
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors,
                "roles": sorted({o["role"] + " " + o["dtype"] + str(o["shape"]) for c in g.layer_cases
                                 for r in c["ranks"] for o in r["outputs"]})}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / "golden_w4a8.safetensors"
-        compact = {"separators": (",", ":")}
-        meta = {"golden_layer_cases": json.dumps(g.layer_cases, **compact),
-                "golden_patch_sets": json.dumps(g.patch_sets, **compact), "provenance": json.dumps(provenance)}
-        nv.write_safetensors(g.tensors, path, meta)
-        summary["file"] = str(path)
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+
+    def save(out: Path) -> Path:
+        path = out / "golden_w4a8.safetensors"
+        meta = common.layer_golden_metadata(provenance, g.layer_cases, patch_sets=g.patch_sets)
+        path.write_bytes(common.safetensors_bytes(g.tensors, meta, nv.ST_NAMES))
+        return path
+
+    return common.finish(summary, errors, args.out, save)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ through torch.ops._C. Without CUDA (a dry run of the plumbing) the repack return
 op's shape and the provenance's "compat" says so; the test refuses such a file.
 
 Layer cases (metadata "golden_layer_cases", checked end to end by
-tests/convert/wna16_golden_test.cpp): a GPTQ, AWQ or compressed-tensors checkpoint, loaded into
+tests/convert/upstream_goldens_test.cpp): a GPTQ, AWQ or compressed-tensors checkpoint, loaded into
 one layer per tensor-parallel rank and prepared by vLLM's own code, run unchanged:
   * the quantization method's `create_weights` (AutoGPTQMoEMethod, AutoAWQMoEMethod,
     CompressedTensorsWNA16MoEMethod with its get_weight_shape and _w2_scale_sharding): the
@@ -91,14 +91,10 @@ Stand-ins, named in the README:
     implementation's).
 """
 
-import argparse
-import ast
 import contextlib
-import hashlib
 import json
 import math
 import os
-import struct
 import sys
 import types
 import typing
@@ -110,12 +106,11 @@ import numpy
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_mxfp4_goldens as mx  # noqa: E402  (exec_definitions, stub_module, QuietLogger)
-import make_nvfp4_goldens as nv  # noqa: E402  (exec_top_level, exec_method)
+import golden_common as common  # noqa: E402
 
 SEED = 20250612
 WHOLE_BYTES = 4096
-VLLM = "e9d1398d9"
+VLLM = common.VLLM
 HERE = Path(__file__).resolve().parent
 
 # ---------------------------------------------------------------------------------------------
@@ -160,28 +155,6 @@ def zeros_repack_library():
 # ---------------------------------------------------------------------------------------------
 # Running upstream definitions
 # ---------------------------------------------------------------------------------------------
-
-
-def exec_last_method(path: Path, class_name: str, method: str, ns: dict):
-    """nv.exec_method for the LAST definition of `method` in the class (the implementation that
-    follows @overload stubs)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            items = [i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == method]
-            if items:
-                item = items[-1]
-                item.decorator_list = []
-                local = {}
-                while True:
-                    try:
-                        exec(compile(ast.Module(body=[item], type_ignores=[]), str(path), "exec"), ns, local)
-                        return local[method]
-                    except NameError as exc:
-                        if exc.name is None or exc.name in ns:
-                            raise
-                        ns[exc.name] = typing.Any
-    raise SystemExit(f"{path}: {class_name}.{method} not found")
 
 
 class QuantizationConfig:
@@ -230,50 +203,50 @@ def vllm_namespace(vendor: Path) -> dict:
     layers = v / "model_executor" / "layers"
     quant = layers / "quantization"
     utils = quant / "utils"
-    mx.stub_module("vllm.platforms", current_platform=types.SimpleNamespace(use_sync_weight_loader=lambda: False))
+    common.stub_module("vllm.platforms", current_platform=types.SimpleNamespace(use_sync_weight_loader=lambda: False))
     ns = {"torch": TorchWithStableArgsort(), "sys": sys, "math": math, "numpy": numpy, "Enum": Enum, "Fraction": Fraction, "Any": typing.Any, "Union": typing.Union,
           "Literal": typing.Literal, "cast": typing.cast,
-          "Parameter": torch.nn.Parameter, "logger": mx.QuietLogger(), "TYPE_CHECKING": False,
+          "Parameter": torch.nn.Parameter, "logger": common.QuietLogger(), "TYPE_CHECKING": False,
           "QuantizationConfig": QuantizationConfig, "QuantizationArgs": QuantizationArgs,
           "scalar_types": types.SimpleNamespace(uint4b8=types.SimpleNamespace(size_bits=4),
                                                 uint8b128=types.SimpleNamespace(size_bits=8),
                                                 uint4=types.SimpleNamespace(size_bits=4)),
           "marlin_make_workspace_new": lambda *a, **k: None}
-    nv.exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
-    nv.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs"], ns)
-    nv.exec_top_level(layers / "fused_moe" / "routed_experts.py", ["FusedMoeWeightScaleSupported"], ns)
-    nv.exec_top_level(utils / "quant_utils.py", ["get_pack_factor", "pack_cols", "unpack_cols"], ns)
-    nv.exec_top_level(utils / "marlin_utils.py", [
+    common.exec_top_level(v / "utils" / "math_utils.py", ["round_up"], ns)
+    common.exec_top_level(v / "model_executor" / "utils.py", ["set_weight_attrs"], ns)
+    common.exec_top_level(layers / "fused_moe" / "routed_experts.py", ["FusedMoeWeightScaleSupported"], ns)
+    common.exec_top_level(utils / "quant_utils.py", ["get_pack_factor", "pack_cols", "unpack_cols"], ns)
+    common.exec_top_level(utils / "marlin_utils.py", [
         "marlin_moe_padded_intermediate", "get_scale_perms", "marlin_permute_scales", "marlin_permute_bias",
         "marlin_act_int8_process_scales", "marlin_moe_permute_scales", "marlin_zero_points", "awq_to_marlin_zero_points",
         "moe_awq_to_marlin_zero_points", "moe_packed_to_marlin_zero_points"], ns)
-    custom = nv.exec_top_level(v / "_custom_ops.py", ["gptq_marlin_repack", "awq_marlin_repack", "gptq_marlin_moe_repack",
-                                                      "awq_marlin_moe_repack"], dict(ns))
+    custom = common.exec_top_level(v / "_custom_ops.py", ["gptq_marlin_repack", "awq_marlin_repack", "gptq_marlin_moe_repack",
+                                                          "awq_marlin_moe_repack"], dict(ns))
     ns["ops"] = types.SimpleNamespace(**{k: custom[k] for k in ("gptq_marlin_repack", "awq_marlin_repack",
                                                                 "gptq_marlin_moe_repack", "awq_marlin_moe_repack")})
-    nv.exec_top_level(quant / "auto_gptq.py", ["AutoGPTQConfig"], ns)
-    nv.exec_top_level(quant / "auto_awq.py", ["AutoAWQConfig"], ns)
-    mx.stub_module("vllm.model_executor.layers.quantization.auto_gptq", AutoGPTQConfig=ns["AutoGPTQConfig"])
-    mx.stub_module("vllm.model_executor.layers.quantization.auto_awq", AutoAWQConfig=ns["AutoAWQConfig"])
-    nv.exec_top_level(layers / "fused_moe" / "oracle" / "int_wna16.py", [
+    common.exec_top_level(quant / "auto_gptq.py", ["AutoGPTQConfig"], ns)
+    common.exec_top_level(quant / "auto_awq.py", ["AutoAWQConfig"], ns)
+    common.stub_module("vllm.model_executor.layers.quantization.auto_gptq", AutoGPTQConfig=ns["AutoGPTQConfig"])
+    common.stub_module("vllm.model_executor.layers.quantization.auto_awq", AutoAWQConfig=ns["AutoAWQConfig"])
+    common.exec_top_level(layers / "fused_moe" / "oracle" / "int_wna16.py", [
         "WNA16MoEBackend", "_pad_w13_shard_cols", "_pad_rows", "_pad_w13_bias", "_process_weights_marlin",
         "_process_awq_weights_marlin", "_process_weights_xpu", "convert_to_wna16_moe_kernel_format"], ns)
 
     ns["get_marlin_input_dtype"] = lambda *a, **k: None  # 16-bit activations
-    nv.exec_top_level(utils / "marlin_utils_fp8.py", ["fp8_fused_exponent_bias_into_scales", "_moe_pad_shard_rows",
-                                                      "_moe_pad_last", "pack_fp8_to_int32",
-                                                      "prepare_fp8_moe_layer_for_marlin"], ns)
+    common.exec_top_level(utils / "marlin_utils_fp8.py", ["fp8_fused_exponent_bias_into_scales", "_moe_pad_shard_rows",
+                                                          "_moe_pad_last", "pack_fp8_to_int32",
+                                                          "prepare_fp8_moe_layer_for_marlin"], ns)
 
     # The methods, each in a namespace with the replace_parameter its file imports.
-    layer_utils = nv.exec_top_level(utils / "layer_utils.py", ["update_tensor_inplace", "replace_parameter"], dict(ns))
+    layer_utils = common.exec_top_level(utils / "layer_utils.py", ["update_tensor_inplace", "replace_parameter"], dict(ns))
     gptq_awq_ns = dict(ns, replace_parameter=layer_utils["replace_parameter"])
-    ct_ns = nv.exec_top_level(v / "model_executor" / "utils.py", ["replace_parameter"], dict(ns))
-    nv.exec_top_level(quant / "auto_awq.py", ["_replace_or_register_parameter"], gptq_awq_ns)
+    ct_ns = common.exec_top_level(v / "model_executor" / "utils.py", ["replace_parameter"], dict(ns))
+    common.exec_top_level(quant / "auto_awq.py", ["_replace_or_register_parameter"], gptq_awq_ns)
     noop = lambda self, layer: None  # noqa: E731  (_setup_kernel builds the kernel object)
 
     def method_class(name, path, methods, statics=(), ns_=gptq_awq_ns):
-        body = {m: nv.exec_method(path, name, m, ns_) for m in methods}
-        body.update({m: staticmethod(nv.exec_method(path, name, m, ns_)) for m in statics})
+        body = {m: common.exec_method(path, name, m, ns_) for m in methods}
+        body.update({m: staticmethod(common.exec_method(path, name, m, ns_)) for m in statics})
         body["_setup_kernel"] = noop
         return type(name, (), body)
 
@@ -282,10 +255,10 @@ def vllm_namespace(vendor: Path) -> dict:
     # the modular kernel are records, whose experts run FusedMoEExperts' own (base)
     # process_weights_after_loading (TritonExperts does not override it).
     int8_ns = dict(ct_ns, QuantizationStrategy=QuantizationStrategy)
-    nv.exec_top_level(layers / "fused_moe" / "oracle" / "int8.py", ["Int8MoeBackend", "convert_to_int8_moe_kernel_format"],
-                      int8_ns)
-    experts_pwal = nv.exec_method(layers / "fused_moe" / "modular_kernel.py", "FusedMoEExperts",
-                                  "process_weights_after_loading", dict(ns))
+    common.exec_top_level(layers / "fused_moe" / "oracle" / "int8.py", ["Int8MoeBackend", "convert_to_int8_moe_kernel_format"],
+                          int8_ns)
+    experts_pwal = common.exec_method(layers / "fused_moe" / "modular_kernel.py", "FusedMoEExperts",
+                                      "process_weights_after_loading", dict(ns))
     int8_ns["make_int8_moe_quant_config"] = lambda **kw: types.SimpleNamespace(**kw)
     int8_ns["make_int8_moe_kernel"] = lambda **kw: types.SimpleNamespace(
         fused_experts=types.SimpleNamespace(process_weights_after_loading=lambda layer: experts_pwal(None, layer)))
@@ -304,10 +277,10 @@ def vllm_namespace(vendor: Path) -> dict:
 
     # RoutedExperts' weight loader, as methods of the layer.
     routed = layers / "fused_moe" / "routed_experts.py"
-    loader = {m: exec_last_method(routed, "RoutedExperts", m, ns) for m in (
+    loader = {m: common.exec_method(routed, "RoutedExperts", m, ns, last=True) for m in (
         "weight_loader", "_load_per_tensor_weight_scale", "_load_model_weight_or_group_weight_scale",
         "_load_per_channel_weight_scale", "_load_w13", "_load_w2", "_load_single_value", "_load_g_idx")}
-    loader.update({m: staticmethod(exec_last_method(routed, "RoutedExperts", m, ns)) for m in (
+    loader.update({m: staticmethod(common.exec_method(routed, "RoutedExperts", m, ns, last=True)) for m in (
         "_to_scalar", "_get_hidden_dim", "_narrow_expert_data_for_padding")})
     ns["layer_class"] = type("RoutedExperts", (torch.nn.Module,), dict(
         loader, _map_global_expert_id_to_local_expert_id=lambda self, e: e, _expert_routing_tables=lambda self: None))
@@ -315,7 +288,7 @@ def vllm_namespace(vendor: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Safetensors in and out (I64 and F16 too; no dependency on the safetensors package)
+# Storage bytes and safetensors dtypes (I64 and F16 too; golden_common reads and writes the container)
 # ---------------------------------------------------------------------------------------------
 
 ST_DTYPES = {"U8": torch.uint8, "I8": torch.int8, "I32": torch.int32, "I64": torch.int64, "F32": torch.float32, "BF16": torch.bfloat16,
@@ -323,32 +296,6 @@ ST_DTYPES = {"U8": torch.uint8, "I8": torch.int8, "I32": torch.int32, "I64": tor
 if hasattr(torch, "float8_e4m3fn") and torch.float8_e4m3fn is not torch.uint8:
     ST_DTYPES["F8_E4M3"] = torch.float8_e4m3fn
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
-
-
-def parse_safetensors(data: bytes) -> dict:
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = torch.frombuffer(bytearray(data[8 + n + begin:8 + n + end]), dtype=torch.uint8)
-        out[name] = raw.view(ST_DTYPES.get(info["dtype"], torch.uint8)).reshape(info["shape"])  # F8 on torch<2.1: bytes
-    return out
-
-
-def safetensors_bytes(tensors: dict, metadata: dict) -> bytes:
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous().cpu()
-        blob = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text + b"".join(blobs)
 
 
 def storage_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -620,12 +567,7 @@ def record_rank(g, case: dict, layer, rank: int) -> dict:
         b = storage_bytes(t.data)
         entry = {"role": role, "shape": [int(s) for s in t.shape], "dtype": str(t.dtype).replace("torch.", ""),
                  "bytes": int(b.numel())}
-        if b.numel() <= WHOLE_BYTES:
-            key = f"layer/{case['name']}/{rank}/{role}"
-            g.put(key, b)
-            entry["key"] = key
-        else:
-            entry["sha256"] = hashlib.sha256(b.numpy().tobytes()).hexdigest()
+        common.keep_whole_or_digest(g, entry, b, f"layer/{case['name']}/{rank}/{role}", b.numel() <= WHOLE_BYTES)
         recorded.append(entry)
     for name, p in layer.named_parameters():
         if name not in roles and name not in ("w13_weight", "w2_weight"):
@@ -687,21 +629,18 @@ def fp8_cases(ns, g, samples: Path, dev, errors: list):
         data = (samples / name / "model.safetensors").read_bytes()
         config = json.loads((samples / name / "config.json").read_text())
         case = {"name": f"{name}_sm90_marlin" + (f"_tp{tp}" if tp > 1 else ""), "sample": name, "checkpoint": "",
-                "sha256": hashlib.sha256(data).hexdigest(), "target": "sm90", "moe_backend": "marlin",
+                "sha256": common.sha256_hex(data), "target": "sm90", "moe_backend": "marlin",
                 "model_dtype": "", "tp": tp, "ep": False, "backend": "MARLIN", "method": "compressed-tensors-fp8",
                 "partial": True, "ranks": [], "notes": []}
         try:
-            ckpt = parse_safetensors(data)
+            ckpt = common.parse_safetensors(data, ST_DTYPES)
             for rank in range(tp):
                 outputs = run_fp8_rank(ns, ckpt, config, tp, rank, dev)
                 layer = types.SimpleNamespace(**outputs, named_parameters=lambda: [])
                 case["ranks"].append(record_rank(g, dict(case, method="fp8"), layer, rank))
             g.layer_cases.append(case)
         except Exception as exc:
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, case["name"], exc)
 
 
 class Golden:
@@ -714,16 +653,14 @@ class Golden:
 
     def save(self, out: Path, provenance: dict) -> Path:
         path = out / "golden_wna16.safetensors"
-        compact = {"separators": (",", ":")}
-        meta = {"golden_layer_cases": json.dumps(self.layer_cases, **compact),
-                "golden_checkpoints": json.dumps(self.checkpoints, **compact), "provenance": json.dumps(provenance)}
-        path.write_bytes(safetensors_bytes(self.tensors, meta))
+        meta = common.layer_golden_metadata(provenance, self.layer_cases, checkpoints=self.checkpoints)
+        path.write_bytes(common.safetensors_bytes(self.tensors, meta, ST_NAMES))
         return path
 
 
 # The deployments: (checkpoint, tp) on sm90 with the default backend choice, bf16 model, where
 # vLLM's oracle picks MARLIN; or (checkpoint, tp, target, --moe-backend, backend) for the other
-# backends (tests/convert/wna16_golden_test.cpp checks that moepack's oracle picks the same).
+# backends (tests/convert/upstream_goldens_test.cpp checks that moepack's oracle picks the same).
 DEPLOYMENTS = [
     ("gptq-int4", 1), ("gptq-int4-desc-act", 1), ("gptq-int8", 1), ("awq-int4", 1), ("ct-w4a16", 1),
     ("ct-w4a16-asym", 1), ("ct-w4a16-actorder", 1), ("ct-w8a16", 1), ("ct-w8a16", 2),
@@ -756,7 +693,7 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
         if name in SYNTHETIC:
             base, spec = SYNTHETIC[name]
             tensors, q = synth_checkpoint(gen, spec)
-            data = safetensors_bytes(tensors, {"format": "pt"})
+            data = common.safetensors_bytes(tensors, {"format": "pt"}, ST_NAMES)
             config_text = synth_config(samples, base, spec, q)
             key = f"checkpoint/{name}/model.safetensors"
             g.put(key, torch.frombuffer(bytearray(data), dtype=torch.uint8))
@@ -770,11 +707,11 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
         data, config, sample = sources[name]
         suffix = "" if backend == "MARLIN" else "_" + (moe_backend or "auto")
         case = {"name": f"{name}_{target}{suffix}" + (f"_tp{tp}" if tp > 1 else ""), "sample": sample,
-                "checkpoint": "" if sample else name, "sha256": hashlib.sha256(data).hexdigest(), "target": target,
+                "checkpoint": "" if sample else name, "sha256": common.sha256_hex(data), "target": target,
                 "moe_backend": moe_backend, "model_dtype": "", "tp": tp, "ep": False, "backend": backend,
                 "method": method_of(config), "ranks": [], "notes": []}
         try:
-            ckpt = parse_safetensors(data)
+            ckpt = common.parse_safetensors(data, ST_DTYPES)
             for rank in range(tp):
                 TorchWithStableArgsort.stable = False
                 layer, note = run_rank(ns, ckpt, config, tp, rank, dev, backend)
@@ -789,16 +726,11 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
                 case["ranks"].append(record_rank(g, case, layer, rank))
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
-            import traceback
-
-            traceback.print_exc()
-            errors.append(f"{case['name']}: {type(exc).__name__}: {exc}")
+            common.report_failure(errors, case["name"], exc)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vendor", type=Path, required=True, help="folder of pinned upstream sources (see the docstring)")
-    ap.add_argument("--samples", type=Path, required=True, help="the repository's samples/ folder")
+    ap = common.argument_parser(__doc__)
     ap.add_argument("--build", type=Path, default=Path("/tmp/moepack_marlin_ops"), help="where the ops are compiled")
     ap.add_argument("--out", type=Path, help="where golden_wna16.safetensors goes (omit for a dry run)")
     args = ap.parse_args()
@@ -838,12 +770,7 @@ def main():
                "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors,
                "notes": {c["name"]: c["notes"] for c in g.layer_cases if c["notes"]},
                "not_recorded": sorted({x for c in g.layer_cases for r in c["ranks"] for x in r["not_recorded"]})}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        summary["file"] = str(g.save(args.out, provenance))
-    json.dump(summary, sys.stdout, indent=1)
-    print()
-    return 1 if errors else 0
+    return common.finish(summary, errors, args.out, lambda out: g.save(out, provenance))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@
 // tests/golden/make_fi_sm90_interleave_golden.py ran FlashInfer's compiled SM90 mixed-GEMM FP4
 // weight interleave kernel into golden_fi_sm90_interleave.safetensors.
 //
-// Each golden file holds inputs as [E, ...] tensors (one expert's canonical tensor per slab, as
-// vLLM's loader holds it) and each upstream output as the flat bytes of its storage (data_ptr
-// order). The metadata key "golden_cases" lists, per output, the input it came from, the
+// The files are the rows of the table of upstream golden files (support/upstream_goldens.h)
+// that hold layout cases. Each holds inputs as [E, ...] tensors (one expert's canonical tensor
+// per slab, as vLLM's loader holds it) and each upstream output as the flat bytes of its storage
+// (data_ptr order). The metadata key "golden_cases" lists, per output, the input it came from, the
 // registered layout id of the vLLM path that produced it, and the shape/stride/dtype of the
 // tensor vLLM keeps. For every case the test packs each expert with
 // packers::make_layout(id), concatenates the slabs and compares byte for byte; it also checks
@@ -35,19 +36,28 @@
 
 #include "formats/safetensors/file.h"
 #include "packers/registry.h"
+#include "support/upstream_goldens.h"
 #include "tests/support/test_support.h"
 
 namespace moepack::packers {
 namespace {
 
-// Explicit list: a missing file must fail, not shrink the test set.
-const std::vector<std::string> kGoldenFiles = {"golden_triton_mxfp4.safetensors", "golden_flashinfer_mxfp4.safetensors",
-                                               "golden_marlin_mxfp4.safetensors", "golden_nvfp4.safetensors",
-                                               "golden_fi_sm90_interleave.safetensors"};
+// From the table, not the folder: a missing file must fail, not shrink the test set.
+const std::vector<std::string>& golden_files() {
+  static const std::vector<std::string> files = [] {
+    std::vector<std::string> with_layout_cases;
+    for (const test::golden::UpstreamGolden& golden : test::golden::kUpstreamGoldens)
+      if (golden.layout_cases) with_layout_cases.emplace_back(golden.file);
+    return with_layout_cases;
+  }();
+  return files;
+}
 
 bool is_mxfp4_file(const std::string& file) { return file.find("_mxfp4") != std::string::npos; }
 
-std::string golden_path(const std::string& file) { return test::source_dir() + "/tests/packers/golden/" + file; }
+std::string golden_path(const std::string& file) {
+  return test::source_dir() + "/" + std::string(test::golden::kUpstreamGoldenDir) + "/" + file;
+}
 
 struct GoldenCase {
   std::string file;    // golden file name
@@ -74,7 +84,7 @@ std::string case_name(const GoldenCase& c) {
 
 std::vector<GoldenCase> load_cases() {
   std::vector<GoldenCase> cases;
-  for (const std::string& file : kGoldenFiles) {
+  for (const std::string& file : golden_files()) {
     const std::string path = golden_path(file);
     std::unique_ptr<st::File> st;
     try {
@@ -189,7 +199,7 @@ INSTANTIATE_TEST_SUITE_P(Upstream, Golden, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<GoldenCase>& info) { return case_name(info.param); });
 
 TEST(GoldenFiles, AllPresentWithProvenance) {
-  for (const std::string& file : kGoldenFiles) {
+  for (const std::string& file : golden_files()) {
     SCOPED_TRACE(file);
     const st::File st(golden_path(file));
     const auto& meta = st.header().metadata;
@@ -232,7 +242,7 @@ TEST(GoldenFiles, CoverTheUpstreamRunnableLayouts) {
       "vllm.bias_f32",
       "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)",
       // NVFP4 (golden_nvfp4.safetensors; its layer cases are checked end to end by
-      // tests/convert/nvfp4_golden_test.cpp).
+      // tests/convert/upstream_goldens_test.cpp).
       "vllm.swizzle_blockscale(rows=identity,sf=128x4,e9d1398d9)",
       "vllm.swizzle_blockscale(rows=swap_halves,sf=128x4,e9d1398d9)",
       "vllm.swizzle_blockscale(rows=cutedsl_w31_interleave64,sf=128x4,e9d1398d9)",

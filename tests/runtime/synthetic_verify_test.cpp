@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Fp8Marlin, SyntheticVerify,
 
 // compressed-tensors WNA16 where Marlin cannot take the rank's size: group scales that a rank
 // would split are vLLM's ValueError (Triton itself: convert_samples_test's moe-backend rows and
-// the TRITON cases of wna16_golden_test, which equal upstream's bytes).
+// the TRITON cases of upstream_goldens_test, which equal upstream's bytes).
 INSTANTIATE_TEST_SUITE_P(Wna16Triton, SyntheticVerify,
                          ::testing::Values(Case{"ct-w4a16-asym", 8, false, "sm90", "", 512,
                                                 "requires the MoE intermediate size per tensor-parallel partition (64) to be divisible by group_size (128)"},

@@ -1,10 +1,11 @@
-// Layer cases made by running upstream's process_weights_after_loading (tests/golden/make_*_goldens.py):
-// reading them from a golden safetensors file, converting the same checkpoint with moepack's plan
-// and executor for the same deployment, and comparing every tensor vLLM holds with the artifact's.
-// nvfp4_golden_test.cpp and fp8_golden_test.cpp use the whole of it (LayerCase, check_layer_case);
-// wna16_golden_test.cpp and cpu_golden_test.cpp, whose files describe their cases differently
-// (synthetic checkpoints stored in the file, partial cases, empty parameters), use the pieces:
-// write_checkpoint, convert_for, check_output.
+// Layer cases made by running upstream's process_weights_after_loading (tests/golden/make_*_goldens.py;
+// the files and their rows: support/upstream_goldens.h): reading them from a golden safetensors
+// file, converting the same checkpoint with moepack's plan and executor for the same deployment,
+// and comparing every tensor vLLM holds with the artifact's. The files describe a case's
+// checkpoint in one of two ways: a repository sample by the SHA-256 of each of its files, with
+// tensors the golden file holds patched in ("sample_sha256", "patch"), or a sample or a synthetic
+// checkpoint stored in the golden file by the SHA-256 checkpoint_sha256 computes
+// ("checkpoint", "sha256").
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/artifact/manifest.h"
@@ -28,6 +30,7 @@
 #include "lib/convert/target.h"
 #include "support/sha256.h"
 #include "support/test_support.h"
+#include "support/upstream_goldens.h"
 
 namespace moepack::test::golden {
 
@@ -37,17 +40,30 @@ struct Output {
   uint64_t bytes = 0;
 };
 
-struct LayerCase {
-  std::string name, sample, target, moe_backend, model_dtype, backend;
-  std::map<std::string, std::string> sample_sha256;  // checkpoint file -> SHA-256 ("" key: model.safetensors)
-  std::vector<std::string> env;                      // NAME=VALUE
-  int tp = 1;
-  bool ep = false;
-  std::map<std::string, std::string> patches;  // checkpoint tensor -> golden tensor holding its new bytes
-  std::vector<std::vector<Output>> ranks;      // per rank, what vLLM holds
+// What vLLM holds on one rank.
+struct RankCase {
+  std::vector<Output> outputs;
+  std::vector<std::string> empty;  // parameters vLLM holds with no elements (AutoGPTQ's sort indices on CPU)
 };
 
-inline void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
+struct LayerCase {
+  UpstreamGolden golden;  // the file holding the case
+  std::string name, sample, target, moe_backend, model_dtype, backend, method;
+  std::string checkpoint;     // a synthetic checkpoint the golden file stores ("" = samples/`sample`)
+  std::string experts_class;  // "" where the file does not record it
+  std::string quantization;   // --quantization ("" = the checkpoint's own)
+  std::map<std::string, std::string> sample_sha256;  // sample file -> SHA-256 (empty: `checkpoint_sha256` instead)
+  std::string checkpoint_sha256;                     // of the stored or copied checkpoint, as checkpoint_sha256() computes it
+  std::vector<std::string> env;                      // NAME=VALUE
+  std::vector<std::string> notes;                    // what upstream's run said about the case
+  int tp = 1;
+  bool ep = false;
+  bool partial = false;                        // only some of the layer's tensors were made by upstream
+  std::map<std::string, std::string> patches;  // checkpoint tensor -> golden tensor holding its new bytes
+  std::vector<RankCase> ranks;
+};
+
+inline void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.golden.file << ":" << c.name; }
 
 // One rank's "outputs" array of a case: what vLLM holds, as the scripts record it.
 inline std::vector<Output> outputs_from_json(const nlohmann::json& outputs) {
@@ -79,34 +95,53 @@ inline nlohmann::json golden_metadata(const std::string& golden_file, const std:
   }
 }
 
-// The cases of `golden_file` ("golden_layer_cases" and "golden_patch_sets" in its metadata);
-// empty when the file or the keys are missing (a test on the file itself reports that).
-inline std::vector<LayerCase> load_layer_cases(const std::string& golden_file) {
+inline std::string golden_path(const UpstreamGolden& golden) {
+  return source_dir() + "/" + std::string(kUpstreamGoldenDir) + "/" + std::string(golden.file);
+}
+
+// The layer cases of `golden` ("golden_layer_cases", and "golden_patch_sets" where a case is
+// patched); empty when the file or the key is missing (UpstreamGoldens.* reports that).
+inline std::vector<LayerCase> load_layer_cases(const UpstreamGolden& golden) {
   std::vector<LayerCase> cases;
-  const nlohmann::json layer_cases = golden_metadata(golden_file, "golden_layer_cases");
-  const nlohmann::json patch_sets = golden_metadata(golden_file, "golden_patch_sets");
-  if (layer_cases.is_null() || patch_sets.is_null()) return cases;
+  const std::string file = golden_path(golden);
+  const nlohmann::json layer_cases = golden_metadata(file, "golden_layer_cases");
+  if (layer_cases.is_null()) return cases;
+  const nlohmann::json patch_sets = golden_metadata(file, "golden_patch_sets");
   for (const auto& j : layer_cases) {
     LayerCase c;
+    c.golden = golden;
     c.name = j.at("name");
     c.sample = j.at("sample");
-    const auto& sha = j.at("sample_sha256");
-    if (sha.is_string())
-      c.sample_sha256["model.safetensors"] = sha.get<std::string>();
-    else
-      c.sample_sha256 = sha.get<std::map<std::string, std::string>>();
     c.target = j.at("target");
     c.moe_backend = j.at("moe_backend");
     c.model_dtype = j.at("model_dtype");
     c.backend = j.at("backend");
+    c.method = j.value("method", "");
+    c.experts_class = j.value("experts_class", "");
+    c.quantization = j.value("quantization", "");
     c.tp = j.at("tp");
     c.ep = j.at("ep");
+    c.partial = j.value("partial", false);
     if (j.contains("env")) c.env = j.at("env").get<std::vector<std::string>>();
-    if (const std::string set = j.at("patch"); !set.empty())
-      c.patches = patch_sets.at(c.sample + "/" + set).get<std::map<std::string, std::string>>();
+    if (j.contains("notes")) c.notes = j.at("notes").get<std::vector<std::string>>();
+    if (j.contains("sample_sha256")) {
+      const auto& sha = j.at("sample_sha256");
+      if (sha.is_string())
+        c.sample_sha256["model.safetensors"] = sha.get<std::string>();
+      else
+        c.sample_sha256 = sha.get<std::map<std::string, std::string>>();
+      if (const std::string set = j.at("patch"); !set.empty())
+        c.patches = patch_sets.at(c.sample + "/" + set).get<std::map<std::string, std::string>>();
+    } else {
+      c.checkpoint = j.at("checkpoint");
+      c.checkpoint_sha256 = j.at("sha256");
+    }
     for (const auto& r : j.at("ranks")) {
       if (r.at("rank").get<size_t>() != c.ranks.size()) throw std::runtime_error(c.name + ": ranks out of order");
-      c.ranks.push_back(outputs_from_json(r.at("outputs")));
+      RankCase rank;
+      rank.outputs = outputs_from_json(r.at("outputs"));
+      if (r.contains("empty")) rank.empty = r.at("empty").get<std::vector<std::string>>();
+      c.ranks.push_back(std::move(rank));
     }
     cases.push_back(std::move(c));
   }
@@ -157,10 +192,13 @@ inline void patch_tensor(const std::string& dir, const std::string& tensor, std:
   ADD_FAILURE() << "no safetensors file of " << dir << " holds " << tensor;
 }
 
-// "sm100_auto" and the like: readable test names (of any case type with a `name`).
-template <class Case>
-std::string case_name(const Case& c) {
-  std::string name = c.name;
+// "fp8_bf16__mixtral_bf16_sm90_auto" and the like: readable test names, unique across the files
+// (two files may name a case alike).
+inline std::string case_name(const LayerCase& c) {
+  std::string_view stem = c.golden.file;
+  stem.remove_prefix(std::string_view("golden_").size());
+  stem.remove_suffix(std::string_view(".safetensors").size());
+  std::string name = std::string(stem) + "__" + c.name;
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
@@ -194,19 +232,29 @@ inline void check_output(const std::string& out, const st::File& golden, const s
   }
 }
 
-// One rank's tensors against what vLLM holds on that rank.
+// One rank's tensors against what vLLM holds on that rank; what else the artifact may hold is the
+// golden file's rule (LayerCases).
 inline void check_rank(const std::string& out, const st::File& golden, const std::map<std::string, artifact::PackedTensor>& tensors,
-                       const std::vector<Output>& outputs) {
-  for (const Output& o : outputs) check_output(out, golden, tensors, o);
+                       const RankCase& rank, LayerCases others, bool partial) {
+  for (const Output& o : rank.outputs) check_output(out, golden, tensors, o);
+  for (const std::string& role : rank.empty) EXPECT_EQ(tensors.count(role), 0u) << role << " is empty in vLLM's layer";
 
-  // What the artifact has beyond vLLM's parameters (kernel scalars vLLM keeps on the experts
-  // object, or tensors upstream did not produce here), for the record.
-  std::string extra;
+  std::vector<std::string> beyond;
   for (const auto& entry : tensors) {
     const std::string& role = entry.first;
-    if (std::none_of(outputs.begin(), outputs.end(), [&](const Output& o) { return o.role == role; })) extra += " " + role;
+    if (std::none_of(rank.outputs.begin(), rank.outputs.end(), [&](const Output& o) { return o.role == role; })) beyond.push_back(role);
   }
-  if (!extra.empty()) ::testing::Test::RecordProperty("not_compared", extra);
+  std::string listed;
+  for (const std::string& role : beyond) listed += " " + role;
+  if (!listed.empty()) ::testing::Test::RecordProperty("not_compared", listed);
+  if (partial) return;
+  for (const std::string& role : beyond) {
+    if (others == LayerCases::nothing_else_unless_partial) {
+      ADD_FAILURE() << "the artifact has " << role << ", which vLLM's layer does not hold after process_weights_after_loading";
+    } else if (others == LayerCases::only_weight_shape_unless_partial) {
+      EXPECT_NE(role.find("weight_shape"), std::string::npos) << "the artifact has " << role << ", which vLLM's layer does not hold";
+    }
+  }
 }
 
 // The deployment a case was made for, as moepack's oracle takes it.
@@ -273,32 +321,41 @@ inline std::string checkpoint_sha256(const std::string& dir) {
 }
 
 // Converts the case's checkpoint (patched) with moepack for its deployment and compares every rank.
-inline void check_layer_case(const LayerCase& c, const std::string& golden_file, const std::string& script) {
+inline void check_layer_case(const LayerCase& c) {
   namespace fs = std::filesystem;
-  const st::File golden(golden_file);
-  const std::string sample = source_dir() + "/samples/" + c.sample;
-  for (const auto& [file, sha] : c.sample_sha256)
-    ASSERT_EQ(sha256_hex(read_file(sample + "/" + file)), sha)
-        << "samples/" << c.sample << "/" << file << " changed since the goldens were made: rerun " << script;
-
+  for (const std::string& note : c.notes) ::testing::Test::RecordProperty("upstream_note", note);
+  const st::File golden(golden_path(c.golden));
+  const std::string rerun = "samples/" + c.sample + " changed since the goldens were made: rerun " + std::string(c.golden.generator);
   TempDir dir;
-  const std::string ckpt_dir = dir.path() + "/" + c.sample;
-  fs::copy(sample, ckpt_dir, fs::copy_options::recursive);
-  for (const auto& [tensor, key] : c.patches) {
-    const st::TensorInfo* t = golden.find(key);
-    ASSERT_NE(t, nullptr) << key;
-    patch_tensor(ckpt_dir, tensor, golden.data(*t));
+  std::string ckpt_dir;
+  if (c.sample_sha256.empty()) {
+    ckpt_dir = write_checkpoint(c.sample, c.checkpoint, golden, dir.path());
+    ASSERT_EQ(checkpoint_sha256(ckpt_dir), c.checkpoint_sha256) << (c.sample.empty() ? "the stored checkpoint is damaged" : rerun);
+  } else {
+    const std::string sample = source_dir() + "/samples/" + c.sample;
+    for (const auto& [file, sha] : c.sample_sha256) ASSERT_EQ(sha256_hex(read_file(sample + "/" + file)), sha) << file << ": " << rerun;
+    ckpt_dir = dir.path() + "/" + c.sample;
+    fs::copy(sample, ckpt_dir, fs::copy_options::recursive);
+    for (const auto& [tensor, key] : c.patches) {
+      const st::TensorInfo* t = golden.find(key);
+      ASSERT_NE(t, nullptr) << key;
+      patch_tensor(ckpt_dir, tensor, golden.data(*t));
+    }
   }
 
   const std::string out = dir.path() + "/out";
-  const artifact::Manifest m = convert_for(ckpt_dir, Deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env, ""}, out);
+  const artifact::Manifest m =
+      convert_for(ckpt_dir, Deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env, c.quantization}, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
+  if (!c.experts_class.empty()) {
+    EXPECT_EQ(m.layers[0].experts_class, c.experts_class);
+  }
   ASSERT_EQ(m.layers[0].ranks.size(), c.ranks.size());
   for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(m.layers[0].ranks[rank].rank, static_cast<int>(rank));
-    check_rank(out, golden, m.layers[0].ranks[rank].tensors, c.ranks[rank]);
+    check_rank(out, golden, m.layers[0].ranks[rank].tensors, c.ranks[rank], c.golden.layer_cases, c.partial);
   }
 }
 
