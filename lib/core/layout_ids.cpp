@@ -69,7 +69,10 @@ std::string mxfp4_marlin_process_scales(bool fp8_activations) {
   return call(head::mxfp4_marlin_process_scales, {"group_size=32", "params_dtype=bf16", fp8_activations ? "act=fp8" : "act=16bit", pin::kVllm});
 }
 std::string nvfp4_marlin_process_scales() { return call(head::nvfp4_marlin_process_scales, {"group_size=16", pin::kVllm}); }
-std::string marlin_permute_bias() { return call(head::marlin_permute_bias, {"params_dtype=bf16", pin::kVllm}); }
+std::string marlin_permute_bias() { return marlin_permute_bias("bf16"); }
+std::string marlin_permute_bias(std::string_view params_dtype) {
+  return call(head::marlin_permute_bias, {"params_dtype=" + std::string(params_dtype), pin::kVllm});
+}
 std::string marlin_moe_permute_scales(bool grouped, std::string_view params_dtype) {
   return call(head::marlin_moe_permute_scales,
               {grouped ? "perm=grouped" : "perm=single", "params_dtype=" + std::string(params_dtype), "is_a_8bit=0", pin::kVllm});
@@ -207,6 +210,9 @@ std::string refused(std::string_view head, std::string_view why) { return call(h
 std::string not_reproduced(std::string_view head, std::string_view why) { return call(head, {why, "not_reproduced"}); }
 std::string external_package(std::string_view head, std::string_view package) {
   return call(head, {"external " + std::string(package) + " package"});
+}
+std::string backend_prepared_weights(std::string_view backend) {
+  return not_reproduced("vllm." + std::string(backend) + ".prepared_weights", "outside vLLM's process_weights_after_loading");
 }
 
 std::string_view head_of(std::string_view id) {

@@ -192,6 +192,8 @@ inline constexpr std::string_view cpu_sgl_mxfp4_weight = "cpu.sgl_convert_weight
 inline constexpr std::string_view cpu_sgl_e8m0_scale = "cpu.sgl_convert_scale_packed(e8m0)";
 inline constexpr std::string_view cpu_sgl_fp8_weight = "cpu.sgl_convert_weight_packed(fp8)";
 inline constexpr std::string_view cpu_sgl_int8_weight = "cpu.sgl_convert_weight_packed(int8,vnni4)";
+// The block scales of MXFP8 on DEEPGEMM (lib/oracle/family_fp8.cpp).
+inline constexpr std::string_view deep_gemm_sf_e8m0_as_f32 = "deep_gemm.sf_layout(e8m0_as_f32)";
 
 // ---- builders: ids whose parameters vary -------------------------------------------------------
 // The integer-weight source packing a Marlin or CPU INT4 id names.
@@ -213,7 +215,8 @@ std::string marlin_fp4_repack(bool fp8_activations);
 std::string marlin_int_repack(IntPacking packing, int bits);
 std::string mxfp4_marlin_process_scales(bool fp8_activations);
 std::string nvfp4_marlin_process_scales();
-std::string marlin_permute_bias();
+std::string marlin_permute_bias();                               // params_dtype=bf16
+std::string marlin_permute_bias(std::string_view params_dtype);  // WNA16 Marlin: bf16, F16, F32
 std::string marlin_moe_permute_scales(bool grouped, std::string_view params_dtype);
 std::string marlin_zero_points(IntPacking packing, int bits);
 std::string marlin_act_order_rows();
@@ -294,6 +297,9 @@ std::string refused(std::string_view head, std::string_view why);
 std::string not_reproduced(std::string_view head, std::string_view why);
 // "humming.convert_to_humming_moe_kernel_format(external humming package)".
 std::string external_package(std::string_view head, std::string_view package);
+// "vllm.<backend>.prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)":
+// weights a backend's own kernel code prepares (WNA16 HUMMING, EMULATION, FLYDSL).
+std::string backend_prepared_weights(std::string_view backend);
 
 // The head of an id: what comes before its first "(": "head(args) | ..." -> "head"; the whole
 // id when it has no arguments. Text that only mentions an id ("head | other (prose)") has no

@@ -13,6 +13,7 @@
 //
 // MXFP8 (fixed keys kMxfp8Static x kMxfp8Dynamic): FLASHINFER_TRTLLM, DEEPGEMM (plain
 // DeepGemmExperts), MARLIN, XPU, AITER_MXFP8, HUMMING, TRITON_MXFP8, EMULATION.
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 
 namespace moepack::oracle {
@@ -167,7 +168,6 @@ void refuse_per_tensor_scale_backends(const Selection& s) {
 // ModelOptFp8MoEMethod skips the normalization: its E4M3FN weights would meet FNUZ activations
 // and requantized codes converted back by value, which moepack does not reproduce.
 using Roles = std::vector<std::pair<std::string, std::string>>;
-constexpr const char* kFp8Unchanged = "vllm.unchanged";
 // Fp8MoEMethod (Fp8Config and its DeepSeek-V4 subclass) names block scales weight_scale_inv; the
 // compressed-tensors and ModelOpt methods, and per-tensor layers, weight_scale.
 std::string fp8_scale_param(const SelectionContext& c, bool block) {
@@ -177,27 +177,28 @@ std::string fp8_scale_param(const SelectionContext& c, bool block) {
 Roles fp8_checkpoint_roles(const SelectionContext& c, const Selection& s) {
   if (c.fp8_is_fnuz()) {
     if (c.query.quant_method == "modelopt")
-      return {{"w13_weight", "vllm.ModelOptFp8MoEMethod(keeps E4M3FN weights on an E4M3FNUZ device: no normalize_e4m3fn_to_e4m3fnuz,refused)"}};
+      return {{"w13_weight", layout_id::refused(layout_id::head::modelopt_fp8_moe_method,
+                                                "keeps E4M3FN weights on an E4M3FNUZ device: no normalize_e4m3fn_to_e4m3fnuz")}};
     c.notes.push_back("E4M3FNUZ device: vLLM normalizes the E4M3FN checkpoint (normalize_e4m3fn_to_e4m3fnuz): weights held as F8_E4M3FNUZ "
                       "with byte 0x80 made 0x00, every weight and input scale doubled");
   }
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
   const std::string scale = fp8_scale_param(c, block);
-  const std::string input = c.moe.parallel.enable_eplb ? "vllm.max_over_experts(f32,all_experts)" : "vllm.max_over_experts(f32)";
+  const std::string input = layout_id::max_over_experts(c.moe.parallel.enable_eplb);
+  const std::string unchanged(layout_id::unchanged);
   Roles r;
-  r.push_back({"w13_weight", per_tensor && c.moe.is_act_and_mul() ? std::string("vllm.fp8_requant_w13_max_scale(e9d1398d9) => ") + kFp8Unchanged
-                                                                   : std::string(kFp8Unchanged)});
-  r.push_back({"w2_weight", kFp8Unchanged});
-  r.push_back({"w13_" + scale, per_tensor ? "vllm.fp8_w13_max_scale(e9d1398d9)" : kFp8Unchanged});
-  r.push_back({"w2_" + scale, per_tensor ? "vllm.scalar_f32" : kFp8Unchanged});
+  r.push_back({"w13_weight", per_tensor && c.moe.is_act_and_mul() ? layout_id::staged(layout_id::fp8_requant_w13_max_scale(), unchanged) : unchanged});
+  r.push_back({"w2_weight", unchanged});
+  r.push_back({"w13_" + scale, per_tensor ? layout_id::fp8_w13_max_scale() : unchanged});
+  r.push_back({"w2_" + scale, per_tensor ? std::string(layout_id::scalar_f32) : unchanged});
   if (c.query.static_input_scales) {
     r.push_back({"w13_input_scale", input});
     r.push_back({"w2_input_scale", input});
   }
   if (c.moe.has_bias) {
-    r.push_back({"w13_bias", kFp8Unchanged});
-    r.push_back({"w2_bias", kFp8Unchanged});
+    r.push_back({"w13_bias", unchanged});
+    r.push_back({"w2_bias", unchanged});
   }
   return r;
 }
@@ -216,37 +217,38 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
   const bool gated = c.moe.is_act_and_mul();
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
-  if (!block && !per_tensor) return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_fi(per-channel weights,not_reproduced)"}};
+  namespace rows = layout_id::rows;
+  using layout_id::staged;
+  if (!block && !per_tensor) return {{"w13_weight", layout_id::not_reproduced(layout_id::head::prepare_fp8_moe_layer_for_fi, "per-channel weights")}};
   if (per_tensor && gated && c.moe.intermediate_size_per_partition % 16 != 0)
-    return {{"w13_weight", "vllm.align_moe_weights_for_fi(end padding then w31 swap mixes gate and up rows,refused)"}};
+    return {{"w13_weight", layout_id::refused(layout_id::head::align_moe_weights_for_fi, "end padding then w31 swap mixes gate and up rows")}};
   if (per_tensor && trtllm && !c.query.static_input_scales)
-    return {{"w13_weight", "vllm.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(asserts static input scales,refused)"}};
+    return {{"w13_weight", layout_id::refused(layout_id::head::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe, "asserts static input scales")}};
   Roles r = fp8_checkpoint_roles(c, s);
   const std::string scale = fp8_scale_param(c, block);
-  const std::string swap = "vllm.reorder_w13_rows(rows=swap_halves,e9d1398d9)";
-  const std::string requant = gated ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " : "";
+  const std::string unchanged(layout_id::unchanged);
+  const std::string swap = layout_id::reorder_w13_rows(rows::swap_halves);
+  // A gated per-tensor w13 is first requantized to one scale per expert.
+  auto requantized = [gated](const std::string& layout) { return gated ? staged(layout_id::fp8_requant_w13_max_scale(), layout) : layout; };
   for (auto& [role, id] : r) {
-    const std::string block_major_k = "flashinfer.trtllm_fp8_block_major_k(rows=";
-    const std::string block_major_k_tail = ",epilogue_tile_m=64,block_k=128,vllm e9d1398d9,v0.6.17)";
     if (role == "w13_weight") {
-      if (block && trtllm) id = block_major_k + (gated ? "swap_halves" : "identity") + block_major_k_tail;
-      else if (block) id = gated ? swap : kFp8Unchanged;
-      else if (trtllm) id = requant + "flashinfer.trtllm_shuffle_matrix_a(rows=" + (gated ? "w3w1_interleave" : "identity") + ",epilogue_tile_m=128,v0.6.17)";
-      else id = gated ? requant + swap : kFp8Unchanged;
+      if (block && trtllm) id = layout_id::fi_trtllm_fp8_block_major_k(gated ? rows::swap_halves : rows::identity);
+      else if (block) id = gated ? swap : unchanged;
+      else if (trtllm) id = requantized(layout_id::fi_trtllm_shuffle_matrix_a(gated ? rows::w3w1_interleave : rows::identity));
+      else id = gated ? requantized(swap) : unchanged;
     } else if (role == "w2_weight" && trtllm) {
-      id = block ? block_major_k + "identity" + block_major_k_tail : "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)";
+      id = block ? layout_id::fi_trtllm_fp8_block_major_k(rows::identity) : layout_id::fi_trtllm_shuffle_matrix_a(rows::identity);
     } else if (block && role == "w13_" + scale) {
-      id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + (gated ? swap : kFp8Unchanged);
+      id = staged(layout_id::fp8_clamp_block_scales(), gated ? swap : unchanged);
     } else if (block && role == "w2_" + scale) {
-      id = std::string("vllm.fp8_clamp_block_scales(min=1e-10,e9d1398d9) => ") + kFp8Unchanged;
+      id = staged(layout_id::fp8_clamp_block_scales(), unchanged);
     }
   }
   // CUTLASS per-tensor: make_fp8_moe_quant_config registers the dequantization alphas (weight
   // scale times input scale) as layer parameters g1_alphas / g2_alphas.
   if (!trtllm && per_tensor && c.query.static_input_scales) {
-    const std::string over = c.moe.parallel.enable_eplb ? ",all_experts" : "";
-    r.push_back({"g1_alphas", "vllm.fp8_fi_cutlass_alphas(gemm1" + over + ",e9d1398d9)"});
-    r.push_back({"g2_alphas", "vllm.fp8_fi_cutlass_alphas(gemm2" + over + ",e9d1398d9)"});
+    r.push_back({"g1_alphas", layout_id::fp8_fi_cutlass_alphas(1, c.moe.parallel.enable_eplb)});
+    r.push_back({"g2_alphas", layout_id::fp8_fi_cutlass_alphas(2, c.moe.parallel.enable_eplb)});
   }
   return r;
 }
@@ -256,20 +258,19 @@ Roles fp8_flashinfer_roles(const SelectionContext& c, const Selection& s) {
 Roles fp8_cpu_roles(const SelectionContext& c, const Selection& s) {
   Roles r = fp8_checkpoint_roles(c, s);
   for (auto& [role, id] : r)
-    if (role == "w13_weight" || role == "w2_weight") id = "cpu.sgl_convert_weight_packed(fp8)";
+    if (role == "w13_weight" || role == "w2_weight") id = layout_id::cpu_sgl_fp8_weight;
   return r;
 }
 
 // XPU (experts/xpu_moe.py `prepare_fp8_moe_layer_for_xpu` @ e9d1398d9), after the same method
 // steps: every expert's weight is stored transposed, and so is a scale whose stacked param is
 // 3-D (per-channel [E, N, 1], 128x128 blocks); per-tensor scales ([E]) and input scales stay.
-constexpr const char* kXpuTranspose = "vllm.xpu_transpose(e9d1398d9)";
 // A checkpoint-layout role id (`vllm.unchanged`, possibly after a value stage `... => `) with
 // `layout` in place of the unchanged layout; other ids are kept.
 std::string then_layout(const std::string& id, const std::string& layout) {
-  const std::string unchanged = kFp8Unchanged;
+  const std::string unchanged(layout_id::unchanged);
   if (id == unchanged) return layout;
-  if (id.ends_with(" => " + unchanged)) return id.substr(0, id.size() - unchanged.size()) + layout;
+  if (id.ends_with(std::string(layout_id::kValueStageSeparator) + unchanged)) return id.substr(0, id.size() - unchanged.size()) + layout;
   return id;
 }
 Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
@@ -278,7 +279,7 @@ Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
   for (auto& [role, id] : r) {
     const bool weight = role == "w13_weight" || role == "w2_weight";
     const bool scale = role.ends_with("_weight_scale") || role.ends_with("_weight_scale_inv");
-    if (weight || (scale && !per_tensor)) id = then_layout(id, kXpuTranspose);
+    if (weight || (scale && !per_tensor)) id = then_layout(id, layout_id::xpu_transpose());
   }
   return r;
 }
@@ -291,8 +292,13 @@ Roles fp8_xpu_roles(const SelectionContext& c, const Selection& s) {
 Roles fp8_aiter_roles(const SelectionContext& c, const Selection& s) {
   Roles r = fp8_checkpoint_roles(c, s);
   for (auto& [role, id] : r)
-    if (role == "w13_weight" || role == "w2_weight") id = then_layout(id, "aiter.shuffle_weight(layout=16x16,v0.1.19)");
+    if (role == "w13_weight" || role == "w2_weight") id = then_layout(id, layout_id::aiter_shuffle_weight());
   return r;
+}
+
+// The FP8 Marlin weight path: FP8 bytes as GPTQ int32, then the 8-bit repack.
+std::string fp8_marlin_weight() {
+  return layout_id::pipeline({layout_id::pack_fp8_to_int32(), layout_id::marlin_int_repack(layout_id::IntPacking::gptq, 8)});
 }
 
 // Marlin (quantization/utils/marlin_utils_fp8.py `prepare_fp8_moe_layer_for_marlin` @ e9d1398d9;
@@ -302,22 +308,22 @@ Roles fp8_aiter_roles(const SelectionContext& c, const Selection& s) {
 // vLLM (fp8_fused_exponent_bias_into_scales knows fp16 and bf16 only).
 Roles fp8_marlin_roles(const SelectionContext& c, const Selection& s) {
   if (auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE"); v && (*v == "fp8" || *v == "int8"))
-    return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_marlin(raises NotImplementedError: Marlin W8A8 is not supported,refused)"}};
+    return {{"w13_weight",
+             layout_id::refused(layout_id::head::prepare_fp8_moe_layer_for_marlin, "raises NotImplementedError: Marlin W8A8 is not supported")}};
   const FloatType dtype = c.deployment.model_dtype;
-  if (dtype == FloatType::float32) return {{"w13_weight", "vllm.fp8_fused_exponent_bias_into_scales(fp32 params,refused)"}};
+  if (dtype == FloatType::float32) return {{"w13_weight", layout_id::refused(layout_id::head::fp8_fused_exponent_bias_into_scales, "fp32 params")}};
   const bool block = s.weight_key && *s.weight_key == kFp8Static128BlockSym;
   const bool per_tensor = s.weight_key && *s.weight_key == kFp8StaticTensorSym;
   const std::string kind = block ? "block" : per_tensor ? "tensor" : "channel", d = dtype == FloatType::bfloat16 ? "BF16" : "F16";
   const int n = c.moe.intermediate_size_per_partition, padded = marlin_moe_padded_intermediate(n, block ? 128 : -1), hidden = c.moe.hidden_dim;
   auto scales = [&](bool grouped) {
-    return "vllm.fp8_marlin_scales(kind=" + kind + ",params_dtype=" + d + ",e9d1398d9) | vllm.marlin_moe_permute_scales(perm=" +
-           (grouped ? "grouped" : "single") + ",params_dtype=" + d + ",is_a_8bit=0,e9d1398d9)";
+    return layout_id::pipeline({layout_id::fp8_marlin_scales(kind, d), layout_id::marlin_moe_permute_scales(grouped, d)});
   };
-  const std::string weight = "vllm.pack_fp8_to_int32(size_k_first=0,transposed,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=8,is_a_8bit=0,e9d1398d9)";
+  const std::string weight = fp8_marlin_weight();
   const std::string scale = fp8_scale_param(c, block);
   Roles r = fp8_checkpoint_roles(c, s);
   for (auto& [role, id] : r) {
-    if (role == "w13_weight") id = per_tensor && c.moe.is_act_and_mul() ? "vllm.fp8_requant_w13_max_scale(e9d1398d9) => " + weight : weight;
+    if (role == "w13_weight") id = per_tensor && c.moe.is_act_and_mul() ? layout_id::staged(layout_id::fp8_requant_w13_max_scale(), weight) : weight;
     else if (role == "w2_weight") id = weight;
     else if (role == "w13_" + scale) id = scales(block && 128 < hidden);
     else if (role == "w2_" + scale) id = scales(block && 128 < padded);
@@ -337,32 +343,34 @@ Roles fp8_marlin_roles(const SelectionContext& c, const Selection& s) {
 // DG_HOST_UNREACHABLE at the pinned DeepGEMM.
 Roles fp8_deepgemm_roles(const SelectionContext& c, const Selection& s) {
   if (!s.weight_key || *s.weight_key != kFp8Static128BlockSym)
-    return {{"w13_weight", "vllm.prepare_fp8_moe_layer_for_deepgemm(asserts block_quant,refused)"}};
+    return {{"w13_weight", layout_id::refused(layout_id::head::prepare_fp8_moe_layer_for_deepgemm, "asserts block_quant")}};
   Roles r = fp8_checkpoint_roles(c, s);
   if (!c.deployment.env.int_flag("VLLM_USE_DEEP_GEMM_E8M0", true)) return r;
   const Device& d = c.deployment.device;
   const std::string scale = fp8_scale_param(c, true);
-  std::string scale_layout = kFp8Unchanged;
+  const std::string unchanged(layout_id::unchanged);
+  const std::string requantized_weight = layout_id::staged(layout_id::deep_gemm_requant_ue8m0("weight"), unchanged);
+  std::string scale_layout = unchanged;
   if (d.is_device_capability_family(100)) {
     // The scales are rebuilt from the requantized weight and broadcast (lib/convert/fp8_deepgemm.h).
-    const std::string sm100 = "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9) | "
-                              "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm100,packed_ue8m0,mn_major,8b1392b9)";
+    const std::string sm100 = layout_id::pipeline({layout_id::deep_gemm_fp8_block_scales(), layout_id::deep_gemm_transform_sf("1x128x128")});
     for (auto& [role, id] : r) {
-      if (role == "w13_weight" || role == "w2_weight") id = std::string("deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9) => ") + kFp8Unchanged;
+      if (role == "w13_weight" || role == "w2_weight") id = requantized_weight;
       else if (role == "w13_" + scale || role == "w2_" + scale) id = sm100;
     }
     return r;
   }
   if (d.is_device_capability_family(120))
-    scale_layout = "deep_gemm.transform_sf_into_required_layout(recipe=1x128x128,sm120 fp32 with E8M0: DG_HOST_UNREACHABLE,refused)";
+    scale_layout = layout_id::refused(layout_id::head::deep_gemm_transform_sf, "recipe=1x128x128,sm120 fp32 with E8M0: DG_HOST_UNREACHABLE");
   for (auto& [role, id] : r) {
-    if (role == "w13_weight" || role == "w2_weight") id = std::string("deep_gemm.requant_ue8m0(weight,block=128x128,vllm e9d1398d9) => ") + kFp8Unchanged;
-    else if (role == "w13_" + scale || role == "w2_" + scale) id = "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9) => " + scale_layout;
+    if (role == "w13_weight" || role == "w2_weight") id = requantized_weight;
+    else if (role == "w13_" + scale || role == "w2_" + scale) id = layout_id::staged(layout_id::deep_gemm_requant_ue8m0("scale"), scale_layout);
   }
   return r;
 }
 
 std::span<const LayoutRow> fp8_layouts() {
+  const std::string unchanged(layout_id::unchanged);
   static const LayoutRow rows[] = {
       {.backend = "DEEPGEMM",
        .roles = {{"w13_weight", "E8M0: requantized to power-of-two 128x128 block scales"}, {"w2_weight", "E8M0: requantized likewise"},
@@ -387,17 +395,18 @@ std::span<const LayoutRow> fp8_layouts() {
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_flashinfer_roles},
       {.backend = "FLASHINFER_CUTLASS",
-       .roles = {{"w13_weight", "[w3; w1]"}, {"w2_weight", "vllm.unchanged"},
+       .roles = {{"w13_weight", "[w3; w1]"}, {"w2_weight", unchanged},
                  {"w13_weight_scale", "as the checkpoint-layout backends; block: [w3; w1] rows, clamped to 1e-10"},
                  {"w2_weight_scale", "as the checkpoint-layout backends; block: clamped to 1e-10"},
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_flashinfer_roles},
       {.backend = "AITER",
-       .roles = {{"w13_weight", "aiter.shuffle_weight (16x16 tiles; per-tensor: after the w13 requantization)"}, {"w2_weight", "aiter.shuffle_weight (16x16 tiles)"},
+       .roles = {{"w13_weight", std::string(layout_id::head::aiter_shuffle_weight) + " (16x16 tiles; per-tensor: after the w13 requantization)"},
+                 {"w2_weight", std::string(layout_id::head::aiter_shuffle_weight) + " (16x16 tiles)"},
                  {"w13_weight_scale", "as the checkpoint-layout backends"}, {"w2_weight_scale", "as the checkpoint-layout backends"}},
        .roles_of = fp8_aiter_roles},
       {.backend = "CPU",
-       .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(fp8)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(fp8)"},
+       .roles = {{"w13_weight", std::string(layout_id::cpu_sgl_fp8_weight)}, {"w2_weight", std::string(layout_id::cpu_sgl_fp8_weight)},
                  {"w13_weight_scale", "fp32"}, {"w2_weight_scale", "fp32"}},
        .roles_of = fp8_cpu_roles},
       {.backend = "XPU",
@@ -409,7 +418,7 @@ std::span<const LayoutRow> fp8_layouts() {
        .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
       {.backend = "*",
        .condition_text = "TRITON, VLLM_CUTLASS, HPC and their batched twins: checkpoint bytes after the method's own steps",
-       .roles = {{"w13_weight", "per-tensor: requantized to the larger of the w1/w3 scales"}, {"w2_weight", "vllm.unchanged"},
+       .roles = {{"w13_weight", "per-tensor: requantized to the larger of the w1/w3 scales"}, {"w2_weight", unchanged},
                  {"w13_weight_scale", "per-tensor: the larger of the w1/w3 scales per expert; else fp32"}, {"w2_weight_scale", "fp32"},
                  {"w13_input_scale", "max over the experts (0-dim)"}, {"w2_input_scale", "max over the experts (0-dim)"}},
        .roles_of = fp8_checkpoint_roles},
@@ -470,11 +479,14 @@ void online_mxfp8_blocks(int hidden, int inter, int, int) {
 // are the MXFP4 TRT-LLM packers' row orders on one-byte FP8 elements; the scales stay uint8
 // (no float8 view, unlike MXFP4's: the `u8` scale ids).
 Roles mxfp8_trtllm_roles(const SelectionContext& c, const Selection&) {
-  const std::string rows = c.moe.is_act_and_mul() ? "w3w1_interleave" : "identity";
-  return {{"w13_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=" + rows + ",epilogue_tile_m=128,v0.6.17)"},
-          {"w2_weight", "flashinfer.trtllm_shuffle_matrix_a(rows=identity,epilogue_tile_m=128,v0.6.17)"},
-          {"w13_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,u8,v0.6.17)"},
-          {"w2_weight_scale", "flashinfer.trtllm_shuffle_matrix_sf_a(rows=identity,epilogue_tile_m=128,sf=128x4,u8,v0.6.17)"}};
+  using layout_id::fi_trtllm_shuffle_matrix_a;
+  using layout_id::fi_trtllm_shuffle_matrix_sf_a;
+  using layout_id::rows::identity;
+  const std::string_view rows = c.moe.is_act_and_mul() ? layout_id::rows::w3w1_interleave : identity;
+  return {{"w13_weight", fi_trtllm_shuffle_matrix_a(rows)},
+          {"w2_weight", fi_trtllm_shuffle_matrix_a(identity)},
+          {"w13_weight_scale", fi_trtllm_shuffle_matrix_sf_a(rows, true)},
+          {"w2_weight_scale", fi_trtllm_shuffle_matrix_sf_a(identity, true)}};
 }
 
 // Marlin MXFP8 (marlin_utils_fp8.py `prepare_mxfp8_moe_layer_for_marlin` @ e9d1398d9): the FP8
@@ -484,28 +496,31 @@ Roles mxfp8_trtllm_roles(const SelectionContext& c, const Selection&) {
 // Its E8M0 -> fp16 -> E8M0 round trip is lossy (fp16 spans 2^-24..2^15): fp16 models refused.
 Roles mxfp8_marlin_roles(const SelectionContext& c, const Selection&) {
   if (c.deployment.model_dtype != FloatType::bfloat16)
-    return {{"w13_weight", "vllm.prepare_mxfp8_moe_layer_for_marlin(E8M0 scales through a non-bf16 params dtype,not_reproduced)"}};
-  const std::string weight = "vllm.pack_fp8_to_int32(size_k_first=0,transposed,e9d1398d9) | vllm.gptq_marlin_repack(num_bits=8,is_a_8bit=0,e9d1398d9)";
-  const std::string scale = "vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=16bit,e9d1398d9)";
+    return {{"w13_weight", layout_id::not_reproduced(layout_id::head::prepare_mxfp8_moe_layer_for_marlin, "E8M0 scales through a non-bf16 params dtype")}};
+  const std::string weight = fp8_marlin_weight();
+  const std::string scale = layout_id::mxfp4_marlin_process_scales(false);
   return {{"w13_weight", weight}, {"w2_weight", weight}, {"w13_weight_scale", scale}, {"w2_weight_scale", scale}};
 }
 
 std::span<const LayoutRow> mxfp8_layouts() {
+  const std::string deep_gemm_scales(layout_id::deep_gemm_sf_e8m0_as_f32);
+  const std::string xpu_transpose = layout_id::xpu_transpose();
+  const std::string aiter_shuffle(layout_id::head::aiter_shuffle_mxfp8_moe_weights);
   static const LayoutRow rows[] = {
       {.backend = "FLASHINFER_TRTLLM",
        .roles = {{"w13_weight", "[w3; w1], gate/up rows interleaved, shuffle_matrix_a"}, {"w2_weight", "shuffle_matrix_a"},
                  {"w13_weight_scale", "the same rows, shuffle_matrix_sf_a (128x4)"}, {"w2_weight_scale", "shuffle_matrix_sf_a (128x4)"}},
        .roles_of = mxfp8_trtllm_roles},
       {.backend = "DEEPGEMM",
-       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}, {"w2_weight_scale", "deep_gemm.sf_layout(e8m0_as_f32)"}}},
+       .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", deep_gemm_scales}, {"w2_weight_scale", deep_gemm_scales}}},
       {.backend = "MARLIN",
        .roles = {{"w13_weight", "FP8 bytes as GPTQ int32, then gptq_marlin_repack(num_bits=8)"}, {"w2_weight", "the same"},
                  {"w13_weight_scale", "E8M0 transposed, marlin_permute_scales(group 32), [0,2,1,3] reorder"}, {"w2_weight_scale", "the same"}},
        .roles_of = mxfp8_marlin_roles},
       {.backend = "XPU",
-       .roles = {{"w13_weight", kXpuTranspose}, {"w2_weight", kXpuTranspose}, {"w13_weight_scale", kXpuTranspose}, {"w2_weight_scale", kXpuTranspose}}},
+       .roles = {{"w13_weight", xpu_transpose}, {"w2_weight", xpu_transpose}, {"w13_weight_scale", xpu_transpose}, {"w2_weight_scale", xpu_transpose}}},
       {.backend = "AITER_MXFP8",
-       .roles = {{"w13_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight", "aiter.shuffle_mxfp8_moe_weights"}, {"w13_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}, {"w2_weight_scale", "aiter.shuffle_mxfp8_moe_weights"}}},
+       .roles = {{"w13_weight", aiter_shuffle}, {"w2_weight", aiter_shuffle}, {"w13_weight_scale", aiter_shuffle}, {"w2_weight_scale", aiter_shuffle}}},
       {.backend = "*",
        .condition_text = "HUMMING, TRITON_MXFP8, EMULATION: checkpoint bytes",
        .roles = {{"w13_weight", "checkpoint"}, {"w2_weight", "checkpoint"}, {"w13_weight_scale", "checkpoint"}, {"w2_weight_scale", "checkpoint"}}},

@@ -3,6 +3,7 @@
 //   INT8 W8A8  (kInt8StaticChannelSym x kInt8DynamicTokenSym): TRITON, HUMMING, CPU [Arm, x86+AMX]
 //   W4A8 FP8   (kInt4Static x kFp8DynamicTokenSym): CUTLASS only; --moe-backend is not consulted
 //   W4A8 INT8  (4-bit weights, dynamic int8 activations inside the kernel): CPU_INT4 on CPU only
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 
 namespace moepack::oracle {
@@ -60,32 +61,35 @@ bool x86_int8(const SelectionContext&, const Selection& s) { return s.experts_cl
 // CPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
 // through sgl-kernel's convert_weight_packed (VNNI-4 plus s8s8 compensation sums, lib/convert/cpu_int8.h).
 std::vector<std::pair<std::string, std::string>> int8_cpu_roles(const SelectionContext&, const Selection&) {
-  const std::string packed = "cpu.sgl_s8s8_compensation(e9d1398d9) | cpu.sgl_convert_weight_packed(int8,vnni4)";
-  return {{"w13_weight", packed}, {"w2_weight", packed}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}};
+  const std::string packed = layout_id::pipeline({layout_id::cpu_sgl_s8s8_compensation(), layout_id::cpu_sgl_int8_weight});
+  const std::string unchanged(layout_id::unchanged);
+  return {{"w13_weight", packed}, {"w2_weight", packed}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged}};
 }
 
 // ArmCPUExpertsInt8.process_weights_after_loading (experts/cpu_moe.py @ e9d1398d9): both weights
 // through vLLM's own cpu_prepack_moe_weight_int8(w, "neon") (packers/cpu_prepack_moe.h); the
 // per-channel fp32 scales stay as loaded, and CompressedTensorsW8A8Int8MoEMethod creates no biases.
 std::span<const LayoutRow> int8_layouts() {
+  const std::string unchanged(layout_id::unchanged);
   static const LayoutRow rows[] = {
       {.backend = "CPU",
        .condition_text = "Arm (ArmCPUExpertsInt8)",
        .condition = arm_int8,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight_int8(neon,e9d1398d9)"},
-                 {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},
+       .roles = {{"w13_weight", layout_id::cpu_prepack_moe_weight_int8_neon()}, {"w2_weight", layout_id::cpu_prepack_moe_weight_int8_neon()},
+                 {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged}}},
       {.backend = "CPU",
        .condition_text = "x86 with AMX (CPUExpertsInt8)",
        .condition = x86_int8,
-       .roles = {{"w13_weight", "cpu.sgl_s8s8_compensation | cpu.sgl_convert_weight_packed(int8,vnni4)"}, {"w2_weight", "the same"},
-                 {"w13_weight_scale", "vllm.unchanged (fp32)"}, {"w2_weight_scale", "vllm.unchanged (fp32)"}},
+       .roles = {{"w13_weight", layout_id::pipeline({layout_id::head::cpu_sgl_s8s8_compensation, layout_id::cpu_sgl_int8_weight})},
+                 {"w2_weight", "the same"},
+                 {"w13_weight_scale", unchanged + " (fp32)"}, {"w2_weight_scale", unchanged + " (fp32)"}},
        .roles_of = int8_cpu_roles},
       {.backend = "TRITON",
        .condition_text = "checkpoint bytes; per-channel scales as fp32 parameters",
-       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_weight_scale", "vllm.unchanged"}, {"w2_weight_scale", "vllm.unchanged"}}},
+       .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged}}},
       {.backend = "*",
        .condition_text = "HUMMING: prepared by the external humming package (convert_to_humming_moe_kernel_format)",
-       .roles = {{"w13_weight", "humming.convert_to_humming_moe_kernel_format(external humming package)"}}},
+       .roles = {{"w13_weight", layout_id::external_package(layout_id::head::humming_kernel_format, "humming")}}},
   };
   return rows;
 }
@@ -140,32 +144,35 @@ bool not_sm90(const MoeLayerQuery&, const Deployment& dep) { return !dep.device.
 // (maximum, value) pairs another FP8 code; tests/golden/check_w4a8_quant_fp8.py): those bytes
 // follow the GPU's approximation, not vLLM's code, and are refused.
 std::vector<std::pair<std::string, std::string>> w4a8_cutlass_roles(const SelectionContext& ctx, const Selection&) {
-  const std::string weight = "vllm.cutlass_encode_and_reorder_int4b_grouped(from=uint4b8,cutlass v4.4.2,e9d1398d9)";
+  const std::string weight = layout_id::cutlass_encode_and_reorder_int4b_grouped();
   std::vector<std::pair<std::string, std::string>> r = {{"w13_weight_packed", weight}, {"w2_weight_packed", weight}};
   if (compilation_mode_none(ctx.deployment, ctx.query.architecture)) {
-    const std::string scales =
-        "vllm.w4a8_fp8_group_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.cutlass_pack_scale_fp8(permute=0,2,1,int4b_t,cutlass v4.4.2,e9d1398d9)";
-    const std::string channel = "vllm.w4a8_fp8_channel_scales(quant_fp8=cuda_kernel,e9d1398d9) | vllm.unchanged";
+    const std::string scales = layout_id::pipeline({layout_id::w4a8_fp8_group_scales(), layout_id::cutlass_pack_scale_fp8()});
+    const std::string channel = layout_id::pipeline({layout_id::w4a8_fp8_channel_scales(), layout_id::unchanged});
     r.insert(r.end(), {{"w13_weight_scale", scales}, {"w2_weight_scale", scales}, {"w13_weight_chan_scale", channel}, {"w2_weight_chan_scale", channel}});
   } else {
-    const std::string compiled =
-        "vllm.w4a8_fp8_group_scales(QuantFP8 compiled by Inductor: its reciprocal is PTX div.full.f32 and not correctly rounded; "
-        "TORCH_COMPILE_DISABLE=1 runs the CUDA kernel,not_reproduced)";
+    const std::string compiled = layout_id::not_reproduced(layout_id::head::w4a8_fp8_group_scales,
+                                                           "QuantFP8 compiled by Inductor: its reciprocal is PTX div.full.f32 and not correctly rounded; "
+                                                           "TORCH_COMPILE_DISABLE=1 runs the CUDA kernel");
     r.insert(r.end(), {{"w13_weight_scale", compiled}, {"w2_weight_scale", compiled}});
   }
-  r.insert(r.end(), {{"w13_weight_shape", "vllm.unchanged"}, {"w2_weight_shape", "vllm.unchanged"}});
+  const std::string unchanged(layout_id::unchanged);
+  r.insert(r.end(), {{"w13_weight_shape", unchanged}, {"w2_weight_shape", unchanged}});
   return r;
 }
 
 std::span<const LayoutRow> w4a8_layouts() {
+  namespace head = layout_id::head;
+  const std::string unchanged(layout_id::unchanged);
   static const LayoutRow rows[] = {
       {.backend = "CUTLASS",
        .condition_text = "scales reproduced when vLLM runs without torch.compile (TORCH_COMPILE_DISABLE=1, breakable CUDA graphs)",
-       .roles = {{"w13_weight_packed", "vllm.cutlass_encode_and_reorder_int4b_grouped"}, {"w2_weight_packed", "the same"},
-                 {"w13_weight_scale", "vllm.w4a8_fp8_group_scales | vllm.cutlass_pack_scale_fp8 (QuantFP8's CUDA kernel; compiled: not reproduced)"},
+       .roles = {{"w13_weight_packed", std::string(head::cutlass_encode_and_reorder_int4b_grouped)}, {"w2_weight_packed", "the same"},
+                 {"w13_weight_scale", layout_id::pipeline({head::w4a8_fp8_group_scales, head::cutlass_pack_scale_fp8}) +
+                                          " (QuantFP8's CUDA kernel; compiled: not reproduced)"},
                  {"w2_weight_scale", "the same"},
-                 {"w13_weight_chan_scale", "vllm.w4a8_fp8_channel_scales (fp32 row scales x 8)"}, {"w2_weight_chan_scale", "the same"},
-                 {"w13_weight_shape", "vllm.unchanged"}, {"w2_weight_shape", "vllm.unchanged"}},
+                 {"w13_weight_chan_scale", std::string(head::w4a8_fp8_channel_scales) + " (fp32 row scales x 8)"}, {"w2_weight_chan_scale", "the same"},
+                 {"w13_weight_shape", unchanged}, {"w2_weight_shape", unchanged}},
        .roles_of = w4a8_cutlass_roles},
   };
   return rows;
@@ -213,11 +220,13 @@ Selection select_w4a8_int8(SelectionContext& ctx) {
 // packing (qsi4c32p / qsi4cxp with the nr, kr, sr of PyTorch's chosen ukernel), defined in the
 // KleidiAI library rather than in vLLM's code, and a PyTorch built without KleidiAI packs another
 // format: not reproduced.
+std::string kleidiai_packing() {
+  return layout_id::not_reproduced(layout_id::head::torch_dyn_quant_pack_4bit_weight, "KleidiAI RHS packing defined by the KleidiAI library");
+}
 std::span<const LayoutRow> w4a8_int8_layouts() {
   static const LayoutRow rows[] = {
       {.backend = "CPU_INT4",
-       .roles = {{"w13_weight", "torch.dyn_quant_pack_4bit_weight(KleidiAI RHS packing defined by the KleidiAI library,not_reproduced)"},
-                 {"w2_weight", "torch.dyn_quant_pack_4bit_weight(KleidiAI RHS packing defined by the KleidiAI library,not_reproduced)"}}},
+       .roles = {{"w13_weight", kleidiai_packing()}, {"w2_weight", kleidiai_packing()}}},
   };
   return rows;
 }

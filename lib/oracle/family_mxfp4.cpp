@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 
 namespace moepack::oracle {
@@ -330,21 +331,7 @@ bool gpt_oss_layout(const SelectionContext& c) {
   return c.query.method_class == "GptOssMxfp4MoEMethod" || c.query.method_class == "QuarkOCP_MX_MoEMethod";
 }
 
-// Layout ids (packers/registry.cpp) and the conditions that pick them.
-const char* const kUnchanged = "vllm.unchanged";
-const char* const kBiasF32 = "vllm.bias_f32";
-const char* const kScalarF32 = "vllm.scalar_f32";
-const char* const kMaxOverExperts = "vllm.max_over_experts(f32)";  // a per-layer reduction (lib/convert/reductions)
-const char* const kCutlassW4A4Scales = "vllm.cutlass_moe.swizzle_mxfp4_scales(sf=128x4,e9d1398d9)";
-const char* const kDeepGemmScales = "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)";
-const char* const kHopperValue = "triton_kernels.HopperMXValue(mx_axis=1,v3.5.1)";
-const char* const kHopperScale = "triton_kernels.HopperMXScale(mx_axis=1,num_warps=8,k_groups_pad=4,v3.5.1)";
-const char* const kBlackwellValue = "triton_kernels.BlackwellMXValue(v3.5.1)";
-const char* const kBlackwellScale = "triton_kernels.BlackwellMXScale(v3.5.1)";
-const char* const kCdna4Scale = "triton_kernels.CDNA4MXScale(v3.5.1)";
-const char* const kStrided = "triton_kernels.Strided(v3.5.1)";
-const char* const kShuffleWeight = "vllm.mxfp4_triton_shuffle_weight(e9d1398d9)";
-
+// The conditions that pick the layouts.
 bool gpt_oss_converter(const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); }
 // _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py) with triton_kernels v3.5.1's default
 // layouts: capability >= 10 (SM100, SM110, SM12x) Blackwell, exactly 9 Hopper (with its scale
@@ -370,63 +357,55 @@ bool marlin_fp8_input(const SelectionContext& c, const Selection&) {
 }
 
 // AITER v0.1.19 shuffles (vllm/_aiter_ops.py, aiter/ops/shuffle.py), ids of packers/aiter_*.
-const char* const kAiterDeinterleave = "vllm.aiter_deinterleave_gate_up_rows(e9d1398d9)";
-const char* const kAiterShuffleWeights = "aiter.shuffle_weight(layout=16x16,v0.1.19)";
-const char* const kAiterE8m0Shuffle3d = "aiter.e8m0_shuffle(param=3d,v0.1.19)";
-const char* const kAiterE8m0Shuffle2d = "aiter.e8m0_shuffle(param=2d,v0.1.19)";
-const char* const kViewE8m0 = "torch.view(float8_e8m0fnu)";
-std::string aiter_weight(int gate_up) {
-  return "aiter.shuffle_weight(layout=16x16,is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)";
-}
-std::string aiter_scale(int gate_up) { return "aiter.shuffle_scale(is_guinterleave=1,gate_up=" + std::to_string(gate_up) + ",v0.1.19)"; }
 bool situ_activation(const SelectionContext& c, const Selection&) { return !gpt_oss_layout(c) && c.query.activation == "situ"; }
 // The SiTU kernel's w13 layout: gate/up interleaved only with the A8W4 SiTU-v2 kernel enabled.
 bool situ_v2_enabled(const SelectionContext& c) {
   return c.deployment.env.is_set("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4") && c.deployment.env.true_flag("VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4", false);
 }
 Roles aiter_situ_roles(int gate_up) {
-  return {{"w13_weight", aiter_weight(gate_up)}, {"w2_weight", aiter_weight(0)},
-          {"w13_weight_scale", std::string(kViewE8m0) + " | " + aiter_scale(gate_up)},
-          {"w2_weight_scale", std::string(kViewE8m0) + " | " + kAiterE8m0Shuffle2d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}};
+  const std::string bias(layout_id::bias_f32);
+  return {{"w13_weight", layout_id::aiter_shuffle_weight_guinterleave(gate_up)}, {"w2_weight", layout_id::aiter_shuffle_weight_guinterleave(0)},
+          {"w13_weight_scale", layout_id::pipeline({layout_id::view_e8m0, layout_id::aiter_shuffle_scale(gate_up)})},
+          {"w2_weight_scale", layout_id::pipeline({layout_id::view_e8m0, layout_id::aiter_e8m0_shuffle(2)})}, {"w13_bias", bias}, {"w2_bias", bias}};
 }
 
 Roles marlin_roles(bool fp8_input) {
-  std::string weights = std::string("vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=") + (fp8_input ? "1" : "0") + ",e9d1398d9)";
-  std::string scales = std::string("vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=") + (fp8_input ? "fp8" : "16bit") + ",e9d1398d9)";
-  std::string bias = "vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)";
+  const std::string weights = layout_id::marlin_fp4_repack(fp8_input);
+  const std::string scales = layout_id::mxfp4_marlin_process_scales(fp8_input);
+  const std::string bias = layout_id::marlin_permute_bias();
   return {{"w13_weight", weights}, {"w2_weight", weights}, {"w13_weight_scale", scales}, {"w2_weight_scale", scales},
           {"w13_bias", bias}, {"w2_bias", bias}};
 }
 
-Roles trtllm_roles(const std::string& w13_rows) {
-  auto id = [](const std::string& fn, const std::string& rows, const std::string& extra) {
-    return "flashinfer." + fn + "(rows=" + rows + ",epilogue_tile_m=128" + extra + ",v0.6.17)";
-  };
-  return {{"w13_weight", id("trtllm_shuffle_matrix_a", w13_rows, "")}, {"w2_weight", id("trtllm_shuffle_matrix_a", "identity", "")},
-          {"w13_weight_scale", id("trtllm_shuffle_matrix_sf_a", w13_rows, ",sf=128x4")},
-          {"w2_weight_scale", id("trtllm_shuffle_matrix_sf_a", "identity", ",sf=128x4")},
-          {"w13_bias", id("trtllm_shuffle_bias", w13_rows, ",f32")}, {"w2_bias", id("trtllm_shuffle_bias", "identity", ",f32")}};
+Roles trtllm_roles(std::string_view w13_rows) {
+  using layout_id::rows::identity;
+  return {{"w13_weight", layout_id::fi_trtllm_shuffle_matrix_a(w13_rows)}, {"w2_weight", layout_id::fi_trtllm_shuffle_matrix_a(identity)},
+          {"w13_weight_scale", layout_id::fi_trtllm_shuffle_matrix_sf_a(w13_rows, false)},
+          {"w2_weight_scale", layout_id::fi_trtllm_shuffle_matrix_sf_a(identity, false)},
+          {"w13_bias", layout_id::fi_trtllm_shuffle_bias(w13_rows)}, {"w2_bias", layout_id::fi_trtllm_shuffle_bias(identity)}};
 }
 
 // FlashInfer CUTLASS: w13 rows become [w3; w1]; the gpt-oss converter leaves the w2 bias as is,
 // the generic one casts it to bf16.
-Roles cutlass_bias_roles(const std::string& w13_rows, bool gpt_oss) {
-  return {{"w13_bias", "flashinfer.cutlass_bias(rows=" + w13_rows + ",bf16,v0.6.17)"},
-          {"w2_bias", gpt_oss ? std::string(kUnchanged) : std::string("flashinfer.cutlass_bias(rows=identity,bf16,v0.6.17)")}};
+Roles cutlass_bias_roles(std::string_view w13_rows, bool gpt_oss) {
+  return {{"w13_bias", layout_id::fi_cutlass_bias(w13_rows)},
+          {"w2_bias", gpt_oss ? std::string(layout_id::unchanged) : layout_id::fi_cutlass_bias(layout_id::rows::identity)}};
 }
-Roles cutlass_sm100_roles(const std::string& w13_rows, bool gpt_oss) {
-  Roles r = {{"w13_weight", "flashinfer.cutlass_mxfp4_weight(rows=" + w13_rows + ",v0.6.17)"},
-             {"w2_weight", "flashinfer.cutlass_mxfp4_weight(rows=identity,v0.6.17)"},
-             {"w13_weight_scale", "flashinfer.block_scale_interleave(rows=" + w13_rows + ",sf=128x4,v0.6.17)"},
-             {"w2_weight_scale", "flashinfer.block_scale_interleave(rows=identity,sf=128x4,v0.6.17)"}};
+Roles cutlass_sm100_roles(std::string_view w13_rows, bool gpt_oss) {
+  using layout_id::rows::identity;
+  Roles r = {{"w13_weight", layout_id::fi_cutlass_mxfp4_weight(w13_rows)},
+             {"w2_weight", layout_id::fi_cutlass_mxfp4_weight(identity)},
+             {"w13_weight_scale", layout_id::fi_block_scale_interleave(w13_rows)},
+             {"w2_weight_scale", layout_id::fi_block_scale_interleave(identity)}};
   for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
   return r;
 }
-Roles cutlass_sm90_roles(const std::string& w13_rows, bool gpt_oss) {
-  Roles r = {{"w13_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=" + w13_rows + ",fp4,v0.6.17)"},
-             {"w2_weight", "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)"},
-             {"w13_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=" + w13_rows + ",group_size=32,v0.6.17)"},
-             {"w2_weight_scale", "flashinfer.interleave_moe_scales_for_sm90_mixed_gemm(rows=identity,group_size=32,v0.6.17)"}};
+Roles cutlass_sm90_roles(std::string_view w13_rows, bool gpt_oss) {
+  using layout_id::rows::identity;
+  Roles r = {{"w13_weight", layout_id::fi_interleave_sm90_weights(w13_rows)},
+             {"w2_weight", layout_id::fi_interleave_sm90_weights(identity)},
+             {"w13_weight_scale", layout_id::fi_interleave_sm90_scales(w13_rows)},
+             {"w2_weight_scale", layout_id::fi_interleave_sm90_scales(identity)}};
   for (auto& b : cutlass_bias_roles(w13_rows, gpt_oss)) r.push_back(b);
   return r;
 }
@@ -434,23 +413,36 @@ Roles cutlass_sm90_roles(const std::string& w13_rows, bool gpt_oss) {
 // The generic converter runs shuffle_weight on the w13 weight, scale and bias before the swizzle
 // (TRITON only); the gpt-oss converter does not.
 Roles triton_roles(const std::string& value, const std::string& scale, bool generic_converter) {
-  const std::string shuffle = std::string(kShuffleWeight) + " | ";
-  return {{"w13_weight", (generic_converter ? shuffle : "") + value}, {"w2_weight", value},
-          {"w13_weight_scale", (generic_converter ? shuffle : "") + scale}, {"w2_weight_scale", scale},
-          {"w13_bias", generic_converter ? std::string(kBiasF32) + " | " + kShuffleWeight : std::string(kBiasF32)}, {"w2_bias", kBiasF32}};
+  const std::string shuffle = layout_id::mxfp4_triton_shuffle_weight();
+  const std::string bias(layout_id::bias_f32);
+  auto w13 = [&](const std::string& layout) { return generic_converter ? layout_id::pipeline({shuffle, layout}) : layout; };
+  return {{"w13_weight", w13(value)}, {"w2_weight", value}, {"w13_weight_scale", w13(scale)}, {"w2_weight_scale", scale},
+          {"w13_bias", generic_converter ? layout_id::pipeline({bias, shuffle}) : bias}, {"w2_bias", bias}};
 }
 
-// Ids are those of packers/registry.cpp; " | " chains transforms applied in order. Which
-// converter runs decides the w13 row handling: the gpt-oss one (GptOssMxfp4MoEMethod,
-// QuarkOCP_MX_MoEMethod) keeps interleaved rows, the generic one (Mxfp4MoEMethod) has
-// [w1; w3] (fused_moe/oracle/mxfp4.py). The rows are grouped by kernel vendor; within a
+// triton_kernels v3.5.1's layouts as _swizzle_mxfp4 picks them, value and scale.
+Roles hopper_roles(bool generic_converter) {
+  return triton_roles(layout_id::hopper_mx_value(), layout_id::hopper_mx_scale(8), generic_converter);
+}
+Roles blackwell_roles(bool generic_converter) {
+  return triton_roles(layout_id::blackwell_mx_value(), layout_id::blackwell_mx_scale(), generic_converter);
+}
+Roles cdna4_roles(bool generic_converter) { return triton_roles(layout_id::strided(1), layout_id::cdna4_mx_scale(), generic_converter); }
+Roles strided_roles(bool generic_converter) { return triton_roles(layout_id::strided(1), layout_id::strided(1), generic_converter); }
+
+// Ids are those of packers/registry.cpp, both spelled by lib/core/layout_ids.h; " | " chains
+// transforms applied in order. Which converter runs decides the w13 row handling: the gpt-oss
+// one (GptOssMxfp4MoEMethod, QuarkOCP_MX_MoEMethod) keeps interleaved rows, the generic one
+// (Mxfp4MoEMethod) has [w1; w3] (fused_moe/oracle/mxfp4.py). The rows are grouped by kernel vendor; within a
 // backend the first row whose condition holds wins.
 std::vector<LayoutRow> marlin_layouts() {
+  const std::string unchanged(layout_id::unchanged);
+  const std::string w4a4_scales = layout_id::cutlass_swizzle_mxfp4_scales();
   return {
     {.backend = "MARLIN",
      .condition_text = "compressed-tensors / AutoRound CUTLASS W4A4",
      .condition = [](const SelectionContext&, const Selection& s) { return s.experts_class == "CutlassExpertsMxfp4"; },
-     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kCutlassW4A4Scales}, {"w2_weight_scale", kCutlassW4A4Scales}}},
+     .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", w4a4_scales}, {"w2_weight_scale", w4a4_scales}}},
     {.backend = "MARLIN",
      .condition_text = "FP8 activations (VLLM_MARLIN_INPUT_DTYPE=fp8)",
      .condition = marlin_fp8_input,
@@ -473,24 +465,24 @@ std::vector<LayoutRow> flashinfer_layouts() {
     {.backend = "FLASHINFER_TRTLLM_MXFP4_*",
      .condition_text = "gpt-oss interleaved w13 (adjacent row pairs swapped)",
      .condition = gpt_oss_converter,
-     .roles = trtllm_roles("swap_pairs")},
+     .roles = trtllm_roles(layout_id::rows::swap_pairs)},
     {.backend = "FLASHINFER_TRTLLM_MXFP4_*",
      .condition_text = "[w1; w3] w13 (rebuilt as w3/w1 row pairs)",
-     .roles = trtllm_roles("w3w1_interleave")},
+     .roles = trtllm_roles(layout_id::rows::w3w1_interleave)},
     {.backend = "FLASHINFER_CUTLASS_MXFP4_MXFP8",
      .condition_text = "gpt-oss interleaved w13",
      .condition = gpt_oss_converter,
-     .roles = cutlass_sm100_roles("deinterleave_up_first", true)},
+     .roles = cutlass_sm100_roles(layout_id::rows::deinterleave_up_first, true)},
     {.backend = "FLASHINFER_CUTLASS_MXFP4_MXFP8",
      .condition_text = "[w1; w3] w13",
-     .roles = cutlass_sm100_roles("swap_halves", false)},
+     .roles = cutlass_sm100_roles(layout_id::rows::swap_halves, false)},
     {.backend = "FLASHINFER_CUTLASS_MXFP4_BF16",
      .condition_text = "gpt-oss interleaved w13, SM90 mixed-input GEMM",
      .condition = gpt_oss_converter,
-     .roles = cutlass_sm90_roles("deinterleave_up_first", true)},
+     .roles = cutlass_sm90_roles(layout_id::rows::deinterleave_up_first, true)},
     {.backend = "FLASHINFER_CUTLASS_MXFP4_BF16",
      .condition_text = "[w1; w3] w13, SM90 mixed-input GEMM",
-     .roles = cutlass_sm90_roles("swap_halves", false)},
+     .roles = cutlass_sm90_roles(layout_id::rows::swap_halves, false)},
   };
 }
 
@@ -499,66 +491,72 @@ std::vector<LayoutRow> triton_kernels_layouts() {
     {.backend = "TRITON*",
      .condition_text = "CUDA SM90, gpt-oss converter",
      .condition = hopper_gpt_oss,
-     .roles = triton_roles(kHopperValue, kHopperScale, false)},
+     .roles = hopper_roles(false)},
     {.backend = "TRITON*",
      .condition_text = "CUDA SM100 and newer, gpt-oss converter",
      .condition = blackwell_gpt_oss,
-     .roles = triton_roles(kBlackwellValue, kBlackwellScale, false)},
+     .roles = blackwell_roles(false)},
     {.backend = "TRITON*",
      .condition_text = "ROCm gfx950 with TP <= 2, gpt-oss converter",
      .condition = cdna4_gpt_oss,
-     .roles = triton_roles(kStrided, kCdna4Scale, false)},
+     .roles = cdna4_roles(false)},
     {.backend = "TRITON*",
      .condition_text = "CUDA before SM90 and other ROCm, gpt-oss converter",
      .condition = gpt_oss_converter,
-     .roles = triton_roles(kStrided, kStrided, false)},
+     .roles = strided_roles(false)},
     // The generic converter shuffles w13's last axis for TRITON only, not for TRITON_UNFUSED.
     {.backend = "TRITON",
      .condition_text = "CUDA SM90, generic converter",
      .condition = hopper,
-     .roles = triton_roles(kHopperValue, kHopperScale, true)},
+     .roles = hopper_roles(true)},
     {.backend = "TRITON",
      .condition_text = "CUDA SM100 and newer, generic converter",
      .condition = blackwell,
-     .roles = triton_roles(kBlackwellValue, kBlackwellScale, true)},
+     .roles = blackwell_roles(true)},
     {.backend = "TRITON",
      .condition_text = "ROCm gfx950 with TP <= 2, generic converter",
      .condition = cdna4,
-     .roles = triton_roles(kStrided, kCdna4Scale, true)},
+     .roles = cdna4_roles(true)},
     {.backend = "TRITON",
      .condition_text = "CUDA before SM90 and other ROCm, generic converter",
-     .roles = triton_roles(kStrided, kStrided, true)},
+     .roles = strided_roles(true)},
     {.backend = "TRITON_UNFUSED",
      .condition_text = "CUDA SM90, generic converter",
      .condition = hopper,
-     .roles = triton_roles(kHopperValue, kHopperScale, false)},
+     .roles = hopper_roles(false)},
     {.backend = "TRITON_UNFUSED",
      .condition_text = "CUDA SM100 and newer, generic converter",
      .condition = blackwell,
-     .roles = triton_roles(kBlackwellValue, kBlackwellScale, false)},
+     .roles = blackwell_roles(false)},
     {.backend = "TRITON_UNFUSED",
      .condition_text = "ROCm gfx950 with TP <= 2, generic converter",
      .condition = cdna4,
-     .roles = triton_roles(kStrided, kCdna4Scale, false)},
+     .roles = cdna4_roles(false)},
     {.backend = "TRITON_UNFUSED",
      .condition_text = "CUDA before SM90 and other ROCm, generic converter",
-     .roles = triton_roles(kStrided, kStrided, false)},
+     .roles = strided_roles(false)},
   };
 }
 
 std::vector<LayoutRow> aiter_layouts() {
+  using layout_id::aiter_shuffle_scale;
+  using layout_id::aiter_shuffle_weight_guinterleave;
+  const std::string bias(layout_id::bias_f32), scalar(layout_id::scalar_f32);
+  const std::string deinterleave = layout_id::aiter_deinterleave_gate_up_rows();
+  const std::string strided = layout_id::strided(1), cdna4_scale = layout_id::cdna4_mx_scale();
+  const std::string e8m0_shuffle_3d = layout_id::aiter_e8m0_shuffle(3);
   return {
     // gfx1250: the generic converter sends AITER_MXFP4_BF16 down the Triton path (no shuffle).
     {.backend = "AITER_MXFP4_BF16",
      .condition_text = "gfx1250, generic converter",
      .condition = [](const SelectionContext& c, const Selection&) { return c.deployment.device.on_gfx1250() && !gpt_oss_layout(c); },
-     .roles = triton_roles(kStrided, kStrided, false)},
+     .roles = strided_roles(false)},
     {.backend = "AITER_MXFP4_BF16",
      .condition_text = "gpt-oss converter (rows de-interleaved, a16w4 shuffles)",
      .condition = gpt_oss_converter,
-     .roles = {{"w13_weight", std::string(kAiterDeinterleave) + " | " + aiter_weight(1)}, {"w2_weight", aiter_weight(0)},
-      {"w13_weight_scale", std::string(kAiterDeinterleave) + " | " + aiter_scale(1)}, {"w2_weight_scale", aiter_scale(0)},
-      {"w13_bias", std::string(kBiasF32) + " | " + kAiterDeinterleave}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", layout_id::pipeline({deinterleave, aiter_shuffle_weight_guinterleave(1)})}, {"w2_weight", aiter_shuffle_weight_guinterleave(0)},
+      {"w13_weight_scale", layout_id::pipeline({deinterleave, aiter_shuffle_scale(1)})}, {"w2_weight_scale", aiter_shuffle_scale(0)},
+      {"w13_bias", layout_id::pipeline({bias, deinterleave})}, {"w2_bias", bias}}},
     {.backend = "AITER_MXFP4_BF16",
      .condition_text = "generic converter, SiTU activation, VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4 on",
      .condition = [](const SelectionContext& c, const Selection& s) { return situ_activation(c, s) && situ_v2_enabled(c); },
@@ -569,49 +567,53 @@ std::vector<LayoutRow> aiter_layouts() {
      .roles = aiter_situ_roles(0)},
     {.backend = "AITER_MXFP4_BF16",
      .condition_text = "generic converter",
-     .roles = {{"w13_weight", aiter_weight(1)}, {"w2_weight", aiter_weight(0)}, {"w13_weight_scale", aiter_scale(1)},
-      {"w2_weight_scale", aiter_scale(0)}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", aiter_shuffle_weight_guinterleave(1)}, {"w2_weight", aiter_shuffle_weight_guinterleave(0)},
+      {"w13_weight_scale", aiter_shuffle_scale(1)}, {"w2_weight_scale", aiter_shuffle_scale(0)}, {"w13_bias", bias}, {"w2_bias", bias}}},
     // W4A8: the triton_kernels swizzle on ROCm. The kernel's activation scale is the maximum
     // of the static input scales over the experts, held in its precision config; the layer
     // itself keeps the per-expert fp32 [E] parameters, which is what is written.
     {.backend = "AITER_MXFP4_FP8",
      .condition_text = "gfx950 with TP <= 2",
      .condition = cdna4,
-     .roles = {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kCdna4Scale}, {"w2_weight_scale", kCdna4Scale},
-      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", strided}, {"w2_weight", strided}, {"w13_weight_scale", cdna4_scale}, {"w2_weight_scale", cdna4_scale},
+      {"w13_input_scale", scalar}, {"w2_input_scale", scalar}, {"w13_bias", bias}, {"w2_bias", bias}}},
     {.backend = "AITER_MXFP4_FP8",
      .condition_text = "other ROCm",
-     .roles = {{"w13_weight", kStrided}, {"w2_weight", kStrided}, {"w13_weight_scale", kStrided}, {"w2_weight_scale", kStrided},
-      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", strided}, {"w2_weight", strided}, {"w13_weight_scale", strided}, {"w2_weight_scale", strided},
+      {"w13_input_scale", scalar}, {"w2_input_scale", scalar}, {"w13_bias", bias}, {"w2_bias", bias}}},
     {.backend = "AITER_MXFP4_MXFP4",
-     .roles = {{"w13_weight", kAiterShuffleWeights}, {"w2_weight", kAiterShuffleWeights},
-      {"w13_weight_scale", kAiterE8m0Shuffle3d}, {"w2_weight_scale", kAiterE8m0Shuffle3d}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", layout_id::aiter_shuffle_weight()}, {"w2_weight", layout_id::aiter_shuffle_weight()},
+      {"w13_weight_scale", e8m0_shuffle_3d}, {"w2_weight_scale", e8m0_shuffle_3d}, {"w13_bias", bias}, {"w2_bias", bias}}},
   };
 }
 
 std::vector<LayoutRow> other_layouts() {
+  const std::string unchanged(layout_id::unchanged), bias(layout_id::bias_f32), scalar(layout_id::scalar_f32);
+  const std::string cpu_weight(layout_id::cpu_sgl_mxfp4_weight), cpu_scale(layout_id::cpu_sgl_e8m0_scale);
+  const std::string deep_gemm_scales = layout_id::deep_gemm_transform_sf("1x1x32");
+  // A per-layer reduction (lib/convert/reductions).
+  const std::string max_over_experts = layout_id::max_over_experts(false);
   return {
     {.backend = "DEEPGEMM_MXFP4",
-     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kDeepGemmScales}, {"w2_weight_scale", kDeepGemmScales}}},
+     .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", deep_gemm_scales}, {"w2_weight_scale", deep_gemm_scales}}},
     // Only the gpt-oss converter has a CPU branch; the generic one raises ValueError (no row).
     // That branch leaves Quark's static input scales as loaded (fp32, one per expert).
     {.backend = "CPU",
      .condition_text = "gpt-oss converter",
      .condition = gpt_oss_converter,
-     .roles = {{"w13_weight", "cpu.sgl_convert_weight_packed(mxfp4)"}, {"w2_weight", "cpu.sgl_convert_weight_packed(mxfp4)"},
-      {"w13_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"}, {"w2_weight_scale", "cpu.sgl_convert_scale_packed(e8m0)"},
-      {"w13_input_scale", kScalarF32}, {"w2_input_scale", kScalarF32}, {"w13_bias", kBiasF32}, {"w2_bias", kBiasF32}}},
+     .roles = {{"w13_weight", cpu_weight}, {"w2_weight", cpu_weight}, {"w13_weight_scale", cpu_scale}, {"w2_weight_scale", cpu_scale},
+      {"w13_input_scale", scalar}, {"w2_input_scale", scalar}, {"w13_bias", bias}, {"w2_bias", bias}}},
     {.backend = "HUMMING",
      .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
     // EMULATION replaces static input scales by their maximum over the experts (0-dim fp32).
     {.backend = "EMULATION",
      .condition_text = "kept as loaded; static input scales reduced to their maximum",
-     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
-      {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}, {"w13_input_scale", kMaxOverExperts}, {"w2_input_scale", kMaxOverExperts}}},
+     .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged},
+      {"w13_bias", unchanged}, {"w2_bias", unchanged}, {"w13_input_scale", max_over_experts}, {"w2_input_scale", max_over_experts}}},
     {.backend = "*",
      .condition_text = "XPU, B12X: kept as loaded",
-     .roles = {{"w13_weight", kUnchanged}, {"w2_weight", kUnchanged}, {"w13_weight_scale", kUnchanged}, {"w2_weight_scale", kUnchanged},
-      {"w13_bias", kUnchanged}, {"w2_bias", kUnchanged}}},
+     .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged},
+      {"w13_bias", unchanged}, {"w2_bias", unchanged}}},
   };
 }
 

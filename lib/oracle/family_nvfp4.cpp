@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 
 namespace moepack::oracle {
@@ -149,30 +150,24 @@ bool bf16_params(const SelectionContext& c) { return c.deployment.model_dtype !=
 // TrtLlmNvFp4Experts folds the SwiGLU clamp and beta by g1_alphas for gated activations other than SiTU.
 bool trtllm_folds(const SelectionContext& c) { return gated_of(c) && c.moe.activation != MoEActivation::SITU; }
 
-const std::string kUnchanged = "vllm.unchanged";
 const std::string kDropped = "dropped";  // vLLM replaces the parameter by None
 
-std::string reorder(const std::string& rows) { return "vllm.reorder_w13_rows(rows=" + rows + ",e9d1398d9)"; }
-std::string swizzle(const std::string& rows) { return "vllm.swizzle_blockscale(rows=" + rows + ",sf=128x4,e9d1398d9)"; }
-std::string trtllm_weight(const std::string& rows) { return "flashinfer.trtllm_shuffle_matrix_a(rows=" + rows + ",epilogue_tile_m=128,v0.6.17)"; }
-std::string trtllm_scale(const std::string& rows) {
-  return "flashinfer.trtllm_shuffle_matrix_sf_a(rows=" + rows + ",epilogue_tile_m=128,sf=128x4,v0.6.17)";
-}
 std::string scope_name(bool rank) { return rank ? "rank" : "all"; }
-std::string scale_2_times_global(const std::string& proj, bool rank) {
-  return "vllm.nvfp4_weight_scale_2(" + proj + ",times=input_global_max_" + scope_name(rank) + ")";
-}
-std::string input_global(const std::string& proj, bool rank) { return "vllm.nvfp4_input_scale(" + proj + ",global_max_" + scope_name(rank) + ")"; }
+std::string global_max(bool rank) { return "global_max_" + scope_name(rank); }
+std::string scale_2_times_global(std::string_view proj, bool rank) { return layout_id::nvfp4_weight_scale_2(proj, "input_" + global_max(rank)); }
+std::string input_global(std::string_view proj, bool rank) { return layout_id::nvfp4_input_scale(proj, global_max(rank)); }
 
 using Roles = std::vector<std::pair<std::string, std::string>>;
 
 // The FlashInfer backends that share one input scale: weights and block scales by `w13_rows`
 // (the w13 reorder; "" keeps vLLM's order), weight_scale_2 with the input scale folded in.
-Roles flashinfer_roles(const std::string& w13_rows, bool rank) {
-  return {{"w13_weight", w13_rows.empty() ? kUnchanged : reorder(w13_rows)},
-          {"w2_weight", kUnchanged},
-          {"w13_weight_scale", swizzle(w13_rows.empty() ? "identity" : w13_rows)},
-          {"w2_weight_scale", swizzle("identity")},
+Roles flashinfer_roles(std::string_view w13_rows, bool rank) {
+  using layout_id::swizzle_blockscale;
+  const std::string unchanged(layout_id::unchanged);
+  return {{"w13_weight", w13_rows.empty() ? unchanged : layout_id::reorder_w13_rows(w13_rows)},
+          {"w2_weight", unchanged},
+          {"w13_weight_scale", swizzle_blockscale(w13_rows.empty() ? layout_id::rows::identity : w13_rows)},
+          {"w2_weight_scale", swizzle_blockscale(layout_id::rows::identity)},
           {"w13_weight_scale_2", scale_2_times_global("w13", rank)},
           {"w2_weight_scale_2", scale_2_times_global("w2", rank)},
           {"w13_input_scale", input_global("w13", rank)},
@@ -180,44 +175,53 @@ Roles flashinfer_roles(const std::string& w13_rows, bool rank) {
 }
 
 Roles trtllm_roles(bool gated, bool rank, bool clamp, bool beta) {
-  const std::string rows = gated ? "w3w1_interleave" : "identity";
-  Roles r = {{"w13_weight", trtllm_weight(rows)},
-             {"w2_weight", trtllm_weight("identity")},
-             {"w13_weight_scale", trtllm_scale(rows)},
-             {"w2_weight_scale", trtllm_scale("identity")},
+  using layout_id::fi_trtllm_shuffle_matrix_a;
+  using layout_id::fi_trtllm_shuffle_matrix_sf_a;
+  using layout_id::rows::identity;
+  const std::string_view rows = gated ? layout_id::rows::w3w1_interleave : identity;
+  Roles r = {{"w13_weight", fi_trtllm_shuffle_matrix_a(rows)},
+             {"w2_weight", fi_trtllm_shuffle_matrix_a(identity)},
+             {"w13_weight_scale", fi_trtllm_shuffle_matrix_sf_a(rows, false)},
+             {"w2_weight_scale", fi_trtllm_shuffle_matrix_sf_a(identity, false)},
              {"w13_weight_scale_2", scale_2_times_global("w13", rank)},
              {"w2_weight_scale_2", scale_2_times_global("w2", rank)},
              {"w13_input_scale", input_global("w13", rank)},
              {"w2_input_scale", input_global("w2", rank)},
-             {"g1_scale_c", "vllm.trtllm_nvfp4_g1_scale_c(input=global_max_" + scope_name(rank) + ",gated=" + (gated ? "1" : "0") + ")"}};
-  if (clamp) r.push_back({"gemm1_clamp_limit", "vllm.trtllm_nvfp4_gemm1(clamp_limit,input=global_max_" + scope_name(rank) + ")"});
-  if (beta) r.push_back({"gemm1_beta", "vllm.trtllm_nvfp4_gemm1(beta,input=global_max_" + scope_name(rank) + ")"});
+             {"g1_scale_c", layout_id::trtllm_nvfp4_g1_scale_c(global_max(rank), gated)}};
+  if (clamp) r.push_back({"gemm1_clamp_limit", layout_id::trtllm_nvfp4_gemm1("clamp_limit", global_max(rank))});
+  if (beta) r.push_back({"gemm1_beta", layout_id::trtllm_nvfp4_gemm1("beta", global_max(rank))});
   return r;
 }
 
 Roles b12x_roles(bool gated, bool rank) {
-  const std::string rows = gated ? "swap_halves" : "identity";
-  return {{"w13_weight", gated ? reorder(rows) : kUnchanged},
-          {"w2_weight", kUnchanged},
-          {"w13_weight_scale", "vllm.nvfp4_bake_weight_scale_2(w13) => " + swizzle(rows)},
-          {"w2_weight_scale", "vllm.nvfp4_bake_weight_scale_2(w2) => " + swizzle("identity")},
-          {"w13_weight_scale_2", "vllm.nvfp4_ones(f32)"},
-          {"w2_weight_scale_2", "vllm.nvfp4_ones(f32)"},
+  using layout_id::nvfp4_bake_weight_scale_2;
+  using layout_id::staged;
+  using layout_id::swizzle_blockscale;
+  const std::string_view rows = gated ? layout_id::rows::swap_halves : layout_id::rows::identity;
+  const std::string unchanged(layout_id::unchanged);
+  return {{"w13_weight", gated ? layout_id::reorder_w13_rows(rows) : unchanged},
+          {"w2_weight", unchanged},
+          {"w13_weight_scale", staged(nvfp4_bake_weight_scale_2("w13"), swizzle_blockscale(rows))},
+          {"w2_weight_scale", staged(nvfp4_bake_weight_scale_2("w2"), swizzle_blockscale(layout_id::rows::identity))},
+          {"w13_weight_scale_2", layout_id::nvfp4_ones()},
+          {"w2_weight_scale_2", layout_id::nvfp4_ones()},
           {"w13_input_scale", input_global("w13", rank)},
           {"w2_input_scale", input_global("w2", rank)},
-          {"fc2_input_scale", "vllm.nvfp4_ones(f32)"}};
+          {"fc2_input_scale", layout_id::nvfp4_ones()}};
 }
 
 Roles marlin_roles(bool bf16) {
-  const std::string dt = bf16 ? "bf16" : "f16";
-  const std::string weight = "vllm.gptq_marlin_repack(num_bits=4,fp4_codes,is_a_8bit=0,e9d1398d9)";
-  const std::string scales = "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)";
+  using layout_id::nvfp4_marlin_global_scale;
+  using layout_id::nvfp4_marlin_scale_factor;
+  const std::string_view dt = bf16 ? "bf16" : "f16";
+  const std::string weight = layout_id::marlin_fp4_repack(false);
+  const std::string scales = layout_id::nvfp4_marlin_process_scales();
   return {{"w13_weight", weight},
           {"w2_weight", weight},
-          {"w13_weight_scale", "vllm.nvfp4_marlin_scale_factor(w13,params_dtype=" + dt + ") => " + scales},
-          {"w2_weight_scale", "vllm.nvfp4_marlin_scale_factor(w2,params_dtype=" + dt + ") => " + scales},
-          {"w13_weight_scale_2", "vllm.nvfp4_marlin_global_scale(w13,params_dtype=" + dt + ")"},
-          {"w2_weight_scale_2", "vllm.nvfp4_marlin_global_scale(w2,params_dtype=" + dt + ")"},
+          {"w13_weight_scale", layout_id::staged(nvfp4_marlin_scale_factor("w13", dt), scales)},
+          {"w2_weight_scale", layout_id::staged(nvfp4_marlin_scale_factor("w2", dt), scales)},
+          {"w13_weight_scale_2", nvfp4_marlin_global_scale("w13", dt)},
+          {"w2_weight_scale_2", nvfp4_marlin_global_scale("w2", dt)},
           {"w13_input_scale", kDropped},
           {"w2_input_scale", kDropped}};
 }
@@ -245,6 +249,8 @@ NVFP4_COND(trt_rank_gated, trtllm_folds(c) && rank_scope(c))
 std::span<const LayoutRow> layouts() {
   static const std::vector<LayoutRow> rows = [] {
     std::vector<LayoutRow> r;
+    namespace rows_of = layout_id::rows;
+    const std::string unchanged(layout_id::unchanged);
     const char* const kAll = "ModelOpt (input scales of every expert)";
     const char* const kRank = "compressed-tensors, expert parallel without EPLB (input scales of the rank's experts)";
     // FLASHINFER_TRTLLM: gated [w3/w1 row pairs] with the clamp/beta folds, SiTU and non-gated without.
@@ -259,15 +265,15 @@ std::span<const LayoutRow> layouts() {
     r.push_back({"FLASHINFER_TRTLLM", std::string("not gated, ") + kAll, plain_all, trtllm_roles(false, false, false, false)});
     r.push_back({"FLASHINFER_TRTLLM", std::string("not gated, ") + kRank, plain_rank, trtllm_roles(false, true, false, false)});
     // FLASHINFER_CUTLASS: [w3; w1] when gated.
-    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kAll, gated_all, flashinfer_roles("swap_halves", false)});
-    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kRank, gated_rank, flashinfer_roles("swap_halves", true)});
+    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kAll, gated_all, flashinfer_roles(rows_of::swap_halves, false)});
+    r.push_back({"FLASHINFER_CUTLASS", std::string("gated, ") + kRank, gated_rank, flashinfer_roles(rows_of::swap_halves, true)});
     r.push_back({"FLASHINFER_CUTLASS", std::string("not gated, ") + kAll, plain_all, flashinfer_roles("", false)});
     r.push_back({"FLASHINFER_CUTLASS", std::string("not gated, ") + kRank, plain_rank, flashinfer_roles("", true)});
     // FLASHINFER_CUTEDSL: [w3; w1] in 64-row groups when gated (from interleaved rows for SWIGLUOAI).
-    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kAll, oai_all, flashinfer_roles("cutedsl_deinterleave_interleave64", false)});
-    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kRank, oai_rank, flashinfer_roles("cutedsl_deinterleave_interleave64", true)});
-    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kAll, gated_all, flashinfer_roles("cutedsl_w31_interleave64", false)});
-    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kRank, gated_rank, flashinfer_roles("cutedsl_w31_interleave64", true)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kAll, oai_all, flashinfer_roles(rows_of::cutedsl_deinterleave_interleave64, false)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("SWIGLUOAI, ") + kRank, oai_rank, flashinfer_roles(rows_of::cutedsl_deinterleave_interleave64, true)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kAll, gated_all, flashinfer_roles(rows_of::cutedsl_w31_interleave64, false)});
+    r.push_back({"FLASHINFER_CUTEDSL", std::string("gated, ") + kRank, gated_rank, flashinfer_roles(rows_of::cutedsl_w31_interleave64, true)});
     r.push_back({"FLASHINFER_CUTEDSL", std::string("not gated, ") + kAll, plain_all, flashinfer_roles("", false)});
     r.push_back({"FLASHINFER_CUTEDSL", std::string("not gated, ") + kRank, plain_rank, flashinfer_roles("", true)});
     // FLASHINFER_CUTEDSL_BATCHED keeps vLLM's [w1; w3].
@@ -282,30 +288,30 @@ std::span<const LayoutRow> layouts() {
     r.push_back({"VLLM_CUTLASS",
                  "",
                  nullptr,
-                 {{"w13_weight", kUnchanged},
-                  {"w2_weight", kUnchanged},
-                  {"w13_weight_scale", swizzle("identity")},
-                  {"w2_weight_scale", swizzle("identity")},
-                  {"w13_weight_scale_2", "vllm.nvfp4_weight_scale_2(w13,times=input_expert_max)"},
-                  {"w2_weight_scale_2", "vllm.nvfp4_weight_scale_2(w2,times=input_expert_max)"},
-                  {"w13_input_scale", "vllm.nvfp4_input_scale(w13,expert_max)"},
-                  {"w2_input_scale", "vllm.nvfp4_input_scale(w2,expert_max)"}}});
+                 {{"w13_weight", unchanged},
+                  {"w2_weight", unchanged},
+                  {"w13_weight_scale", layout_id::swizzle_blockscale(rows_of::identity)},
+                  {"w2_weight_scale", layout_id::swizzle_blockscale(rows_of::identity)},
+                  {"w13_weight_scale_2", layout_id::nvfp4_weight_scale_2("w13", "input_expert_max")},
+                  {"w2_weight_scale_2", layout_id::nvfp4_weight_scale_2("w2", "input_expert_max")},
+                  {"w13_input_scale", layout_id::nvfp4_input_scale("w13", "expert_max")},
+                  {"w2_input_scale", layout_id::nvfp4_input_scale("w2", "expert_max")}}});
     r.push_back({"MARLIN", "bf16 model", bf16_model, marlin_roles(true)});
     r.push_back({"MARLIN", "fp16 model", nullptr, marlin_roles(false)});
     r.push_back({"EMULATION",
                  "",
                  nullptr,
-                 {{"w13_weight", kUnchanged},
-                  {"w2_weight", kUnchanged},
-                  {"w13_weight_scale", kUnchanged},
-                  {"w2_weight_scale", kUnchanged},
-                  {"w13_weight_scale_2", "vllm.nvfp4_weight_scale_2(w13,times=none)"},
-                  {"w2_weight_scale_2", "vllm.nvfp4_weight_scale_2(w2,times=none)"},
-                  {"w13_input_scale", "vllm.nvfp4_inverse_input_scale_max(w13)"},
-                  {"w2_input_scale", "vllm.nvfp4_inverse_input_scale_max(w2)"}}});
+                 {{"w13_weight", unchanged},
+                  {"w2_weight", unchanged},
+                  {"w13_weight_scale", unchanged},
+                  {"w2_weight_scale", unchanged},
+                  {"w13_weight_scale_2", layout_id::nvfp4_weight_scale_2("w13", "none")},
+                  {"w2_weight_scale_2", layout_id::nvfp4_weight_scale_2("w2", "none")},
+                  {"w13_input_scale", layout_id::nvfp4_inverse_input_scale_max("w13")},
+                  {"w2_input_scale", layout_id::nvfp4_inverse_input_scale_max("w2")}}});
     // Refused by name: their weights are converted by code outside the reference tree.
-    r.push_back({"HUMMING", "", nullptr, {{"w13_weight", "humming.convert_to_humming_moe_kernel_format(external humming package)"}}});
-    r.push_back({"B12X", "", nullptr, {{"w13_weight", "b12x.prepare_weights(external b12x package)"}}});
+    r.push_back({"HUMMING", "", nullptr, {{"w13_weight", layout_id::external_package(layout_id::head::humming_kernel_format, "humming")}}});
+    r.push_back({"B12X", "", nullptr, {{"w13_weight", layout_id::external_package(layout_id::head::b12x_prepare_weights, "b12x")}}});
     return r;
   }();
   return rows;

@@ -9,6 +9,7 @@
 //   and both moved back for SWIGLUOAI.
 // --moe-backend humming is ignored here (treated as auto); other names outside this oracle's map
 // are refused (the root of vLLM issue #56832).
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 
 namespace moepack::oracle {
@@ -123,46 +124,44 @@ bool vec_cpu(const SelectionContext&, const Selection& s) { return s.experts_cla
 bool arm_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "ArmCPUUnquantizedExperts"; }
 bool power_cpu(const SelectionContext&, const Selection& s) { return s.experts_class == "PowerCPUUnquantizedExperts"; }
 
+// w13 and w2 in the given layouts, biases as loaded.
+std::vector<std::pair<std::string, std::string>> biases_as_loaded(const std::string& w13, const std::string& w2) {
+  const std::string unchanged(layout_id::unchanged);
+  return {{"w13_weight", w13}, {"w2_weight", w2}, {"w13_bias", unchanged}, {"w2_bias", unchanged}};
+}
+
 // Layout ids are packers/registry.cpp rows; an id that is not registered makes convert refuse
 // the deployment by name. Every CPU class packs w13 and w2 with cpu_prepack_moe_weight and its
 // own isa (packers/cpu_prepack_moe.h). Biases are never
 // transformed by this family: every backend reads layer.w13_bias / w2_bias as loaded (the CPU
 // loader pads w13_bias like w13); FLASHINFER_TRTLLM lists none, so a biased layer there is refused.
 std::span<const LayoutRow> layouts() {
+  using layout_id::fi_trtllm_bf16_block_major_k;
+  namespace rows_of = layout_id::rows;
+  const std::string unchanged(layout_id::unchanged);
   static const LayoutRow rows[] = {
       {.backend = "FLASHINFER_TRTLLM", .condition_text = "gated", .condition = gated,
-       .roles = {{"w13_weight", "flashinfer.trtllm_bf16_block_major_k(rows=w3w1_interleave,vllm e9d1398d9,v0.6.17)"},
-                 {"w2_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"}}},
+       .roles = {{"w13_weight", fi_trtllm_bf16_block_major_k(rows_of::w3w1_interleave)},
+                 {"w2_weight", fi_trtllm_bf16_block_major_k(rows_of::identity)}}},
       {.backend = "FLASHINFER_TRTLLM", .condition_text = "not gated (intermediate padded to 128)",
-       .roles = {{"w13_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"},
-                 {"w2_weight", "flashinfer.trtllm_bf16_block_major_k(rows=identity,vllm e9d1398d9,v0.6.17)"}}},
+       .roles = {{"w13_weight", fi_trtllm_bf16_block_major_k(rows_of::identity)},
+                 {"w2_weight", fi_trtllm_bf16_block_major_k(rows_of::identity)}}},
       {.backend = "FLASHINFER_CUTLASS", .condition_text = "gated", .condition = gated,
-       .roles = {{"w13_weight", "vllm.swap_w13_to_w31(e9d1398d9)"}, {"w2_weight", "vllm.unchanged"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
-      {.backend = "FLASHINFER_CUTLASS", .condition_text = "not gated",
-       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+       .roles = biases_as_loaded(layout_id::swap_w13_to_w31(), unchanged)},
+      {.backend = "FLASHINFER_CUTLASS", .condition_text = "not gated", .roles = biases_as_loaded(unchanged, unchanged)},
       // rocm_aiter_ops.shuffle_weights: AITER's shuffle_weight (16, 16) on the 16-bit weights,
       // 8-element runs in 16-row tiles (packers/aiter_shuffle_weight.h).
-      {.backend = "AITER",
-       .roles = {{"w13_weight", "aiter.shuffle_weight(layout=16x16,v0.1.19)"}, {"w2_weight", "aiter.shuffle_weight(layout=16x16,v0.1.19)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+      {.backend = "AITER", .roles = biases_as_loaded(layout_id::aiter_shuffle_weight(), layout_id::aiter_shuffle_weight())},
       {.backend = "CPU", .condition_text = "X86CPUUnquantizedExperts (AMX)", .condition = amx_cpu,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(amx,e9d1398d9)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+       .roles = biases_as_loaded(layout_id::cpu_prepack_moe_weight("amx"), layout_id::cpu_prepack_moe_weight("amx"))},
       {.backend = "CPU", .condition_text = "CPUUnquantizedExperts (vec)", .condition = vec_cpu,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vec,e9d1398d9)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+       .roles = biases_as_loaded(layout_id::cpu_prepack_moe_weight("vec"), layout_id::cpu_prepack_moe_weight("vec"))},
       {.backend = "CPU", .condition_text = "ArmCPUUnquantizedExperts (neon)", .condition = arm_cpu,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(neon,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(neon,e9d1398d9)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+       .roles = biases_as_loaded(layout_id::cpu_prepack_moe_weight("neon"), layout_id::cpu_prepack_moe_weight("neon"))},
       {.backend = "CPU", .condition_text = "PowerCPUUnquantizedExperts (vsx)", .condition = power_cpu,
-       .roles = {{"w13_weight", "vllm.cpu_prepack_moe_weight(vsx,e9d1398d9)"}, {"w2_weight", "vllm.cpu_prepack_moe_weight(vsx,e9d1398d9)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
-      {.backend = "XPU",
-       .roles = {{"w13_weight", "vllm.xpu_transpose(e9d1398d9)"}, {"w2_weight", "vllm.xpu_transpose(e9d1398d9)"},
-                 {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
-      {.backend = "*", .condition_text = "TRITON, BATCHED_TRITON",
-       .roles = {{"w13_weight", "vllm.unchanged"}, {"w2_weight", "vllm.unchanged"}, {"w13_bias", "vllm.unchanged"}, {"w2_bias", "vllm.unchanged"}}},
+       .roles = biases_as_loaded(layout_id::cpu_prepack_moe_weight("vsx"), layout_id::cpu_prepack_moe_weight("vsx"))},
+      {.backend = "XPU", .roles = biases_as_loaded(layout_id::xpu_transpose(), layout_id::xpu_transpose())},
+      {.backend = "*", .condition_text = "TRITON, BATCHED_TRITON", .roles = biases_as_loaded(unchanged, unchanged)},
   };
   return rows;
 }

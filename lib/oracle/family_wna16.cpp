@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/core/layout_ids.h"
 #include "lib/oracle/family.h"
 #include "lib/oracle/oracle.h"
 
@@ -206,11 +207,6 @@ std::pair<int, int> conversion_padding(const SelectionContext& ctx, const Select
 // names are the method's: AutoGPTQ / AutoAWQ keep w13_qweight, w13_scales, w13_qzeros, w13_g_idx;
 // compressed-tensors w13_weight_packed, w13_weight_scale, w13_weight_zero_point, w13_weight_g_idx.
 // Every method adds w13_g_idx_sort_indices / w2_g_idx_sort_indices.
-constexpr const char* kSortedGIdx = "vllm.marlin_sort_g_idx(sorted_g_idx,stable,e9d1398d9)";
-constexpr const char* kSortIndices = "vllm.marlin_sort_g_idx(sort_indices,stable,e9d1398d9)";
-constexpr const char* kEmptyInt32 = "vllm.empty_int32(E,0,e9d1398d9)";
-constexpr const char* kEmptyInt32Flat = "vllm.empty_int32(0,e9d1398d9)";  // one (0,) tensor for the layer
-constexpr const char* kActOrderGather = "vllm.marlin_act_order_rows(perm=sort_indices,e9d1398d9)";
 
 bool marlin_8bit_input(const SelectionContext& c) {
   auto v = c.deployment.env.get("VLLM_MARLIN_INPUT_DTYPE");
@@ -229,17 +225,6 @@ std::string dtype_id(FloatType t) {
   return "?";
 }
 
-std::string marlin_weight_id(int bits, bool awq) {
-  return std::string(awq ? "vllm.awq_marlin_repack" : "vllm.gptq_marlin_repack") + "(num_bits=" + std::to_string(bits) + ",is_a_8bit=0,e9d1398d9)";
-}
-std::string marlin_scale_id(bool grouped, FloatType dtype) {
-  return std::string("vllm.marlin_moe_permute_scales(perm=") + (grouped ? "grouped" : "single") + ",params_dtype=" + dtype_id(dtype) + ",is_a_8bit=0,e9d1398d9)";
-}
-std::string marlin_zero_point_id(int bits, bool awq) {
-  return std::string(awq ? "vllm.moe_awq_to_marlin_zero_points" : "vllm.moe_packed_to_marlin_zero_points") + "(num_bits=" + std::to_string(bits) +
-         ",is_a_8bit=0,e9d1398d9)";
-}
-
 using Roles = std::vector<std::pair<std::string, std::string>>;
 
 // The method's parameter names: AutoGPTQ / AutoAWQ keep qweight, scales, qzeros, g_idx;
@@ -253,9 +238,9 @@ ParamNames param_names(bool compressed_tensors) {
 }
 
 // The w13_ and w2_ roles of one parameter, with one layout id.
-void add_both(Roles& r, const std::string& param, const std::string& id) {
-  r.push_back({"w13_" + param, id});
-  r.push_back({"w2_" + param, id});
+void add_both(Roles& r, const std::string& param, std::string_view id) {
+  r.push_back({"w13_" + param, std::string(id)});
+  r.push_back({"w2_" + param, std::string(id)});
 }
 
 Roles marlin_roles(const SelectionContext& c, const Selection&) {
@@ -264,7 +249,7 @@ Roles marlin_roles(const SelectionContext& c, const Selection&) {
   if (marlin_8bit_input(c)) {
     // marlin_int4_fp8_preprocess / marlin_act_int8_process_scales are not reproduced: ids no
     // packer has, so the converter refuses the layer by name.
-    const std::string w = "vllm.marlin_int4_fp8_preprocess_or_act_int8(VLLM_MARLIN_INPUT_DTYPE,not_reproduced)";
+    const std::string w = layout_id::not_reproduced(layout_id::head::marlin_int4_fp8_preprocess_or_act_int8, "VLLM_MARLIN_INPUT_DTYPE");
     return {{layout == Layout::compressed_tensors ? "w13_weight_packed" : "w13_qweight", w}};
   }
   const int bits = q.weight_bits, gs = q.group_size;
@@ -279,32 +264,40 @@ Roles marlin_roles(const SelectionContext& c, const Selection&) {
   const bool full_w2 = layout == Layout::compressed_tensors ? q.actorder == "group" : (layout == Layout::gptq && q.desc_act);
   const int w2_rows = gs > 0 ? (full_w2 ? q.moe_intermediate_size : padded) / gs : 1;
   const bool w2_grouped = layout == Layout::awq ? (gs != -1 && gs < inter) : (gs != -1 && w2_rows > 1);
+  using layout_id::IntPacking;
+  using layout_id::marlin_int_repack;
+  using layout_id::marlin_moe_permute_scales;
+  using layout_id::marlin_zero_points;
+  const std::string empty = layout_id::empty_int32_per_expert();
   Roles r;
   if (layout == Layout::awq) {
-    r = {{"w13_qweight", marlin_weight_id(bits, true)}, {"w2_qweight", marlin_weight_id(bits, true)},
-         {"w13_scales", marlin_scale_id(w13_grouped, dtype)}, {"w2_scales", marlin_scale_id(w2_grouped, dtype)},
-         {"w13_qzeros", marlin_zero_point_id(bits, true)}, {"w2_qzeros", marlin_zero_point_id(bits, true)},
-         {"w13_g_idx_sort_indices", kEmptyInt32}, {"w2_g_idx_sort_indices", kEmptyInt32}};
+    r = {{"w13_qweight", marlin_int_repack(IntPacking::awq, bits)}, {"w2_qweight", marlin_int_repack(IntPacking::awq, bits)},
+         {"w13_scales", marlin_moe_permute_scales(w13_grouped, dtype_id(dtype))}, {"w2_scales", marlin_moe_permute_scales(w2_grouped, dtype_id(dtype))},
+         {"w13_qzeros", marlin_zero_points(IntPacking::awq, bits)}, {"w2_qzeros", marlin_zero_points(IntPacking::awq, bits)},
+         {"w13_g_idx_sort_indices", empty}, {"w2_g_idx_sort_indices", empty}};
   } else {
     const bool ct = layout == Layout::compressed_tensors;
     const bool act_order = ct ? q.actorder == "group" : q.desc_act;
     const auto [weight, scale, zeros, g_idx] = param_names(ct);
-    const std::string w = act_order ? std::string(kActOrderGather) + " | " + marlin_weight_id(bits, false) : marlin_weight_id(bits, false);
-    r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, marlin_scale_id(w13_grouped, dtype)}, {"w2_" + scale, marlin_scale_id(w2_grouped, dtype)}};
+    const std::string repack = marlin_int_repack(IntPacking::gptq, bits);
+    const std::string w = act_order ? layout_id::pipeline({layout_id::marlin_act_order_rows(), repack}) : repack;
+    r = {{"w13_" + weight, w},
+         {"w2_" + weight, w},
+         {"w13_" + scale, marlin_moe_permute_scales(w13_grouped, dtype_id(dtype))},
+         {"w2_" + scale, marlin_moe_permute_scales(w2_grouped, dtype_id(dtype))}};
     // GPTQ loads qzeros whatever `sym` says and converts them (ERRATA 6); compressed-tensors
     // registers zero points only when asymmetric.
     if (!ct || !q.symmetric) {
-      add_both(r, zeros, marlin_zero_point_id(bits, false));
+      add_both(r, zeros, marlin_zero_points(IntPacking::gptq, bits));
     }
-    add_both(r, g_idx, act_order ? kSortedGIdx : kEmptyInt32);
-    add_both(r, "g_idx_sort_indices", act_order ? kSortIndices : kEmptyInt32);
+    add_both(r, g_idx, act_order ? layout_id::marlin_sort_g_idx(false) : empty);
+    add_both(r, "g_idx_sort_indices", act_order ? layout_id::marlin_sort_g_idx(true) : empty);
     if (ct) {
-      add_both(r, "weight_shape", "vllm.unchanged");
+      add_both(r, "weight_shape", layout_id::unchanged);
     }
   }
   if (q.has_bias) {
-    const std::string bias = "vllm.marlin_permute_bias(params_dtype=" + std::string(dtype == FloatType::bfloat16 ? "bf16" : dtype_id(dtype)) + ",e9d1398d9)";
-    add_both(r, "bias", bias);
+    add_both(r, "bias", layout_id::marlin_permute_bias(dtype == FloatType::bfloat16 ? "bf16" : dtype_id(dtype)));
   }
   return r;
 }
@@ -314,7 +307,7 @@ Roles marlin_roles(const SelectionContext& c, const Selection&) {
 // method's weight name, so the converter refuses the layer naming it.
 Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
   const bool ct = layout_of(c.query.quant_method) == Layout::compressed_tensors;
-  return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm." + s.backend + ".prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)"}};
+  return {{ct ? "w13_weight_packed" : "w13_qweight", layout_id::backend_prepared_weights(s.backend)}};
 }
 
 // TRITON for MoeWNA16 (moe_wna16.py `MoeWNA16Method` @ e9d1398d9). Its weight loader converts
@@ -331,22 +324,22 @@ Roles prepared_elsewhere_roles(const SelectionContext& c, const Selection& s) {
 // GPTQ zero points it would load (sym false) the checkpoint reader already refuses.
 Roles moe_wna16_triton_roles(const SelectionContext& c) {
   const MoeLayerQuery& q = c.query;
-  const std::string scales = "vllm.moe_wna16_scales(transpose,e9d1398d9)";
-  if (q.has_bias) return {{"w13_qweight", "vllm.moe_wna16(expert biases: MoeWNA16Method registers no bias parameter,not_reproduced)"}};
+  const std::string scales = layout_id::moe_wna16_scales();
+  if (q.has_bias)
+    return {{"w13_qweight", layout_id::not_reproduced(layout_id::head::moe_wna16, "expert biases: MoeWNA16Method registers no bias parameter")}};
   if (q.linear_quant_method == "awq") {
-    Roles r = {{"w13_qweight", "vllm.moe_wna16_awq_qweight(unpack,awq_order_undone,transpose,repack,e9d1398d9)"},
-               {"w2_qweight", "vllm.moe_wna16_awq_qweight(unpack,awq_order_undone,transpose,repack,e9d1398d9)"},
-               {"w13_scales", scales},
-               {"w2_scales", scales}};
-    const std::string zeros = q.has_zero_points ? "vllm.moe_wna16_awq_qzeros(unpack,awq_order_undone,transpose,repack,e9d1398d9)" : "dropped";
+    const std::string qweight = layout_id::moe_wna16_awq_qweight();
+    Roles r = {{"w13_qweight", qweight}, {"w2_qweight", qweight}, {"w13_scales", scales}, {"w2_scales", scales}};
+    const std::string zeros = q.has_zero_points ? layout_id::moe_wna16_awq_qzeros() : "dropped";
     add_both(r, "qzeros", zeros);
     return r;
   }
-  if (q.has_zero_points) return {{"w13_qzeros", "vllm.moe_wna16(GPTQ zero points plus one,not_reproduced)"}};
-  const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)";
+  if (q.has_zero_points) return {{"w13_qzeros", layout_id::not_reproduced(layout_id::head::moe_wna16, "GPTQ zero points plus one")}};
+  const std::string w = layout_id::wna16_triton_weight();
   Roles r = {{"w13_qweight", w}, {"w2_qweight", w}, {"w13_scales", scales}, {"w2_scales", scales}};
-  add_both(r, "qzeros", kEmptyInt32Flat);
-  add_both(r, "g_idx", kEmptyInt32Flat);
+  // One (0,) tensor for the layer.
+  add_both(r, "qzeros", layout_id::empty_int32());
+  add_both(r, "g_idx", layout_id::empty_int32());
   return r;
 }
 
@@ -357,19 +350,20 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
   if (layout == Layout::moe_wna16) return moe_wna16_triton_roles(c);
-  if (layout == Layout::awq) return {{"w13_qweight", "vllm.wna16_triton_awq_uint8_view(MoeWNA16 branch on AWQ params,not_reproduced)"}};
+  if (layout == Layout::awq)
+    return {{"w13_qweight", layout_id::not_reproduced(layout_id::head::wna16_triton_awq_uint8_view, "MoeWNA16 branch on AWQ params")}};
   const bool ct = layout == Layout::compressed_tensors;
   const auto [weight, scale, zeros, g_idx] = param_names(ct);
-  const std::string w = "vllm.wna16_triton_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.wna16_triton_transpose(e9d1398d9)",
-                    z = "vllm.wna16_triton_zero_points(transpose,int32_as_u8,e9d1398d9)";
+  const std::string w = layout_id::wna16_triton_weight(), t = layout_id::wna16_triton_transpose(), z = layout_id::wna16_triton_zero_points();
   // Zero points [E, K / group, N / 8] with a single group along K: upstream's
   // transpose(1, 2).contiguous() keeps the [E, N / 8, 1] result as the transposed view (a size-1
   // last dim counts as contiguous, so its stride stays N / 8) and the int32 -> uint8 view that
   // follows raises "self.stride(-1) must be 1 to view Int as Byte". vLLM cannot load such a layer
   // on TRITON (found running the upstream code, tests/golden/make_wna16_goldens.py); no packer has
   // this id, so the layer is refused naming it.
-  const std::string fails = "vllm.wna16_triton_zero_points(one group along K: upstream's uint8 view of the transposed zero points raises "
-                            "RuntimeError stride(-1) must be 1,not_reproduced)";
+  const std::string fails = layout_id::not_reproduced(layout_id::head::wna16_triton_zero_points,
+                                                      "one group along K: upstream's uint8 view of the transposed zero points raises "
+                                                      "RuntimeError stride(-1) must be 1");
   const bool asym_groups = ct && !q.symmetric && q.group_size > 0;
   const std::string z13 = asym_groups && c.moe.hidden_dim / q.group_size == 1 ? fails : z;
   const std::string z2 = asym_groups && c.moe.intermediate_size_per_partition / q.group_size == 1 ? fails : z;
@@ -377,10 +371,10 @@ Roles triton_roles(const SelectionContext& c, const Selection&) {
              {"w13_" + zeros, z13}, {"w2_" + zeros, z2}, {"w13_" + g_idx, "dropped"}, {"w2_" + g_idx, "dropped"},
              {"w13_g_idx_sort_indices", "dropped"}, {"w2_g_idx_sort_indices", "dropped"}};
   if (ct) {
-    add_both(r, "weight_shape", "vllm.unchanged");
+    add_both(r, "weight_shape", layout_id::unchanged);
   }
   if (q.has_bias) {
-    add_both(r, "bias", "vllm.unchanged");
+    add_both(r, "bias", layout_id::unchanged);
   }
   return r;
 }
@@ -400,23 +394,22 @@ Roles cpu_roles(const SelectionContext& c, const Selection&) {
   const int hidden = c.moe.hidden_dim, inter = c.moe.intermediate_size_per_partition, gs = q.group_size;
   auto block_k = [gs](int k) { return std::min(gs > 0 ? gs : k, 128); };
   const std::string how = awq ? "awq_qzeros" : (ct && q.symmetric) ? "synthetic_0x77777777" : "qzeros_plus_1";
-  const std::string src = awq ? "awq" : "gptq";
+  const layout_id::IntPacking packing = awq ? layout_id::IntPacking::awq : layout_id::IntPacking::gptq;
   auto weight_id = [&](int k) {
-    return "cpu.sgl_int4_compensation(zeros=" + how + ",e9d1398d9) | cpu.sgl_int4_weight_packed(" + src + ",block_k=" + std::to_string(block_k(k)) +
-           ",e9d1398d9)";
+    return layout_id::pipeline({layout_id::cpu_sgl_int4_compensation(how), layout_id::cpu_sgl_int4_weight_packed(packing, block_k(k))});
   };
-  const std::string zero_id = "cpu.sgl_int4_zero_points(zeros=" + how + ",e9d1398d9) | cpu.sgl_int4_blocked_zero_points(i8,e9d1398d9)";
-  const std::string scale_id = "cpu.sgl_int4_blocked_scales(f32,e9d1398d9)";
+  const std::string zero_id = layout_id::pipeline({layout_id::cpu_sgl_int4_zero_points(how), layout_id::cpu_sgl_int4_blocked_zero_points()});
+  const std::string scale_id = layout_id::cpu_sgl_int4_blocked_scales();
   Roles r = {{"w13_" + weight, weight_id(hidden)}, {"w2_" + weight, weight_id(inter)}, {"w13_" + scale, scale_id},
              {"w2_" + scale, scale_id},            {"w13_" + zeros, zero_id},          {"w2_" + zeros, zero_id}};
   if (!awq) {
-    add_both(r, g_idx, "vllm.unchanged");
+    add_both(r, g_idx, layout_id::unchanged);
   }
   if (ct) {
-    add_both(r, "weight_shape", "vllm.unchanged");
+    add_both(r, "weight_shape", layout_id::unchanged);
   }
   if (q.has_bias) {
-    add_both(r, "bias", "vllm.bias_f32");
+    add_both(r, "bias", layout_id::bias_f32);
   }
   return r;
 }
@@ -431,58 +424,71 @@ Roles xpu_roles(const SelectionContext& c, const Selection&) {
   const MoeLayerQuery& q = c.query;
   const Layout layout = layout_of(q.quant_method);
   const bool ct = layout == Layout::compressed_tensors;
-  if (layout != Layout::gptq && !ct) return {{"w13_qweight", "vllm.xpu_wna16(" + q.quant_method + " params,not_reproduced)"}};
+  if (layout != Layout::gptq && !ct) return {{"w13_qweight", layout_id::not_reproduced(layout_id::head::xpu_wna16, q.quant_method + " params")}};
   if (ct ? q.actorder == "group" : q.desc_act)
-    return {{ct ? "w13_weight_packed" : "w13_qweight", "vllm.xpu_wna16(act-order g_idx unread by xpu_fused_moe,refused)"}};
+    return {{ct ? "w13_weight_packed" : "w13_qweight", layout_id::refused(layout_id::head::xpu_wna16, "act-order g_idx unread by xpu_fused_moe")}};
   const auto [weight, scale, zeros, g_idx] = param_names(ct);
-  const std::string w = "vllm.xpu_wna16_weight(transpose,int32_as_u8,e9d1398d9)", t = "vllm.xpu_transpose(e9d1398d9)";
-  const std::string index = ct ? "dropped" : kEmptyInt32Flat;
+  const std::string w = layout_id::xpu_wna16_weight(), t = layout_id::xpu_transpose();
+  const std::string index = ct ? "dropped" : layout_id::empty_int32();
   Roles r = {{"w13_" + weight, w}, {"w2_" + weight, w}, {"w13_" + scale, t}, {"w2_" + scale, t},
              {"w13_" + g_idx, index}, {"w2_" + g_idx, index}, {"w13_g_idx_sort_indices", index}, {"w2_g_idx_sort_indices", index}};
   if (!ct || !q.symmetric) {
-    add_both(r, zeros, "vllm.unchanged");
+    add_both(r, zeros, layout_id::unchanged);
   }
   if (ct) {
-    add_both(r, "weight_shape", "vllm.unchanged");
+    add_both(r, "weight_shape", layout_id::unchanged);
   }
   if (q.has_bias) {
-    add_both(r, "bias", "vllm.unchanged");
+    add_both(r, "bias", layout_id::unchanged);
   }
   return r;
 }
 
+// The descriptive text of a listing row: an id's head followed by prose.
+std::string head_then(std::string_view head, std::string_view text) { return std::string(head) + std::string(text); }
+
 std::span<const LayoutRow> layouts() {
+  namespace head = layout_id::head;
+  const std::string trtllm_prepared(head::trtllm_gen_mxint4_prepared);
   static const LayoutRow rows[] = {
       {.backend = "*MARLIN",
        .condition_text = "GPTQ / AWQ / compressed-tensors, 16-bit activations (VLLM_MARLIN_INPUT_DTYPE fp8/int8: refused)",
-       .roles = {{"w13_qweight | w13_weight_packed", "vllm.gptq_marlin_repack / vllm.awq_marlin_repack (act-order: rows gathered by the stable g_idx sort)"},
-                 {"w13_scales | w13_weight_scale", "vllm.marlin_moe_permute_scales (w13 size_k = intermediate size, ERRATA 9)"},
-                 {"w13_qzeros | w13_weight_zero_point", "vllm.moe_packed_to_marlin_zero_points / vllm.moe_awq_to_marlin_zero_points"},
+       .roles = {{"w13_qweight | w13_weight_packed",
+                  head_then(head::gptq_marlin_repack, " / ") + head_then(head::awq_marlin_repack, " (act-order: rows gathered by the stable g_idx sort)")},
+                 {"w13_scales | w13_weight_scale", head_then(head::marlin_moe_permute_scales, " (w13 size_k = intermediate size, ERRATA 9)")},
+                 {"w13_qzeros | w13_weight_zero_point",
+                  head_then(head::moe_packed_to_marlin_zero_points, " / ") + std::string(head::moe_awq_to_marlin_zero_points)},
                  {"w13_g_idx | w13_weight_g_idx", "sorted g_idx (act-order) or empty [E, 0]"},
                  {"w13_g_idx_sort_indices", "stable argsort of g_idx (act-order) or empty [E, 0]"},
-                 {"w13_bias", "vllm.marlin_permute_bias"}},
+                 {"w13_bias", std::string(head::marlin_permute_bias)}},
        .roles_of = marlin_roles},
       {.backend = "FLASHINFER_TRTLLM",
-       .roles = {{"w13_weight", "trtllm_gen.mxint4.prepared"}, {"w2_weight", "trtllm_gen.mxint4.prepared"}, {"w13_weight_scale", "trtllm_gen.mxint4.prepared"}, {"w2_weight_scale", "trtllm_gen.mxint4.prepared"}}},
+       .roles = {{"w13_weight", trtllm_prepared}, {"w2_weight", trtllm_prepared}, {"w13_weight_scale", trtllm_prepared}, {"w2_weight_scale", trtllm_prepared}}},
       {.backend = "TRITON",
        .condition_text = "GPTQ / compressed-tensors; MoeWNA16 (--quantization moe_wna16): its loader's N-first bytes",
-       .roles = {{"w13_qweight | w13_weight_packed", "vllm.wna16_triton_weight (N-first bytes); MoeWNA16 AutoAWQ: vllm.moe_wna16_awq_qweight"},
-                 {"w13_scales | w13_weight_scale", "vllm.wna16_triton_transpose; MoeWNA16: vllm.moe_wna16_scales (groups repeated by group_size_div_factor)"},
-                 {"w13_qzeros | w13_weight_zero_point", "vllm.wna16_triton_zero_points; MoeWNA16 AutoAWQ: vllm.moe_wna16_awq_qzeros; MoeWNA16 GPTQ: empty (0,)"},
+       .roles = {{"w13_qweight | w13_weight_packed",
+                  head_then(head::wna16_triton_weight, " (N-first bytes); MoeWNA16 AutoAWQ: ") + std::string(head::moe_wna16_awq_qweight)},
+                 {"w13_scales | w13_weight_scale",
+                  head_then(head::wna16_triton_transpose, "; MoeWNA16: ") + head_then(head::moe_wna16_scales, " (groups repeated by group_size_div_factor)")},
+                 {"w13_qzeros | w13_weight_zero_point",
+                  head_then(head::wna16_triton_zero_points, "; MoeWNA16 AutoAWQ: ") + head_then(head::moe_wna16_awq_qzeros, "; MoeWNA16 GPTQ: empty (0,)")},
                  {"w13_g_idx, sort indices", "dropped (None); MoeWNA16 GPTQ g_idx: empty (0,)"}},
        .roles_of = triton_roles},
       {.backend = "CPU",
        .condition_text = "x86 with AMX (CPUExpertsInt4): sgl convert_weight_packed_scale_zp, AutoAWQ or GPTQ unpacking",
-       .roles = {{"w13_qweight | w13_weight_packed", "cpu.sgl_int4_compensation | cpu.sgl_int4_weight_packed (block_k = min(group size, 128))"},
-                 {"w13_scales | w13_weight_scale", "cpu.sgl_int4_blocked_scales(f32)"},
+       .roles = {{"w13_qweight | w13_weight_packed",
+                  layout_id::pipeline({head::cpu_sgl_int4_compensation, head::cpu_sgl_int4_weight_packed}) + " (block_k = min(group size, 128))"},
+                 {"w13_scales | w13_weight_scale", layout_id::call(head::cpu_sgl_int4_blocked_scales, {"f32"})},
                  {"w13_qzeros | w13_weight_zero_point",
-                  "cpu.sgl_int4_zero_points | cpu.sgl_int4_blocked_zero_points (compressed-tensors symmetric: 0x77777777)"},
-                 {"w13_g_idx | w13_weight_g_idx", "vllm.unchanged"},
-                 {"w13_bias", "vllm.bias_f32"}},
+                  layout_id::pipeline({head::cpu_sgl_int4_zero_points, head::cpu_sgl_int4_blocked_zero_points}) +
+                      " (compressed-tensors symmetric: 0x77777777)"},
+                 {"w13_g_idx | w13_weight_g_idx", std::string(layout_id::unchanged)},
+                 {"w13_bias", std::string(layout_id::bias_f32)}},
        .roles_of = cpu_roles},
       {.backend = "XPU",
        .condition_text = "GPTQ / compressed-tensors int4 without act-order",
-       .roles = {{"w13_qweight | w13_weight_packed", "vllm.xpu_wna16_weight (N-first bytes, as Triton's)"}, {"w13_scales | w13_weight_scale", "vllm.xpu_transpose"},
+       .roles = {{"w13_qweight | w13_weight_packed", head_then(head::xpu_wna16_weight, " (N-first bytes, as Triton's)")},
+                 {"w13_scales | w13_weight_scale", std::string(head::xpu_transpose)},
                  {"w13_g_idx, sort indices", "GPTQ: empty [0]; compressed-tensors: unloaded torch.empty, not written"}},
        .roles_of = xpu_roles},
       {.backend = "*",

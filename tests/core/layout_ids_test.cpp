@@ -47,6 +47,7 @@ TEST(LayoutIds, VllmLoaderIds) {
   EXPECT_EQ(mxfp4_marlin_process_scales(true), "vllm.mxfp4_marlin_process_scales(group_size=32,params_dtype=bf16,act=fp8,e9d1398d9)");
   EXPECT_EQ(nvfp4_marlin_process_scales(), "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)");
   EXPECT_EQ(marlin_permute_bias(), "vllm.marlin_permute_bias(params_dtype=bf16,e9d1398d9)");
+  EXPECT_EQ(marlin_permute_bias("F16"), "vllm.marlin_permute_bias(params_dtype=F16,e9d1398d9)");
   EXPECT_EQ(marlin_moe_permute_scales(true, "BF16"), "vllm.marlin_moe_permute_scales(perm=grouped,params_dtype=BF16,is_a_8bit=0,e9d1398d9)");
   EXPECT_EQ(marlin_moe_permute_scales(false, "F16"), "vllm.marlin_moe_permute_scales(perm=single,params_dtype=F16,is_a_8bit=0,e9d1398d9)");
   EXPECT_EQ(marlin_zero_points(IntPacking::gptq, 4), "vllm.moe_packed_to_marlin_zero_points(num_bits=4,is_a_8bit=0,e9d1398d9)");
@@ -125,6 +126,7 @@ TEST(LayoutIds, AiterDeepGemmCpuAndRefusalIds) {
   EXPECT_EQ(deep_gemm_transform_sf("1x1x32"), "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)");
   EXPECT_EQ(deep_gemm_requant_ue8m0("scale"), "deep_gemm.requant_ue8m0(scale,block=128x128,vllm e9d1398d9)");
   EXPECT_EQ(deep_gemm_fp8_block_scales(), "deep_gemm.fp8_block_scales(requant_ue8m0,broadcast_rows,vllm e9d1398d9)");
+  EXPECT_EQ(deep_gemm_sf_e8m0_as_f32, "deep_gemm.sf_layout(e8m0_as_f32)");
   EXPECT_EQ(cpu_sgl_mxfp4_weight, "cpu.sgl_convert_weight_packed(mxfp4)");
   EXPECT_EQ(cpu_sgl_e8m0_scale, "cpu.sgl_convert_scale_packed(e8m0)");
   EXPECT_EQ(cpu_sgl_fp8_weight, "cpu.sgl_convert_weight_packed(fp8)");
@@ -139,6 +141,7 @@ TEST(LayoutIds, AiterDeepGemmCpuAndRefusalIds) {
             "vllm.prepare_fp8_moe_layer_for_deepgemm(asserts block_quant,refused)");
   EXPECT_EQ(not_reproduced(head::moe_wna16, "GPTQ zero points plus one"), "vllm.moe_wna16(GPTQ zero points plus one,not_reproduced)");
   EXPECT_EQ(external_package(head::b12x_prepare_weights, "b12x"), "b12x.prepare_weights(external b12x package)");
+  EXPECT_EQ(backend_prepared_weights("HUMMING"), "vllm.HUMMING.prepared_weights(outside vLLM's process_weights_after_loading,not_reproduced)");
 }
 
 }  // namespace
