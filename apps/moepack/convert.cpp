@@ -256,7 +256,7 @@ CommandRegistration registration(40, [](CLI::App& app) {
   sub->add_option("checkpoint", opts->checkpoint, "Checkpoint directory, .safetensors file, or model id in the Hugging Face cache (org/name[@revision])")->required();
   sub->add_option("-o,--output", opts->output, "Output directory (written as OUT.tmp, renamed when complete); with several targets, one artifact per device in OUT/<device>")->required();
   add_deployment_flags(*sub, opts->deployment, true);
-  sub->add_option("--threads", opts->threads, "Worker threads (default: the CPUs this process may use); the output does not depend on it")->check(CLI::Range(0, 1 << 16).description(""));
+  sub->add_option("--threads", opts->threads, "Worker threads (default: the CPUs this process may use); the output does not depend on it")->check(whole_number(0, 1 << 16));
   sub->add_flag("--dry-run", opts->dry_run, "Print the tensors, sizes, layouts and files that would be written; write nothing");
   sub->add_flag("--force", opts->force, "Replace an existing output directory");
   sub->add_option("--max-shard-size", opts->max_shard_size, "Largest safetensors file (default 5GB; units B KB MB GB KiB MiB GiB)");

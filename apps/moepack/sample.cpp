@@ -79,11 +79,11 @@ CommandRegistration reg(90, [](CLI::App& app) {
   sub->add_option("--family", args->family, "Checkpoint family (see --list)");
   sub->add_option("-o,--output", args->output, "Output directory (written atomically)");
   sub->add_option("--seed", args->seed, "Seed of the random weights (same seed, same bytes)");
-  sub->add_option("--experts", args->experts, "Routed experts per MoE layer")->check(CLI::Range(2, 1 << 16));
+  sub->add_option("--experts", args->experts, "Routed experts per MoE layer")->check(whole_number(2, 1 << 16));
   sub->add_option("--layers", args->layers, "MoE layers (small samples) or leading decoder layers (--real-shape)")
-      ->check(CLI::Range(1, 1 << 12));
+      ->check(whole_number(1, 1 << 12));
   sub->add_option("--hash-layers", args->hash_layers, "DeepSeek-V4: leading layers routed by token id (num_hash_layers, gate.tid2eid)")
-      ->check(CLI::Range(0, 1 << 12));
+      ->check(whole_number(0, 1 << 12));
   sub->add_option("--real-shape", args->real_shape, "Copy the tensor shapes of a released model (see --list)");
   sub->add_flag("--sparse", args->sparse, "With --real-shape: all-zero data region made sparse with ftruncate");
   sub->add_flag("--force", args->force, "Replace an existing output directory");

@@ -78,9 +78,9 @@ CommandRegistration reg(45, [](CLI::App& app) {
   auto* wg = sub->add_option("--write-golden", opts->write_golden, "Write the outputs and tensor hashes to this golden file");
   sub->add_option("--golden", opts->golden, "Compare with this golden file (its seed and tokens are used)")->excludes(wg);
   sub->add_option("--layers", opts->layers, "Quick mode: check against the source and run only N MoE layers, spread evenly (first and last included); every tensor is still hashed")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32).description(""));
+      ->check(whole_number(1, uint64_t{1} << 32));
   sub->add_option("--threads", opts->verify.threads, "Threads (default: the CPUs this process may use); the result is the same for any count")
-      ->check(CLI::Range(0, 1 << 16).description(""));
+      ->check(whole_number(0, 1 << 16));
   sub->add_flag("--json", opts->json, "Print one JSON object (shape in moepack-verify(1))");
   sub->callback([opts] {
     global_flags().json = opts->json;

@@ -8,7 +8,6 @@
 
 #include "formats/checkpoints/expert_storage.h"
 #include "formats/safetensors/strict_json.h"
-#include "lib/core/codecs.h"
 #include "lib/core/error.h"
 
 namespace moepack::ckpt {

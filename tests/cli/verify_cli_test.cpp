@@ -134,6 +134,15 @@ TEST(VerifyCli, QuickModeSaysWhatRanAndWhatWasOnlyHashed) {
   EXPECT_EQ(json::parse(unparsable.out)["error"]["kind"], "usage") << unparsable.out;
   EXPECT_NE(unparsable.err.find("moepack: error: Could not convert: --tokens = many (see moepack verify --help)"), std::string::npos) << unparsable.err;
 
+  // A count flag says what it wants, for a word as for a number out of its range.
+  CommandResult word = run_moepack({"verify", out, "--layers", "abc", "--json"});
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_EQ(json::parse(word.out)["error"]["kind"], "usage") << word.out;
+  EXPECT_NE(word.err.find("--layers: `abc` is not a whole number from 1 to 4294967296"), std::string::npos) << word.err;
+  CommandResult negative = run_moepack({"verify", out, "--threads", "-1"});
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.err.find("--threads: `-1` is not a whole number from 0 to 65536"), std::string::npos) << negative.err;
+
   CommandResult logged = run_moepack({"verify", out, "--source", src, "--progress"});
   ASSERT_EQ(logged.exit_code, 0) << logged.err;
   EXPECT_NE(logged.err.find("layer 0/4"), std::string::npos) << logged.err;
