@@ -221,6 +221,54 @@ constexpr uint64_t kDecodeOnceTokens = 8;
 // it, half the FP8 kernel's samples at 512 tokens sat on the weight load and its first use.
 template <class T>
 concept HasPrefetch = requires(const T& t, uint64_t step) { t.prefetch(step); };
+// A layout's prefetch functions are forced inline: GCC 12 split MXFP4's (a condition around one
+// prefetch) into an outlined body, judged that body free of side effects and deleted its calls,
+// so no prefetch instruction was left in the binary and MXFP4 ran without one.
+#define MOEPACK_PREFETCH_INLINE __attribute__((always_inline)) inline
+
+// A layout whose scales are powers of two (MXFP4's E8M0) may apply them to the weights as it
+// decodes a chunk, where that is exact (T::prescale_is_exact over the chunk's groups): the
+// chunk is then an unscaled BF16 operand, and the token tiles run it with no per-group fold.
+// A fold costs a load, FMA and store per token and 16 rows, each 32 columns for MXFP4: a
+// quarter of the tile's work. Prescaled chunks and folded ones may alternate in one block.
+template <class T>
+concept Prescales = requires(const T& t, uint64_t u, const __m512i* d, __m512i* dm, __m512bh* w) {
+  { t.prescale_is_exact(u, u) } -> std::same_as<bool>;
+  t.exponent_deltas(u, dm);
+  t.load_prescaled(u, d, w);
+};
+
+// Decodes one chunk [c0, c1) step by step: prescaled when the layout allows it there.
+template <class T>
+struct ChunkDecoder {
+  const T& tiles;
+  bool prescaled = false;
+  __m512i delta[2];
+  ChunkDecoder(const T& t, uint64_t c0, uint64_t c1) : tiles(t) {
+    if constexpr (Prescales<T>) prescaled = t.prescale_is_exact(c0 / T::kGroupSteps, (c1 + T::kGroupSteps - 1) / T::kGroupSteps);
+  }
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t s, __m512bh* w) {
+    if constexpr (Prescales<T>) {
+      if (prescaled) {
+        if (s % T::kGroupSteps == 0) tiles.exponent_deltas(s / T::kGroupSteps, delta);
+        return tiles.load_prescaled(s, delta, w);
+      }
+    }
+    tiles.load(s, w);
+  }
+};
+
+// A prescaled chunk, read as an unscaled layout whose registers are rows 0-15 and 16-31.
+template <class T>
+struct Prescaled {
+  static constexpr bool kScaled = false, kDirect = true;
+  static constexpr int kVecs = T::kVecs;
+  static constexpr uint64_t kStepK = T::kStepK, kGroupSteps = 0;
+  static_assert(kVecs == 2 && kStepK == 2, "a prescaled layout's two registers are its rows 0-15 and 16-31");
+  const __m512bh* steps;  // [chunk steps][2]
+  uint64_t first;
+  MOEPACK_AVX512_BF16_INLINE void load(uint64_t s, __m512bh* w) const { w[0] = steps[(s - first) * 2], w[1] = steps[(s - first) * 2 + 1]; }
+};
 
 template <class T>
 MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64_t m, float* out) {
@@ -238,9 +286,16 @@ MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t
     alignas(64) __m512bh buffer[kChunk * T::kVecs];
     for (uint64_t c0 = 0; c0 < steps; c0 += kChunk) {
       const uint64_t c1 = std::min(steps, c0 + kChunk);
+      ChunkDecoder<T> decoder(t, c0, c1);
       for (uint64_t s = c0; s < c1; ++s) {
         if constexpr (HasPrefetch<T>) t.prefetch(s + kChunk);  // the next chunk, while this one is multiplied
-        t.load(s, buffer + (s - c0) * T::kVecs);
+        decoder.load(s, buffer + (s - c0) * T::kVecs);
+      }
+      if constexpr (Prescales<T>) {
+        if (decoder.prescaled) {
+          avx512_tokens<Prescaled<T>, 12>(Prescaled<T>{buffer, c0}, x, g.k, m, c0, c1, o, g.n, c0 > 0);
+          continue;
+        }
       }
       const Decoded<T> d{t, buffer, c0};
       avx512_tokens<Decoded<T>, T::kVecs == 2 ? 12 : 6>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
@@ -461,11 +516,12 @@ MOEPACK_AMX void amx_direct_tiles(const T& t, const Gemm& g, const TokenTiles& t
 }
 
 // A decoded chunk (k-tiles [j0, j1), VNNI-2 rows of half h at b[h]): token tiles i (and i + 1),
-// one scale group at a time.
-template <class T, bool Two>
+// one scale group at a time when Scaled (T::kScaled, and the chunk not prescaled), else at once.
+template <class T, bool Two, bool Scaled>
 MOEPACK_AMX void amx_decoded_tiles(const T& t, const Gemm& g, const TokenTiles& tt, uint64_t i, const uint16_t* x, const uint8_t* const* b, uint64_t j0,
                                    uint64_t j1, float* o, float (*c)[kTileRows][16]) {
-  constexpr uint64_t kGroupTiles = (T::kScaled ? T::kGroupSteps : T::kChunkSteps) * T::kStepK / kTileK;
+  static_assert(T::kScaled || !Scaled);
+  constexpr uint64_t kGroupTiles = (Scaled ? T::kGroupSteps : T::kChunkSteps) * T::kStepK / kTileK;
   static_assert(kGroupTiles > 0 && (kAmxChunkPairs * 2 / kTileK) % kGroupTiles == 0, "chunks hold whole scale groups");
   for (uint64_t g0 = j0; g0 < j1; g0 += kGroupTiles) {
     const uint64_t g1 = std::min(j1, g0 + kGroupTiles);
@@ -475,9 +531,9 @@ MOEPACK_AMX void amx_decoded_tiles(const T& t, const Gemm& g, const TokenTiles& 
     amx_dot<Two>(xg, g.k * 2, bg, g1 - g0);
     amx_store<Two>(c);
     __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
-    if constexpr (T::kScaled) t.scale(g0 / kGroupTiles, sc);
+    if constexpr (Scaled) t.scale(g0 / kGroupTiles, sc);
     for (uint64_t u = 0; u < (Two ? 2u : 1u); ++u)
-      amx_flush<T::kScaled>(c + 2 * u, tt.skip(i + u), tt.rows, o + tt.start(i + u) * g.n, g.n, sc, g0 == 0);
+      amx_flush<Scaled>(c + 2 * u, tt.skip(i + u), tt.rows, o + tt.start(i + u) * g.n, g.n, sc, g0 == 0);
   }
 }
 
@@ -500,10 +556,11 @@ MOEPACK_AMX void amx_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64
     const uint64_t steps = g.k / T::kStepK;
     for (uint64_t c0 = 0; c0 < steps; c0 += T::kChunkSteps) {
       const uint64_t c1 = std::min(steps, c0 + T::kChunkSteps);
+      ChunkDecoder<T> decoder(t, c0, c1);
       for (uint64_t s = c0; s < c1; ++s) {
         __m512bh w[T::kVecs], v[T::kStepK];
         if constexpr (HasPrefetch<T>) t.prefetch(s + T::kChunkSteps);
-        t.load(s, w);
+        decoder.load(s, w);
         vnni2_rows<T>(w, v);
         for (uint64_t q = 0; q < T::kStepK / 2; ++q) {
           const uint64_t p = (s - c0) * (T::kStepK / 2) + q;
@@ -513,8 +570,13 @@ MOEPACK_AMX void amx_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64
       }
       const uint64_t j0 = c0 * T::kStepK / kTileK, j1 = c1 * T::kStepK / kTileK;
       uint64_t i = 0;
-      for (; i + 2 <= tiles; i += 2) amx_decoded_tiles<T, true>(t, g, tt, i, x, b, j0, j1, o, c);
-      if (i < tiles) amx_decoded_tiles<T, false>(t, g, tt, i, x, b, j0, j1, o, c);
+      if (T::kScaled && !decoder.prescaled) {
+        for (; i + 2 <= tiles; i += 2) amx_decoded_tiles<T, true, T::kScaled>(t, g, tt, i, x, b, j0, j1, o, c);
+        if (i < tiles) amx_decoded_tiles<T, false, T::kScaled>(t, g, tt, i, x, b, j0, j1, o, c);
+      } else {
+        for (; i + 2 <= tiles; i += 2) amx_decoded_tiles<T, true, false>(t, g, tt, i, x, b, j0, j1, o, c);
+        if (i < tiles) amx_decoded_tiles<T, false, false>(t, g, tt, i, x, b, j0, j1, o, c);
+      }
     }
   }
 }

@@ -30,6 +30,12 @@ alignas(64) constexpr uint16_t kE2M1Bf16[32] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 
                                                 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
                                                 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
 
+// Word j of a 32-row register pair's half h is row 16h + j/2 (each 32-bit lane one row's column
+// pair): the index of that row's word among 32 per-row words.
+alignas(64) constexpr uint16_t kRowPairWords[2][32] = {{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15},
+                                                       {16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23,
+                                                        24, 24, 25, 25, 26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31}};
+
 MOEPACK_AVX512F_INLINE __m512 e8m0_to_ps(__m128i bytes) {
   // 2^(s-127) is the float with exponent field s: s << 23. s = 0 is 2^-127 (a subnormal,
   // 0x00400000) and s = 255 is NaN.
@@ -60,14 +66,49 @@ struct Mxfp4Tiles {
       : w(g.w + nb * kBlockRows * (g.k / 2)), s(static_cast<const uint8_t*>(g.scale) + nb * kBlockRows * (g.k / 32)) {}
 
   MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
+    __m512i words[2];
+    decode_words(step, words);
+    out[0] = (__m512bh)words[0], out[1] = (__m512bh)words[1];
+  }
+  MOEPACK_AVX512_BF16_INLINE void decode_words(uint64_t step, __m512i* words) const {
     const __m512i lut = _mm512_load_si512(kE2M1Bf16);
     const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * kBlockRows)));
-    out[0] = (__m512bh)_mm512_permutexvar_epi16(_mm512_and_si512(wide, _mm512_set1_epi16(0x0F)), lut);
-    out[1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
+    words[0] = _mm512_permutexvar_epi16(_mm512_and_si512(wide, _mm512_set1_epi16(0x0F)), lut);
+    words[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
+  }
+
+  // Prescaling (cpu_gemm.h, Prescales): an E8M0 scale 2^(e - 127) applied to a decoded BF16
+  // weight is (e - 127) added to its exponent field. E2M1's nonzero magnitudes (0.5 to 6) have
+  // fields 126 to 129, so for e in [kPrescaleLow, kPrescaleHigh] every scaled weight is an
+  // exact BF16 normal and each product w·s·x is exactly s·(w·x): the chunk's sums then differ
+  // from the folded ones only in where they round, not in what they add, unless a product or
+  // sum leaves FP32's normal range. Held to scales of 2^±64, that needs activations below 2^-60
+  // or above 2^40 in magnitude, while real checkpoints' scales (about 2^-20 to 2^5) always
+  // prescale; a chunk with a scale outside the range (NaN = 255 included) is folded.
+  static constexpr uint8_t kPrescaleLow = 127 - 64, kPrescaleHigh = 127 + 64;
+  bool prescale_is_exact(uint64_t g0, uint64_t g1) const {
+    uint8_t low = 255, high = 0;
+    for (const uint8_t* p = s + g0 * kBlockRows; p < s + g1 * kBlockRows; ++p) low = std::min(low, *p), high = std::max(high, *p);
+    return low >= kPrescaleLow && high <= kPrescaleHigh;
+  }
+  // Group g's exponent changes as BF16 words: delta[h] holds rows 16h..16h+15, each row's
+  // twice (its column pair), as load() lays the rows out.
+  MOEPACK_AVX512_BF16_INLINE void exponent_deltas(uint64_t g, __m512i* delta) const {
+    const __m512i e = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + g * kBlockRows)));
+    const __m512i d = _mm512_slli_epi16(_mm512_sub_epi16(e, _mm512_set1_epi16(127)), 7);
+    delta[0] = _mm512_permutexvar_epi16(_mm512_load_si512(kRowPairWords[0]), d);
+    delta[1] = _mm512_permutexvar_epi16(_mm512_load_si512(kRowPairWords[1]), d);
+  }
+  // load() with the group's scales applied; zeros (0x0000, 0x8000) stay as they are.
+  MOEPACK_AVX512_BF16_INLINE void load_prescaled(uint64_t step, const __m512i* delta, __m512bh* out) const {
+    __m512i words[2];
+    decode_words(step, words);
+    const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
+    for (int h = 0; h < 2; ++h) out[h] = (__m512bh)_mm512_mask_add_epi16(words[h], _mm512_test_epi16_mask(words[h], magnitude), words[h], delta[h]);
   }
   MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
   // The cache line of a step ahead (two 32-byte steps to a line; past the block: the next one).
-  void prefetch(uint64_t step) const {
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const {
     if (step % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + step * kBlockRows), _MM_HINT_T0);
   }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const {
@@ -213,7 +254,7 @@ struct Bf16AmxTiles {
   // The next block's lines of this step (its halves start 32k words further), fetched while the
   // token tiles after the first read this block from L2.
   uint64_t block_words = 0;
-  void prefetch_next_block(uint64_t step) const {
+  MOEPACK_PREFETCH_INLINE void prefetch_next_block(uint64_t step) const {
     _mm_prefetch(reinterpret_cast<const char*>(lo + block_words + step * kBlockRows), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(hi + block_words + step * kBlockRows), _MM_HINT_T1);
   }
@@ -339,7 +380,7 @@ struct Fp8BlockTiles {
     r[1] = _mm512_permutex2var_ps(acc[0], _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), acc[1]);
   }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t g, __m512* sc) const { sc[0] = sc[1] = _mm512_set1_ps(scales[g]); }
-  void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(w + step * 2 * kBlockRows), _MM_HINT_T0); }  // one line a step
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(w + step * 2 * kBlockRows), _MM_HINT_T0); }  // one line a step
 
   // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
   MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const { return e4m3_to_ps_avx2(w + step * 2 * kBlockRows + 8 * (2 * o + j)); }
@@ -502,7 +543,7 @@ struct Int8Vnni4Tiles : Vnni4Quads {
     sc[0] = _mm512_loadu_ps(s);
     sc[1] = _mm512_loadu_ps(s + 16);
   }
-  void prefetch(uint64_t step) const {  // two lines a step
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const {  // two lines a step
     _mm_prefetch(reinterpret_cast<const char*>(w + step * 4 * kBlockRows), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(w + step * 4 * kBlockRows + 64), _MM_HINT_T0);
   }
@@ -628,7 +669,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
       out[2 * h + 1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_srli_epi16(wide, 4), _mm512_load_si512(offsets[2 * h + 1])), lut);
     }
   }
-  void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(step_bytes(step)), _MM_HINT_T0); }  // one line a step
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const { _mm_prefetch(reinterpret_cast<const char*>(step_bytes(step)), _MM_HINT_T0); }  // one line a step
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t sub_block, __m512* sc) const {
     const float* g = s + group_of(sub_block) * kBlockRows;
     sc[0] = _mm512_loadu_ps(g);

@@ -168,6 +168,33 @@ std::vector<float> gemm(CpuLayout layout, CpuIsa isa, const Packed& p, uint64_t 
   return out;
 }
 
+// The definition in doubles, and for each value the sum of magnitudes its float rounding is
+// relative to.
+struct Reference {
+  std::vector<double> value, magnitude;
+  size_t outside_tolerance(const std::vector<float>& got) const {
+    size_t bad = 0;
+    for (size_t i = 0; i < value.size(); ++i)
+      if (!(std::fabs(got[i] - value[i]) <= 1e-5 * magnitude[i] + 1e-30)) ++bad;
+    return bad;
+  }
+};
+Reference reference(const Packed& p, uint64_t n, uint64_t k, const std::vector<uint16_t>& x, uint64_t m) {
+  Reference ref{std::vector<double>(static_cast<size_t>(m * n)), std::vector<double>(static_cast<size_t>(m * n))};
+  for (uint64_t i = 0; i < m; ++i)
+    for (uint64_t r = 0; r < n; ++r) {
+      double s = p.bias.empty() ? 0.0 : p.bias[r], a = std::fabs(s);
+      for (uint64_t col = 0; col < k; ++col) {
+        const double term = p.dense[r * k + col] * bf16_to_float(x[i * k + col]);
+        s += term;
+        a += std::fabs(term);
+      }
+      ref.value[i * n + r] = s;
+      ref.magnitude[i * n + r] = a;
+    }
+  return ref;
+}
+
 struct GemmCase {
   CpuLayout layout;
   uint64_t n, k;
@@ -194,26 +221,11 @@ TEST_P(CpuPackedGemm, MatchesTheDefinitionAndIsThreadCountStable) {
   const Packed p = make(c.layout, c.n, c.k, 7 + c.n + c.k, true, c.group);
   for (uint64_t m : {1u, 3u, 4u, 5u, 8u, 13u, 16u, 32u, 37u, 50u}) {
     const std::vector<uint16_t> x = bf16_activations(m, c.k, m);
-    // The reference, and the sum of magnitudes each value's float rounding is relative to.
-    std::vector<double> ref(static_cast<size_t>(m * c.n)), mag(ref.size());
-    for (uint64_t i = 0; i < m; ++i)
-      for (uint64_t r = 0; r < c.n; ++r) {
-        double s = p.bias[r], a = std::fabs(p.bias[r]);
-        for (uint64_t col = 0; col < c.k; ++col) {
-          const double term = p.dense[r * c.k + col] * bf16_to_float(x[i * c.k + col]);
-          s += term;
-          a += std::fabs(term);
-        }
-        ref[i * c.n + r] = s;
-        mag[i * c.n + r] = a;
-      }
+    const Reference ref = reference(p, c.n, c.k, x, m);
     SCOPED_TRACE(std::to_string(m) + " tokens");
     const std::vector<float> one = gemm(c.layout, isa, p, c.n, c.k, x, m, 1);
     for (int threads : {2, 3}) EXPECT_EQ(0, std::memcmp(one.data(), gemm(c.layout, isa, p, c.n, c.k, x, m, threads).data(), one.size() * 4)) << "the same bytes for 1 and " << threads << " threads";
-    size_t bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i)
-      if (!(std::fabs(one[i] - ref[i]) <= 1e-5 * mag[i] + 1e-30)) ++bad;
-    EXPECT_EQ(bad, 0u) << "of " << ref.size() << " values; first: got " << one[0] << ", expected " << ref[0];
+    EXPECT_EQ(ref.outside_tolerance(one), 0u) << "of " << one.size() << " values; first: got " << one[0] << ", expected " << ref.value[0];
   }
 }
 
@@ -280,6 +292,51 @@ TEST_P(CpuIsaLevel, Fp8EveryCodeIsExact) {
         if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << r;
         else EXPECT_EQ(got, want) << "code " << r << ", token " << i << " of " << m;
       }
+  }
+}
+
+// MXFP4 chunks whose E8M0 scales are all within 2^±64 apply them to the decoded weights; a chunk
+// with one outside is folded per group instead, and the two kinds of chunk alternate within a
+// block. Applied to the weights, a NaN scale (255) or one of 2^127 (254) would turn into a wrong
+// finite exponent. The NaN-scaled row must come out NaN on every level. Six times 2^127 is past
+// FP32's range: levels that scale the weights first give ±inf or NaN there, as dequantizing and
+// then multiplying does, and the folded sums stay finite and match the definition; either is
+// right, a wrong finite value is not. Every other row matches the definition.
+TEST_P(CpuIsaLevel, Mxfp4ScalesOutsideThePrescaleRangeAreFolded) {
+  const CpuIsa isa = GetParam();
+  SKIP_UNLESS_SUPPORTED(isa);
+  const uint64_t n = 96, k = 416, groups = k / 32;  // 208 steps: chunks of 128 and 80, groups 0-7 and 8-12
+  std::mt19937_64 rng(11);
+  OwnedTensor codes(DType::U8, {n, k / 2}), scales(DType::U8, {n, groups});
+  for (auto& b : codes.bytes) b = static_cast<uint8_t>(rng() & 0xFF);
+  for (auto& e : scales.bytes) e = static_cast<uint8_t>(120 + rng() % 14);
+  constexpr uint64_t kHugeRow = 3, kNanRow = 7;
+  scales.bytes[kHugeRow * groups + 10] = 254;  // block 0, second chunk: 2^127
+  scales.bytes[kNanRow * groups + 2] = 255;    // block 0, first chunk: NaN
+  scales.bytes[40 * groups + 1] = 1;           // block 1, first chunk: 2^-126
+  scales.bytes[50 * groups + 12] = 0;          // block 1, second chunk: 2^-127; block 2 prescales throughout
+  Packed p;
+  p.dense.resize(static_cast<size_t>(n * k));
+  for (uint64_t r = 0; r < n; ++r)
+    for (uint64_t c = 0; c < k; ++c) {
+      const uint8_t b = codes.bytes[r * (k / 2) + c / 2];
+      p.dense[r * k + c] = static_cast<double>(e2m1_to_float(c % 2 ? b >> 4 : b & 0xF)) * e8m0_to_float(scales.bytes[r * groups + c / 32]);
+    }
+  p.weight = pack_with(packers::CpuSglWeightPackedMxfp4Layout(), codes);
+  p.scale_bytes = pack_with(packers::CpuSglScalePackedLayout(), scales);
+  for (uint64_t m : {1u, 5u, 8u, 13u, 37u}) {
+    // Activations near 2^-12 keep 2^127 times a group's sum within FP32.
+    std::vector<uint16_t> x = bf16_activations(m, k, m);
+    for (auto& v : x) v = float_to_bf16(std::ldexp(bf16_to_float(v), -12));
+    SCOPED_TRACE(std::to_string(m) + " tokens");
+    std::vector<float> out = gemm(CpuLayout::mxfp4, isa, p, n, k, x, m, 1);
+    Reference ref = reference(p, n, k, x, m);
+    for (uint64_t i = 0; i < m; ++i) {
+      EXPECT_TRUE(std::isnan(out[i * n + kNanRow])) << "token " << i;
+      if (!std::isfinite(out[i * n + kHugeRow])) ref.value[i * n + kHugeRow] = out[i * n + kHugeRow] = 0.0f;
+      ref.value[i * n + kNanRow] = ref.magnitude[i * n + kNanRow] = out[i * n + kNanRow] = 0.0f;
+    }
+    EXPECT_EQ(ref.outside_tolerance(out), 0u) << "of " << out.size() << " values";
   }
 }
 
