@@ -62,7 +62,7 @@ int run_bench(BenchCliOptions& o) {
   std::printf("machine  %s, %d threads (%d CPUs allowed), %s kernels; stream read %.1f GB/s\n", r.cpu.c_str(), r.threads, r.allowed_cpus, r.isa.c_str(),
               r.stream_read_gbps);
   if (r.onednn.peer_gflops())
-    std::printf("oneDNN   %llu x %llu -> %llu and %llu x %llu -> %llu: f32 %s, bf16 %s GFLOP/s (peer: %s)\n", static_cast<unsigned long long>(r.onednn_rows),
+    std::printf("oneDNN   %s, %llu x %llu -> %llu and %llu x %llu -> %llu: f32 %s, bf16 %s GFLOP/s (peer: %s)\n", r.onednn_isa.c_str(), static_cast<unsigned long long>(r.onednn_rows),
                 static_cast<unsigned long long>(r.padded_hidden_size), static_cast<unsigned long long>(r.w13_rows), static_cast<unsigned long long>(r.onednn_rows),
                 static_cast<unsigned long long>(r.padded_intermediate_size), static_cast<unsigned long long>(r.padded_hidden_size), gflops_text(r.onednn.f32_gflops).c_str(),
                 gflops_text(r.onednn.bf16_gflops).c_str(), r.onednn.peer_dtype().c_str());

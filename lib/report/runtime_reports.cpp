@@ -78,7 +78,8 @@ nlohmann::ordered_json bench_json(const runtime::BenchReport& r) {
             {"peer_dtype", peer_dtype(r.onednn)},
             {"onednn_shapes",
              {{{"m", r.onednn_rows}, {"k", r.padded_hidden_size}, {"n", r.w13_rows}}, {{"m", r.onednn_rows}, {"k", r.padded_intermediate_size}, {"n", r.padded_hidden_size}}}},
-            {"last_level_cache_bytes", r.last_level_cache_bytes}}},
+            {"last_level_cache_bytes", r.last_level_cache_bytes},
+            {"onednn_isa", r.onednn_isa.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.onednn_isa)}}},
           {"layer", {{"prefix", r.prefix}, {"layout", r.layout}, {"num_experts", r.num_experts}, {"top_k", r.top_k}, {"hidden_size", r.hidden_size},
                      {"intermediate_size", r.intermediate_size}}},
           {"results", results}};

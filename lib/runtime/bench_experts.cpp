@@ -220,6 +220,48 @@ OneDnnPeers onednn_peers(const std::vector<std::array<uint64_t, 3>>& gemms, int 
   return peers;
 }
 
+// Holds oneDNN to the instruction-set tier of the experts' level when that level is below the
+// best this machine runs (MOEPACK_CPU_ISA forced it down), so that a level is compared with the
+// best dense GEMM a machine of its tier has (an AVX2 kernel against an AVX-512 oneDNN would read
+// as half as good as it is); then names the set oneDNN uses. Empty without oneDNN. oneDNN takes
+// the cap only before its first primitive, so a later bench in one process keeps the first
+// cap: the name says what was used either way.
+std::string cap_onednn_isa(experts::CpuIsa level) {
+#ifdef MOEPACK_HAVE_ONEDNN
+  experts::CpuIsa machine_best = experts::CpuIsa::scalar;
+  for (experts::CpuIsa l : experts::kCpuIsas)
+    if (experts::cpu_supports(l)) {
+      machine_best = l;
+      break;
+    }
+  if (level != machine_best) {
+    dnnl::cpu_isa cap = dnnl::cpu_isa::all;
+    switch (level) {
+      case experts::CpuIsa::amx_bf16: cap = dnnl::cpu_isa::avx512_core_amx; break;
+      case experts::CpuIsa::avx512_bf16: cap = dnnl::cpu_isa::avx512_core_bf16; break;
+      case experts::CpuIsa::avx512f: cap = dnnl::cpu_isa::avx512_core; break;  // Skylake-SP, the level's first CPUs
+      case experts::CpuIsa::avx2: cap = dnnl::cpu_isa::avx2; break;
+      case experts::CpuIsa::scalar: cap = dnnl::cpu_isa::sse41; break;  // oneDNN's least
+    }
+    dnnl::set_max_cpu_isa(cap);  // refused once oneDNN has run: the effective set below tells
+  }
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+#else
+  (void)level;
+  return {};
+#endif
+}
+
 }  // namespace
 
 std::string OneDnnPeers::peer_dtype() const {
@@ -255,6 +297,7 @@ BenchReport bench_experts(const BenchOptions& o) {
   rep.threads = threads;
   rep.allowed_cpus = allowed_cpus();
   rep.isa = std::string(experts::cpu_isa_name(experts::best_cpu_isa()));
+  rep.onednn_isa = cap_onednn_isa(experts::best_cpu_isa());
   rep.prefix = L.prefix;
   // The w13 weight's layout, under the names its parameter has (GPTQ/AWQ qweight,
   // compressed-tensors weight_packed).

@@ -58,6 +58,9 @@ struct BenchReport {
   // onednn_rows x intermediate -> hidden (padded sizes).
   OneDnnPeers onednn;
   uint64_t onednn_rows = 0;
+  // The instruction set oneDNN ran with (its names: avx2, avx512_core, avx512_core_bf16, ...):
+  // held to the experts' tier when MOEPACK_CPU_ISA puts them below this machine's best.
+  std::string onednn_isa;
   std::string prefix, layout;
   uint64_t num_experts = 0, top_k = 0, hidden_size = 0, intermediate_size = 0;
   uint64_t padded_hidden_size = 0, padded_intermediate_size = 0, w13_rows = 0;

@@ -48,6 +48,7 @@ TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   EXPECT_EQ(doc["machine"]["allowed_cpus"], 1);
   EXPECT_TRUE(doc["machine"]["isa"].is_string());
   EXPECT_TRUE(doc["machine"]["last_level_cache_bytes"].is_number());
+  EXPECT_TRUE(doc["machine"]["onednn_isa"].is_string() || doc["machine"]["onednn_f32_gflops"].is_null()) << "oneDNN names the set it ran";
   ASSERT_EQ(doc["results"].size(), 2u);
   for (const json& r : doc["results"]) {
     // The first version's keys keep their place and type; the peer's dtype is the faster one.
@@ -71,6 +72,25 @@ TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   CommandResult flag = run_pinned_to_one_cpu(dir, {"bench", "experts", art, "--tokens", "1", "--threads", "3", "--json"});
   ASSERT_EQ(flag.exit_code, 0) << flag.err;
   EXPECT_EQ(json::parse(flag.out)["machine"]["threads"], 3) << "--threads wins over the mask";
+}
+
+// A level forced below this machine's best is compared with oneDNN held to that level's tier: an
+// AVX2 kernel against AVX2 oneDNN, not against the AVX-512 one this machine would otherwise run.
+TEST(BenchCli, AForcedLevelHoldsTheOneDnnPeerToItsTier) {
+  TempDir dir;
+  const std::string art = dir.file("a");
+  ASSERT_EQ(run_moepack({"convert", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "cpu-amx", "-o", art, "-q"}).exit_code, 0);
+  struct Restore {
+    ~Restore() { unsetenv("MOEPACK_CPU_ISA"); }
+  } restore;
+  setenv("MOEPACK_CPU_ISA", "avx2", 1);
+  CommandResult forced = run_moepack({"bench", "experts", art, "--tokens", "6", "--json"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  const json machine = json::parse(forced.out)["machine"];
+  if (machine["onednn_isa"].is_null()) GTEST_SKIP() << "this build has no oneDNN";
+  if (machine["isa"] == "scalar") GTEST_SKIP() << "this machine runs no AVX2";
+  EXPECT_EQ(machine["isa"], "avx2");
+  EXPECT_EQ(machine["onednn_isa"], "avx2");
 }
 
 }  // namespace
