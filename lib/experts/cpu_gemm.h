@@ -675,9 +675,11 @@ MOEPACK_AVX2_INLINE __m256i row_order() {
   else return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 }
 
-// Steps [s0, s1) of the block decoded into panel[(s - s0) kStepK + c][32], scaled.
+// Steps [s0, s1) of the block decoded into panel[(s - s0) kStepK + c][32], scaled; a layout
+// that can fetch ahead (HasPrefetch) fetches step s + `ahead` as it decodes step s: the next
+// panel's bytes arrive while the token tiles run this one (as avx512_block's chunks do).
 template <class T>
-MOEPACK_AVX2_INLINE void avx2_decode_panel(const T& t, uint64_t s0, uint64_t s1, float* panel) {
+MOEPACK_AVX2_INLINE void avx2_decode_panel(const T& t, uint64_t s0, uint64_t s1, uint64_t ahead, float* panel) {
   for (uint64_t g0 = s0; g0 < s1;) {
     const uint64_t group = T::kScaled ? g0 / T::kGroupSteps : 0;
     const uint64_t g1 = T::kScaled ? std::min(s1, (group + 1) * T::kGroupSteps) : s1;
@@ -685,6 +687,7 @@ MOEPACK_AVX2_INLINE void avx2_decode_panel(const T& t, uint64_t s0, uint64_t s1,
     if constexpr (T::kScaled)
       for (int o = 0; o < 4; ++o) sc[o] = _mm256_permutevar8x32_ps(t.scale8(group, o), panel_order<T::kStepK>());
     for (uint64_t s = g0; s < g1; ++s) {
+      if constexpr (HasPrefetch<T>) t.prefetch(s + ahead);
       float* col = panel + (s - s0) * T::kStepK * kBlockRows;
       for (int o = 0; o < 4; ++o) {
         __m256 c[T::kStepK];
@@ -768,7 +771,7 @@ MOEPACK_AVX2 void avx2_block_panels(const Gemm& g, uint64_t nb, const float* x, 
   const uint64_t steps = g.k / T::kStepK;
   for (uint64_t s0 = 0; s0 < steps; s0 += kPanelSteps) {
     const uint64_t s1 = std::min(steps, s0 + kPanelSteps), cols = (s1 - s0) * T::kStepK, c0 = s0 * T::kStepK;
-    avx2_decode_panel(t, s0, s1, panel);
+    avx2_decode_panel(t, s0, s1, kPanelSteps, panel);
     for (int h = 0; h < 2; ++h) {
       uint64_t i = 0;
       for (; i + kTileTokens <= m; i += kTileTokens)
@@ -868,7 +871,7 @@ MOEPACK_AVX512F void avx512f_block_panels(const Gemm& g, uint64_t nb, const floa
   const uint64_t steps = g.k / T::kStepK;
   for (uint64_t s0 = 0; s0 < steps; s0 += kPanelSteps) {
     const uint64_t s1 = std::min(steps, s0 + kPanelSteps), cols = (s1 - s0) * T::kStepK, c0 = s0 * T::kStepK;
-    avx2_decode_panel(t, s0, s1, panel);
+    avx2_decode_panel(t, s0, s1, kPanelSteps, panel);
     uint64_t i = 0;
     for (; i + kTileTokens512 <= m; i += kTileTokens512)
       avx512f_panel_tile<T::kStepK, kTileTokens512>(panel, cols, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);

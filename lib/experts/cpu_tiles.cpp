@@ -233,6 +233,14 @@ struct Mxfp4Tiles {
   float scale_at(uint64_t r, uint64_t g) const { return e8m0_to_float(s[g * kBlockRows + r]); }
 };
 
+// Both BF16 layouts keep a block's two 16-row halves apart, each step one 64-byte line in each:
+// the lines of `step`, or past the block's `steps` those of the next block (`block_words` on).
+MOEPACK_PREFETCH_INLINE void prefetch_bf16_halves(const uint16_t* lo, const uint16_t* hi, uint64_t block_words, uint64_t steps, uint64_t step) {
+  const uint64_t words = step < steps ? step * kBlockRows : block_words + (step - steps) * kBlockRows;
+  _mm_prefetch(reinterpret_cast<const char*>(lo + words), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(hi + words), _MM_HINT_T0);
+}
+
 // ---- bf16_amx: BF16 pairs in 16-row groups, no scale -----------------------------------------
 // Group g of 16 rows starts at element 16gK; step s of it is 16 words (64 bytes) at 32s: word o
 // holds row o's columns 2s, 2s+1 — a VNNI-2 operand as it lies. A block is groups 2nb, 2nb+1.
@@ -243,7 +251,7 @@ struct Bf16AmxTiles {
   const uint16_t* lo;  // rows 0-15 of the block
   const uint16_t* hi;  // rows 16-31
   Bf16AmxTiles(const Gemm& g, uint64_t nb)
-      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k), block_words(kBlockRows * g.k) {}
+      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k), block_words(kBlockRows * g.k), steps(g.k / 2) {}
 
   MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
     out[0] = (__m512bh)_mm512_loadu_si512(lo + step * kBlockRows);
@@ -253,11 +261,13 @@ struct Bf16AmxTiles {
   const uint8_t* tile_rows(int half, uint64_t step) const { return reinterpret_cast<const uint8_t*>((half ? hi : lo) + step * kBlockRows); }
   // The next block's lines of this step (its halves start 32k words further), fetched while the
   // token tiles after the first read this block from L2.
-  uint64_t block_words = 0;
+  uint64_t block_words = 0, steps = 0;
   MOEPACK_PREFETCH_INLINE void prefetch_next_block(uint64_t step) const {
     _mm_prefetch(reinterpret_cast<const char*>(lo + block_words + step * kBlockRows), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(hi + block_words + step * kBlockRows), _MM_HINT_T1);
   }
+  // The panel kernels' look-ahead: a step's line in each half (past the block: the next one's).
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const { prefetch_bf16_halves(lo, hi, block_words, steps, step); }
   MOEPACK_AVX512_BF16_INLINE static void rows(const __m512* acc, __m512* r) { r[0] = acc[0], r[1] = acc[1]; }
   MOEPACK_AVX512_BF16_INLINE void scale(uint64_t, __m512*) const {}
 
@@ -282,8 +292,11 @@ struct Bf16VecTiles {
   static constexpr bool kScaled = false, kDirect = true, kAmxDirect = false;
   const uint16_t* lo;  // rows 0-15 of the block: [k][16]
   const uint16_t* hi;  // rows 16-31
+  uint64_t block_words, steps;
   Bf16VecTiles(const Gemm& g, uint64_t nb)
-      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k) {}
+      : lo(reinterpret_cast<const uint16_t*>(g.w) + nb * kBlockRows * g.k), hi(lo + kBlockRows / 2 * g.k), block_words(kBlockRows * g.k), steps(g.k / 2) {}
+  // A step is 64 bytes in each half, as in bf16_amx.
+  MOEPACK_PREFETCH_INLINE void prefetch(uint64_t step) const { prefetch_bf16_halves(lo, hi, block_words, steps, step); }
 
   MOEPACK_AVX512_BF16_INLINE void load(uint64_t step, __m512bh* out) const {
     const __m512i pairs = _mm512_setr_epi32(0x00100000, 0x00110001, 0x00120002, 0x00130003, 0x00140004, 0x00150005, 0x00160006, 0x00170007,
