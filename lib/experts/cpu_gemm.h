@@ -158,6 +158,25 @@ MOEPACK_AVX512_BF16 void avx512_tokens(const T& t, const uint16_t* x, uint64_t l
   if (i < m) avx512_tail<T, Tile>(t, m - i, x + i * ldx, ldx, s0, s1, out + i * ldo, ldo, add);
 }
 
+// A layout may fetch a step's bytes ahead (T::prefetch(step); a step past the block is the next
+// block's, and a prefetch past the mapping does not fault; T::kStepBytes apart). Chunks and
+// panels are decoded in short bursts between long runs of tiles, too short for the hardware
+// prefetcher to run ahead: without it, half the FP8 kernel's samples at 512 tokens sat on the
+// weight load and its first use.
+template <class T>
+concept HasPrefetch = requires(const T& t, uint64_t step) { t.prefetch(step); };
+// A layout's prefetch functions are forced inline: GCC 12 split MXFP4's (a condition around one
+// prefetch) into an outlined body, judged that body free of side effects and deleted its calls,
+// so no prefetch instruction was left in the binary and MXFP4 ran without one.
+#define MOEPACK_PREFETCH_INLINE __attribute__((always_inline)) inline
+
+// How far the one-token kernels fetch ahead of the step they read. The hardware prefetchers stop
+// at 4 KiB pages, and an artifact's mapped experts are 4 KiB pages of the page cache: without
+// this, each page's first lines are demand misses.
+constexpr uint64_t kOneTokenAheadBytes = 4096;
+template <class T>
+constexpr uint64_t one_token_ahead_steps() { return kOneTokenAheadBytes / T::kStepBytes; }
+
 // One token (decode): a single activation row leaves only kVecs accumulator chains, each
 // waiting for its previous vdpbf16ps. Four banks (step mod 4) keep four times as many in
 // flight; they are summed in a fixed order, so results stay deterministic. Every group (and k)
@@ -174,6 +193,7 @@ MOEPACK_AVX512_BF16 void avx512_one_token(const T& t, const uint16_t* x, uint64_
     for (uint64_t s = g0; s < g1; s += 4)
       for (int b = 0; b < 4; ++b) {
         __m512bh w[T::kVecs];
+        if constexpr (HasPrefetch<T>) t.prefetch(s + b + one_token_ahead_steps<T>());
         t.load(s + b, w);
         const __m512bh xb = x_operand<T::kStepK>(x, s + b);
         for (int v = 0; v < T::kVecs; ++v) acc[b][v] = _mm512_dpbf16_ps(acc[b][v], w[v], xb);
@@ -214,17 +234,6 @@ struct Decoded {
 
 // Token counts from which a quantized block is decoded once per chunk rather than per tile.
 constexpr uint64_t kDecodeOnceTokens = 8;
-
-// A decoded layout may fetch a step's bytes ahead (T::prefetch(step); a step past the block is
-// the next block's, and a prefetch past the mapping does not fault). Chunks are decoded in short
-// bursts between long runs of tiles, too short for the hardware prefetcher to run ahead: without
-// it, half the FP8 kernel's samples at 512 tokens sat on the weight load and its first use.
-template <class T>
-concept HasPrefetch = requires(const T& t, uint64_t step) { t.prefetch(step); };
-// A layout's prefetch functions are forced inline: GCC 12 split MXFP4's (a condition around one
-// prefetch) into an outlined body, judged that body free of side effects and deleted its calls,
-// so no prefetch instruction was left in the binary and MXFP4 ran without one.
-#define MOEPACK_PREFETCH_INLINE __attribute__((always_inline)) inline
 
 // A layout whose scales are powers of two (MXFP4's E8M0) may apply them to the weights as it
 // decodes a chunk, where that is exact (T::prescale_is_exact over the chunk's groups): the
@@ -632,6 +641,8 @@ MOEPACK_AVX2 void avx2_block_per_token(const Gemm& g, uint64_t nb, const float* 
         for (auto& octet : acc)
           for (auto& a : octet) a = _mm256_setzero_ps();
         for (uint64_t s = g0; s < g1; ++s) {
+          if constexpr (HasPrefetch<T>)
+            if (o0 == 0) t.prefetch(s + one_token_ahead_steps<T>());  // the first pass over the steps
           const __m256 xv = x8<T::kStepK>(xm, s);
           for (int u = 0; u < kOctets; ++u)
             for (int j = 0; j < kPer; ++j) acc[u][j] = _mm256_fmadd_ps(t.load8(s, o0 + u, j), xv, acc[u][j]);

@@ -58,6 +58,7 @@ MOEPACK_AVX2_INLINE __m256 e8m0_to_ps_avx2(const uint8_t* s) { return e8m0_to_ps
 
 struct Mxfp4Tiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 16, kChunkSteps = 128;
+  static constexpr uint64_t kStepBytes = 32;  // half a cache line
   static constexpr int kVecs = 2;
   static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const uint8_t* w;  // the block's bytes: [k/2][32]
@@ -246,6 +247,7 @@ MOEPACK_PREFETCH_INLINE void prefetch_bf16_halves(const uint16_t* lo, const uint
 // holds row o's columns 2s, 2s+1 — a VNNI-2 operand as it lies. A block is groups 2nb, 2nb+1.
 struct Bf16AmxTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 0;
+  static constexpr uint64_t kStepBytes = 128;  // a line in each half
   static constexpr int kVecs = 2;
   static constexpr bool kScaled = false, kDirect = true, kAmxDirect = true;
   const uint16_t* lo;  // rows 0-15 of the block
@@ -288,6 +290,7 @@ struct Bf16AmxTiles {
 // word permute per group interleaves them into (column 2s, 2s+1) pairs, the VNNI-2 operand.
 struct Bf16VecTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = 0, kChunkSteps = 128;  // AMX decodes the pairs by chunks
+  static constexpr uint64_t kStepBytes = 128;  // a line in each half
   static constexpr int kVecs = 2;
   static constexpr bool kScaled = false, kDirect = true, kAmxDirect = false;
   const uint16_t* lo;  // rows 0-15 of the block: [k][16]
@@ -371,6 +374,7 @@ MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
 // rows() puts the sums back in order (the scale is one per block, so it needs no permuting).
 struct Fp8BlockTiles {
   static constexpr uint64_t kStepK = 2, kGroupSteps = kCpuFp8Block / 2, kChunkSteps = 128;
+  static constexpr uint64_t kStepBytes = 64;
   static constexpr int kVecs = 2;
   static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const uint8_t* w;      // the block's bytes: [k/2][32][2]
@@ -537,6 +541,7 @@ MOEPACK_AVX512F_INLINE __m512 pair_sums(__m512 a, __m512 b) {
 // (256 columns, so a chunk of decoded steps stays 16 KiB).
 struct Int8Vnni4Tiles : Vnni4Quads {
   static constexpr uint64_t kStepK = 4, kGroupSteps = 64, kChunkSteps = 64;
+  static constexpr uint64_t kStepBytes = 128;
   static constexpr int kVecs = 4;
   static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
   const int8_t* w;     // the block's bytes: [k/4][32][4]
@@ -645,6 +650,7 @@ constexpr Int4RowOfWord kInt4RowOfWord = make_int4_rows();
 template <uint64_t BlockK>
 struct Int4Vnni4Tiles : Vnni4Quads {
   static constexpr uint64_t kStepK = 4, kGroupSteps = BlockK / 4, kChunkSteps = 64;
+  static constexpr uint64_t kStepBytes = 64;
   static constexpr uint64_t kSubBlockBytes = BlockK * 16 + 128;
   static constexpr int kVecs = 4;
   static constexpr bool kScaled = true, kDirect = false, kAmxDirect = false;
