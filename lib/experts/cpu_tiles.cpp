@@ -142,7 +142,7 @@ struct Mxfp4Tiles {
   // The next steps are prefetched 2 KiB ahead: with two cores decoding, the hardware
   // prefetcher alone left 10-15% of the rate on the table (measured on Zen 3).
   MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m256i nibble = _mm256_set1_epi8(0x0F), high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
     const __m256i high_bytes = _mm256_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF), char(0xBF), char(0xBF),
                                                 char(0xC0), char(0xC0), char(0xC0), char(0xC0), 0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
@@ -194,7 +194,7 @@ struct Mxfp4Tiles {
   // number of steps.
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
     static_assert(kGroupSteps % 2 == 0, "banks split a group's steps by parity");
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m512i lut = _mm512_load_si512(kE2M1Bf16), low_nibble = _mm512_set1_epi16(0x0F);
     const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
@@ -458,7 +458,7 @@ struct Fp8BlockTiles {
   // chains in flight; groups hold an even number of steps (k is a multiple of 32). NaN codes
   // leave the block to the AVX2 kernels, as there.
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m512i seven_bits = _mm512_set1_epi16(0x7F), sign = _mm512_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm512_set1_epi16(0x07F0);
     const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     const __m512 two_to_120 = _mm512_set1_ps(0x1p120f);
@@ -578,7 +578,7 @@ struct Int8Vnni4Tiles : Vnni4Quads {
   // two-source permutes add each row's four lanes, in row order, and the row scale multiplies
   // the whole sum (a row has one scale).
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     __m512 acc[8];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (uint64_t st = 0; st < steps; ++st) {
@@ -719,7 +719,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   // step, keep both FMA units busy. The sums differ from the other kernels' in order and in
   // rounding (the product of z and the activation sum), well within the float tolerance.
   MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m256i nibble = _mm256_set1_epi8(0x0F), high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
     // BF16 of 0..15, split into high and low bytes (each table twice, one per 128-bit lane).
     const __m256i high_bytes = _mm256_setr_epi8(0x00, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
@@ -781,7 +781,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   // activation sum taken off before the scale.
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
     static_assert(kGroupSteps % 2 == 0, "banks split a sub-block's steps by parity");
-    constexpr uint64_t kPrefetchBytes = 2048;
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m512i nibble = _mm512_set1_epi8(0x0F), high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     const __m512i high_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0x00, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41));
     const __m512i low_bytes = _mm512_broadcast_i32x4(
