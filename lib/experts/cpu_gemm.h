@@ -19,6 +19,9 @@
 //   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
 //                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
+//   look-ahead    optionally prefetch(step): the line(s) of a step, fetched ahead by the
+//                 decode loops (kStepBytes per step); MXFP4 also prescale_is_exact,
+//                 exponent_deltas and load_prescaled (Prescales, below)
 //
 // Every output value is summed in one order fixed by the token count's path (one token, or
 // several) and never by the thread count: row blocks are the unit of parallel work.
