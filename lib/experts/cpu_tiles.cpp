@@ -24,7 +24,8 @@ namespace {
 // pairs: a 16-entry table lookup (vpermw) makes them BF16, and the high nibbles rows 16-31.
 
 // E2M1 code -> BF16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6, then the negatives), twice: `vpermw`
-// indexes a full 32-entry register (indices here are below 16).
+// reads five index bits, so a word holding a whole byte (both nibbles) looks its low nibble up
+// without masking the high one off: bit 4 only picks the second copy.
 alignas(64) constexpr uint16_t kE2M1Bf16[32] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
                                                 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
                                                 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
@@ -74,7 +75,7 @@ struct Mxfp4Tiles {
   MOEPACK_AVX512_BF16_INLINE void decode_words(uint64_t step, __m512i* words) const {
     const __m512i lut = _mm512_load_si512(kE2M1Bf16);
     const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * kBlockRows)));
-    words[0] = _mm512_permutexvar_epi16(_mm512_and_si512(wide, _mm512_set1_epi16(0x0F)), lut);
+    words[0] = _mm512_permutexvar_epi16(wide, lut);  // index bit 4 (the high nibble's bit 0) picks the table's copy
     words[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut);
   }
 
@@ -195,7 +196,7 @@ struct Mxfp4Tiles {
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
     static_assert(kGroupSteps % 2 == 0, "banks split a group's steps by parity");
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
-    const __m512i lut = _mm512_load_si512(kE2M1Bf16), low_nibble = _mm512_set1_epi16(0x0F);
+    const __m512i lut = _mm512_load_si512(kE2M1Bf16);
     const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
     for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
@@ -207,7 +208,7 @@ struct Mxfp4Tiles {
         for (int bank = 0; bank < 2; ++bank) {
           const uint64_t step = st + bank;
           const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * kBlockRows)));
-          const __m512i words[2] = {_mm512_permutexvar_epi16(_mm512_and_si512(wide, low_nibble), lut), _mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut)};
+          const __m512i words[2] = {_mm512_permutexvar_epi16(wide, lut), _mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), lut)};
           const __m512 x0 = _mm512_set1_ps(x[2 * step]), x1 = _mm512_set1_ps(x[2 * step + 1]);
           for (int half = 0; half < 2; ++half) {
             __m512* a = acc[bank][half];
