@@ -220,9 +220,10 @@ MOEPACK_AVX512_BF16 void avx512_one_token(const T& t, const uint16_t* x, uint64_
 
 // A block's steps decoded once into BF16 registers' images, then read by the tile kernel for
 // every token: the layout's decode is paid once per chunk instead of once per token tile.
-template <class T>
+// Scaled = false reads a prescaled chunk (below) as an unscaled layout.
+template <class T, bool Scaled = T::kScaled>
 struct Decoded {
-  static constexpr bool kScaled = T::kScaled, kDirect = true;
+  static constexpr bool kScaled = Scaled, kDirect = true;
   static constexpr int kVecs = T::kVecs;
   static constexpr uint64_t kStepK = T::kStepK, kGroupSteps = T::kGroupSteps;
   const T& tiles;
@@ -270,18 +271,6 @@ struct ChunkDecoder {
   }
 };
 
-// A prescaled chunk, read as an unscaled layout whose registers are rows 0-15 and 16-31.
-template <class T>
-struct Prescaled {
-  static constexpr bool kScaled = false, kDirect = true;
-  static constexpr int kVecs = T::kVecs;
-  static constexpr uint64_t kStepK = T::kStepK, kGroupSteps = 0;
-  static_assert(kVecs == 2 && kStepK == 2, "a prescaled layout's two registers are its rows 0-15 and 16-31");
-  const __m512bh* steps;  // [chunk steps][2]
-  uint64_t first;
-  MOEPACK_AVX512_BF16_INLINE void load(uint64_t s, __m512bh* w) const { w[0] = steps[(s - first) * 2], w[1] = steps[(s - first) * 2 + 1]; }
-};
-
 template <class T>
 MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t* x, uint64_t m, float* out) {
   const T t(g, nb);
@@ -305,7 +294,10 @@ MOEPACK_AVX512_BF16 void avx512_block(const Gemm& g, uint64_t nb, const uint16_t
       }
       if constexpr (Prescales<T>) {
         if (decoder.prescaled) {
-          avx512_tokens<Prescaled<T>, 12>(Prescaled<T>{buffer, c0}, x, g.k, m, c0, c1, o, g.n, c0 > 0);
+          // Unscaled, the tile reads the two registers as rows 0-15 and 16-31 as they lie.
+          static_assert(T::kVecs == 2 && T::kStepK == 2, "a prescaled layout's registers are its two 16-row halves");
+          const Decoded<T, false> d{t, buffer, c0};
+          avx512_tokens<Decoded<T, false>, 12>(d, x, g.k, m, c0, c1, o, g.n, c0 > 0);
           continue;
         }
       }
