@@ -44,11 +44,12 @@ void report_error(moepack::ErrorKind kind, const std::string& message) {
 int main(int argc, char** argv) {
   // A file size limit must surface as EFBIG from write(), not kill the process mid-file.
   std::signal(SIGXFSZ, SIG_IGN);
-  // convert reads, loads and packs each expert in buffers of a few MiB, freed right after. By
-  // default glibc gives such blocks back to the kernel on every free (a mapping of its own, or a
-  // trimmed heap top), so every expert faulted in and zeroed fresh pages (a sixth of convert's
-  // CPU time). Kept in the heap, they are reused; resident memory is still what is alive at the
-  // peak, since freed blocks are reused before the heap grows.
+  // convert reads, loads and packs each expert in buffers of a few MiB, freed right after. Those
+  // from operator new of 2 MiB or more come from lib/core/huge_blocks (allocation.cpp); the
+  // rest, and what C code mallocs (the direct-write buffers, zstd), would by default be given
+  // back to the kernel on every free (a mapping of its own, or a trimmed heap top), so every
+  // expert faulted in and zeroed fresh pages. Kept in the heap, they are reused; resident memory
+  // is still what is alive at the peak, since freed blocks are reused before the heap grows.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
