@@ -14,17 +14,13 @@
 namespace moepack {
 namespace {
 
-// The alignment direct I/O asks of memory, offsets and lengths: a page covers every block size
-// Linux filesystems use.
-constexpr size_t kBlock = 4096;
 // Each background write: large enough for the device to stream, small enough that three of them
 // add little to a conversion's memory.
 constexpr size_t kBufferBytes = 4u << 20;
 constexpr size_t kBuffers = 3;
+constexpr size_t kBufferAlignment = 4096;
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-// Direct-write buffers outlive their sink: one output file after another (a sharded artifact,
+// Background-write buffers outlive their sink: one output file after another (a sharded artifact,
 // several artifacts side by side) reuses the same few, instead of each file's buffers being
 // freed into the heap and new ones taken beside them. Freed at exit.
 struct BufferPool {
@@ -50,7 +46,7 @@ uint8_t* take_buffer() {
       return p;
     }
   }
-  return static_cast<uint8_t*>(std::aligned_alloc(kBlock, kBufferBytes));
+  return static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, kBufferBytes));
 }
 
 }  // namespace
@@ -61,24 +57,19 @@ void SequentialSink::FreeAligned::operator()(uint8_t* p) const {
   pool.buffers.push_back(p);
 }
 
-SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes, uint64_t direct_threshold)
+SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes, uint64_t background_threshold)
     : fd_(fd), path_(std::move(path)) {
-  if (expected_bytes < direct_threshold) return;
-  direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
-  if (direct_fd_ < 0) return;  // refused (EINVAL on tmpfs): through the page cache
+  if (expected_bytes < background_threshold) return;
   for (size_t i = 0; i < kBuffers; ++i) {
     uint8_t* p = take_buffer();
-    if (!p) throw_io(path_, "cannot allocate the direct-write buffers", ENOMEM);
+    if (!p) throw_io(path_, "cannot allocate the write buffers", ENOMEM);
     buffers_.emplace_back(p);
     if (i > 0) free_.push_back(i);
   }
   io_ = std::thread([this] { io_loop(); });
 }
 
-SequentialSink::~SequentialSink() {
-  stop_io();
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-}
+SequentialSink::~SequentialSink() { stop_io(); }
 
 void SequentialSink::stop_io() {
   if (!io_.joinable()) return;
@@ -110,19 +101,13 @@ void SequentialSink::finish() {
   if (finished_) return;
   finished_ = true;
   if (buffers_.empty()) return;
-  // The tail, padded with zeros to whole blocks (cut back below).
-  const size_t padded = round_up(filled_, kBlock);
-  if (padded > 0) {
-    std::memset(buffer(current_) + filled_, 0, padded - filled_);
-    submit(padded);
-  }
+  if (filled_ > 0) submit(filled_);
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || failure_; });
   }
   stop_io();
   throw_if_failed();
-  if (submitted_ != appended_ && ::ftruncate(fd_, static_cast<off_t>(appended_)) != 0) throw_io(path_, "cannot set the file's length", errno);
 }
 
 void SequentialSink::submit(size_t size) {
@@ -179,20 +164,26 @@ void SequentialSink::write_job(const Job& job) {
   const uint8_t* p = buffer(job.buffer);
   size_t done = 0;
   while (done < job.size) {
-    const bool direct = !fell_back_.load();
-    const ssize_t n = ::pwrite(direct ? direct_fd_ : fd_, p + done, job.size - done, static_cast<off_t>(job.offset + done));
+    const ssize_t n = ::pwrite(fd_, p + done, job.size - done, static_cast<off_t>(job.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      // A filesystem that opened O_DIRECT but refuses this I/O: the same bytes through the page cache.
-      if (errno == EINVAL && direct) {
-        fell_back_.store(true);
-        continue;
-      }
       const int e = errno;
       throw_io(path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "write failed"), e);
     }
     done += static_cast<size_t>(n);
   }
+  // Start this range's write-back now. Pacing, not durability (the caller's fsync makes the file
+  // durable): where there is no write-back to start (tmpfs, a device file) the call fails or
+  // does nothing, and the bytes are written all the same.
+  ::sync_file_range(fd_, static_cast<off_t>(job.offset), static_cast<off_t>(job.size), SYNC_FILE_RANGE_WRITE);
+  if (job.offset < kWriteBehind) return;
+  // Wait for the range kWriteBehind back and let its pages go. A write-back error found here is
+  // the write's error.
+  const off_t behind = static_cast<off_t>(job.offset - kWriteBehind);
+  if (::sync_file_range(fd_, behind, static_cast<off_t>(job.size), SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+      (errno == EIO || errno == ENOSPC))
+    throw_io(path_, errno == ENOSPC ? "disk full while writing" : "write failed", errno);
+  ::posix_fadvise(fd_, behind, static_cast<off_t>(job.size), POSIX_FADV_DONTNEED);
 }
 
 }  // namespace moepack
