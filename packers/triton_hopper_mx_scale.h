@@ -43,6 +43,8 @@ class TritonHopperMXScaleLayout final : public IndexMap<TritonHopperMXScaleLayou
   std::string name() const override;
   DType packed_dtype(DType canonical) const override { return canonical; }
   Accepts accepts() const override { return {}; }
+  void pack(const TensorView& canonical, std::span<uint8_t> packed) const override;  // bulk: one row offset per scale row
+  void unpack(std::span<const uint8_t> packed, OwnedTensor& canonical) const override;  // bulk inverse
 
   // Index map, with the digits of n and k (W = num_warps, A = 32*W):
   //   n = A*m0 + 16*W*a + 16*w + 8*b + r,  k = 2*k2 + c
