@@ -29,8 +29,13 @@
 //
 // Canonical: U8 [MN, K/32] E8M0 bytes of one expert in vLLM's parameter row order (w13 keeps the
 // loader's order). Packed: I32 [PK, MNa] — the contiguous buffer under DeepGEMM's MN-major view.
-// SM120 is not covered: at the mirror's DeepGEMM head `transform_sf_into_required_layout` has no
-// branch for arch 12 with an f32 (1, 32) recipe.
+// SM120 (the device vLLM e9d1398d9 picks DEEPGEMM_MXFP4 for) packs the same way: vLLM's pin
+// 8b1392b9 is the tip of DeepGEMM's nv_dev branch ("SM120 support", deepgemm.cmake), which no
+// stored mirror holds; vllm-project/DeepGEMM's csrc/apis/layout.hpp (92bda0c) sends f32 scales
+// with gran_k 32 on `arch_major == 10 or arch_major == 12` to this same packing, where the
+// mirror's head (54e2261) has SM100 only. tests/golden/make_deepgemm_mxfp4_golden.py runs vLLM's
+// `_pack_deepgemm_mxfp4_scales` over DeepGEMM's compiled kernel for SM100 and SM120
+// (golden_deepgemm_scales.safetensors).
 #pragma once
 
 #include "packers/index_map.h"

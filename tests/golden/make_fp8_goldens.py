@@ -232,6 +232,7 @@ extern "C" int dg_pack(const float* sf, uint32_t* out, int groups, int mn, int s
         case 2: return launch<2>(sf, out, groups, mn);
         case 3: return launch<3>(sf, out, groups, mn);
         case 4: return launch<4>(sf, out, groups, mn);
+        case 5: return launch<5>(sf, out, groups, mn);
         case 6: return launch<6>(sf, out, groups, mn);
         case 8: return launch<8>(sf, out, groups, mn);
         default: return -1;
@@ -321,7 +322,10 @@ class DeepGemm:
         if sf.dtype == torch.float32 and gran_mn == 128 and gran_k == 128 and (arch == 9 or disable_ue8m0_cast):
             assert sf.is_contiguous()  # the SM90 SFB check
             return sf
-        if sf.dtype == torch.float32 and gran_k in (32, 128) and arch == 10:
+        # SM100 and SM120 share this branch: vLLM's pin 8b1392b9 (the nv_dev branch, "SM120
+        # support") is in no stored mirror; vllm-project/DeepGEMM's layout.hpp (92bda0c) reads
+        # `arch_major == 10 or arch_major == 12` here, where the mirror's head has SM100 only.
+        if sf.dtype == torch.float32 and gran_k in (32, 128) and arch in (10, 12):
             assert not disable_ue8m0_cast
             broadcast = sf if gran_mn == 1 else sf.index_select(
                 -2, torch.arange(mn, device=sf.device).floor_divide_(gran_mn))
@@ -859,6 +863,8 @@ DEPLOYMENTS = (
        dep("gpt-oss-bf16", "sm90", "FLASHINFER_CUTLASS", "flashinfer_cutlass"),
        dep("gpt-oss-bf16", "gfx942", "AITER", env=AITER_ENV), dep("gpt-oss-bf16", "xpu", "XPU"),
        dep("gpt-oss-bf16", "xpu", "XPU", tp=2)]
+    # DeepSeek-V4 FP8 (SwiGLU with a limit) on FlashInfer TRT-LLM: the modular experts class.
+    + [dep("deepseek-v4-fp8", "sm100", "FLASHINFER_TRTLLM")]
 )
 
 # vLLM's UnquantizedMoeBackend names its members by value ("FlashInfer TRTLLM"); the cases use the

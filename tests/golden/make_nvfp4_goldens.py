@@ -609,6 +609,11 @@ DEPLOYMENTS = [
     dep("ct-nvfp4", "sm120", "FLASHINFER_B12X", moe_backend="flashinfer_b12x", patch="random_scales"),
     dep("ct-nvfp4", "sm100", "EMULATION", moe_backend="emulation", patch="random_scales"),
     dep("ct-nvfp4", "sm100", "EMULATION", moe_backend="emulation", patch="random_scales", tp=2, ep=True),
+    # compressed-tensors NVFP4 on FlashInfer CUTLASS (SM120): its input-scale maxima and the
+    # weight_scale_2 products that fold them.
+    dep("ct-nvfp4", "sm120", "FLASHINFER_CUTLASS"),
+    dep("ct-nvfp4", "sm120", "FLASHINFER_CUTLASS", patch="random_scales"),
+    dep("ct-nvfp4", "sm120", "FLASHINFER_CUTLASS", patch="random_scales", tp=2),
 ]
 
 # Block scales whose values vLLM rewrites (the b12x bake-in, Marlin's factor and S0E5M3), stored

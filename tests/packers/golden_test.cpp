@@ -10,7 +10,9 @@
 // helpers (swizzle_blockscale, the [w3; w1] and CuteDSL row reorders, the TRT-LLM static-weight
 // shuffles, the Marlin NVFP4 scale processing) into golden_nvfp4.safetensors, and
 // tests/golden/make_fi_sm90_interleave_golden.py ran FlashInfer's compiled SM90 mixed-GEMM FP4
-// weight interleave kernel into golden_fi_sm90_interleave.safetensors.
+// weight interleave kernel, alone and inside vLLM's SM90 FlashInfer CUTLASS BF16 conversion, into
+// golden_fi_sm90_interleave.safetensors, and tests/golden/make_deepgemm_mxfp4_golden.py vLLM's
+// DeepGEMM MXFP4 scale packing over DeepGEMM's compiled kernel into golden_deepgemm_scales.safetensors.
 //
 // The files are the rows of the table of upstream golden files (support/upstream_goldens.h)
 // that hold layout cases. Each holds inputs as [E, ...] tensors (one expert's canonical tensor
@@ -210,7 +212,12 @@ TEST(GoldenFiles, AllPresentWithProvenance) {
     if (is_mxfp4_file(file)) {
       EXPECT_EQ(provenance.at("triton_kernels"), "v3.5.1");
     }
-    EXPECT_EQ(provenance.at("flashinfer"), "v0.6.17");
+    if (provenance.contains("deep_gemm") && !provenance.contains("flashinfer")) {
+      // DeepGEMM's packing alone (golden_deepgemm_scales): the headers read, and vLLM's pin.
+      EXPECT_EQ(provenance.at("deep_gemm"), "54e2261 (vLLM pins 8b1392b9)");
+    } else {
+      EXPECT_EQ(provenance.at("flashinfer"), "v0.6.17");
+    }
     // Made with torch 2.x, not a local dry run that shimmed missing dtypes.
     EXPECT_TRUE(provenance.at("compat").empty()) << provenance.dump();
     EXPECT_FALSE(nlohmann::json::parse(meta.at("golden_cases")).empty());
@@ -255,6 +262,10 @@ TEST(GoldenFiles, CoverTheUpstreamRunnableLayouts) {
       "vllm.nvfp4_marlin_process_scales(group_size=16,e9d1398d9)",
       // FlashInfer's compiled SM90 mixed-GEMM FP4 weight interleave (golden_fi_sm90_interleave).
       "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=identity,fp4,v0.6.17)",
+      // ... and inside vLLM's whole SM90 FlashInfer CUTLASS BF16 conversion (the w13 row reorder first).
+      "flashinfer.interleave_moe_weights_for_sm90_mixed_gemm(rows=deinterleave_up_first,fp4,v0.6.17)",
+      // DeepGEMM's MXFP4 scale packing (golden_deepgemm_scales), on SM100 and SM120.
+      "deep_gemm.transform_sf_into_required_layout(recipe=1x1x32,sm100,packed_ue8m0,mn_major,8b1392b9)",
   };
   for (const std::string& id : required) EXPECT_TRUE(covered.count(id)) << id << " has no golden case";
   std::string list;

@@ -81,7 +81,13 @@ inline constexpr std::array kUpstreamGoldens = {
                    "CUTLASS W4A8 ops on SM90, TP 1 and TP 2 with expert parallelism",
                    false, LayerCases::others_recorded},
     UpstreamGolden{"golden_fi_sm90_interleave.safetensors", "tests/golden/make_fi_sm90_interleave_golden.py",
-                   "FlashInfer's compiled SM90 mixed-GEMM FP4 weight interleave on seeded inputs", true, LayerCases::none},
+                   "FlashInfer's compiled SM90 mixed-GEMM FP4 weight interleave on seeded inputs, alone and inside vLLM's "
+                   "whole FlashInfer CUTLASS BF16 MXFP4 conversion",
+                   true, LayerCases::none},
+    UpstreamGolden{"golden_deepgemm_scales.safetensors", "tests/golden/make_deepgemm_mxfp4_golden.py",
+                   "vLLM's DeepGEMM MXFP4 weight-scale packing (_pack_deepgemm_mxfp4_scales over DeepGEMM's compiled packing "
+                   "kernel) on seeded inputs for SM100 and SM120",
+                   true, LayerCases::none},
 };
 
 }  // namespace moepack::test::golden
