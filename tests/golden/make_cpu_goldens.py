@@ -418,7 +418,7 @@ def run_int8_rank(ns, ckpt, config, tp, rank):
     return layer
 
 
-def run_quark_mxfp4_rank(ns, ckpt, config, tp, rank):
+def run_quark_mxfp4_rank(ns, ckpt, config, tp, rank, backend="CPU"):
     """Quark MXFP4 weights (per-expert tensors): QuarkOCP_MX_MoEMethod.create_weights stood in for
     (w13_weight U8 [E, 2I, H/2], w2_weight U8 [E, H, I/2], E8M0 scales U8 [E, 2I, H/32] /
     [E, H, I/32] with quant_method "group"); convert_gpt_oss_weight_to_mxfp4_moe_kernel_format
@@ -431,10 +431,10 @@ def run_quark_mxfp4_rank(ns, ckpt, config, tp, rank):
     add_param(ns, layer, "w13_weight_scale", (e, 2 * i, h // 32), torch.uint8, quant_method=group)
     add_param(ns, layer, "w2_weight_scale", (e, h, i // 32), torch.uint8, quant_method=group)
     load_experts(layer, ckpt)
-    return convert_mxfp4(ns, layer)
+    return convert_mxfp4(ns, layer, backend)
 
 
-def run_gpt_oss_mxfp4_rank(ns, ckpt, config, tp, rank):
+def run_gpt_oss_mxfp4_rank(ns, ckpt, config, tp, rank, backend="CPU"):
     """gpt-oss MXFP4 (fused expert tensors): Mxfp4MoEMethod.create_weights stood in for (w13_weight
     U8 [E, 2I, H/2], w13_weight_scale U8 [E, 2I, H/32], w13_bias [E, 2I] in the model dtype, w2
     likewise; I and H as the CPU backend rounds them to 32, here unchanged); the model's
@@ -467,13 +467,15 @@ def run_gpt_oss_mxfp4_rank(ns, ckpt, config, tp, rank):
                     ("w13_bias", b13), ("w2_bias", b2)):
         param = getattr(layer, name)
         param.weight_loader(param, t, p + name, shard_id=None, expert_id=None)
-    return convert_mxfp4(ns, layer)
+    return convert_mxfp4(ns, layer, backend)
 
 
-def convert_mxfp4(ns, layer):
+def convert_mxfp4(ns, layer, backend="CPU"):
+    """The oracle's MXFP4 kernel-format conversion for `backend` (an Mxfp4MoeBackend member name):
+    CPU here; make_mxfp4_layer_goldens.py runs the same loaders for XPU and EMULATION."""
     m = ns["mxfp4"]
     out = m["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"](
-        m["Mxfp4MoeBackend"].CPU, layer, layer.w13_weight, layer.w2_weight, layer.w13_weight_scale, layer.w2_weight_scale,
+        m["Mxfp4MoeBackend"][backend], layer, layer.w13_weight, layer.w2_weight, layer.w13_weight_scale, layer.w2_weight_scale,
         getattr(layer, "w13_bias", None), getattr(layer, "w2_bias", None))
     return types.SimpleNamespace(**{r: t for r, t in zip(MXFP4_ROLES, out) if t is not None})
 

@@ -84,6 +84,10 @@ inline constexpr std::array kUpstreamGoldens = {
                    "FlashInfer's compiled SM90 mixed-GEMM FP4 weight interleave on seeded inputs, alone and inside vLLM's "
                    "whole FlashInfer CUTLASS BF16 MXFP4 conversion",
                    true, LayerCases::none},
+    UpstreamGolden{"golden_mxfp4_layers.safetensors", "tests/golden/make_mxfp4_layer_goldens.py",
+                   "gpt-oss MXFP4 and Quark MXFP4 checkpoints on XPU and EMULATION (the backends that keep the loaded "
+                   "bytes), TP 1 and 2",
+                   false, LayerCases::nothing_else_unless_partial},
     UpstreamGolden{"golden_deepgemm_scales.safetensors", "tests/golden/make_deepgemm_mxfp4_golden.py",
                    "vLLM's DeepGEMM MXFP4 weight-scale packing (_pack_deepgemm_mxfp4_scales over DeepGEMM's compiled packing "
                    "kernel) on seeded inputs for SM100 and SM120",

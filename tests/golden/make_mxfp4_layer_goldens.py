@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Golden layers for MXFP4 checkpoints on the backends that keep the loaded bytes (XPU, EMULATION).
+
+Tooling, not part of the build; the companion of make_cpu_goldens.py, whose MXFP4 harness it
+runs with another backend: the quantization method's create_weights stood in for, the experts
+loaded as vLLM's loaders load them (gpt-oss: the model's _load_weights_mxfp4 narrowing and
+RoutedExperts.weight_loader; Quark: per-expert tensors through the same weight loader), then
+vLLM's `convert_gpt_oss_weight_to_mxfp4_moe_kernel_format` (oracle/mxfp4.py @ e9d1398d9) run
+unchanged for Mxfp4MoeBackend.XPU or EMULATION. Those branches hand the loaded tensors through, so
+what is recorded is what vLLM's loading leaves in the layer: the rank's slice, in the
+parameter's dtype and row order. It needs PyTorch (Debian's python3-torch 1.13 does, with one
+shim recorded in the provenance; no GPU: nothing here is compiled) and make_cpu_goldens.py's
+vendor files; its CPU ops are not built (the harness' zero stand-in is loaded only so the
+namespace imports; the cpu-amx case records the input scales alone).
+
+  python3 tests/golden/make_mxfp4_layer_goldens.py --vendor VENDOR --samples samples --out OUTDIR
+
+Sizes are those every backend keeps (vLLM's mxfp4_round_up_hidden_size_and_intermediate_size
+leaves them unchanged): gpt-oss-mxfp4 (H = I = 192) at TP 1, quark-w-mxfp4 and
+quark-w-mxfp4-a-fp8 (H = I = 128) at TP 1 and 2. The A-FP8 cases also load the static input
+scales, which the EMULATION branch reduces to their maximum over the experts. ct-mxfp4 on XPU
+(H = I = 128, TP 1 and 2) takes CompressedTensorsW4A4Mxfp4MoEMethod's course: the packed weights
+renamed, nothing else done to the bytes. quark-w-mxfp4-a-fp8 on cpu-amx records only the
+input scales, which the CPU backend keeps per expert as loaded (its weight packs are compiled ops,
+pinned by make_cpu_goldens.py). Output golden_mxfp4_layers.safetensors, the layer-case schema of golden_cpu.safetensors,
+checked by tests/convert/upstream_goldens_test.cpp.
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import golden_common as common  # noqa: E402
+import make_cpu_goldens as cpu  # noqa: E402
+import make_wna16_goldens as wn  # noqa: E402
+
+SEED = 20261206
+
+# (checkpoint, target, tp, harness, Mxfp4MoeBackend, experts class moepack's oracle must pick)
+DEPLOYMENTS = [
+    ("gpt-oss-mxfp4", "xpu", 1, "gpt-oss-mxfp4", "XPU", "XPUExpertsMxFp4"),
+    ("gpt-oss-mxfp4", "gfx1250", 1, "gpt-oss-mxfp4", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("quark-w-mxfp4", "gfx942", 1, "quark-mxfp4", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("quark-w-mxfp4", "gfx942", 2, "quark-mxfp4", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("quark-w-mxfp4-a-fp8", "gfx942", 1, "quark-mxfp4-a-fp8", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("quark-w-mxfp4-a-fp8", "gfx942", 2, "quark-mxfp4-a-fp8", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("ct-mxfp4", "xpu", 1, "ct-mxfp4", "XPU", "XPUExpertsMxFp4"),
+    ("ct-mxfp4", "xpu", 2, "ct-mxfp4", "XPU", "XPUExpertsMxFp4"),
+    # The CPU backend keeps the per-expert input scales as loaded. Only they are recorded: its
+    # weight packs are compiled ops (make_cpu_goldens.py runs them; here they are its zero stand-in).
+    ("quark-w-mxfp4-a-fp8", "cpu-amx", 1, "quark-mxfp4-a-fp8", "CPU", "CPUExpertsMxfp4"),
+]
+INPUT_ROLES = ["w13_input_scale", "w2_input_scale"]
+
+
+def run_quark_mxfp4_a_fp8_rank(ns, ckpt, config, tp, rank, backend):
+    """Quark W-MXFP4-A-FP8 with static input scales: QuarkOCP_MX_MoEMethod.create_weights stood in
+    for as it allocates them (weights and E8M0 scales as for w_mxfp4; w13_input_scale and
+    w2_input_scale F32 [E] of ones; every parameter with quant_method "block", the attribute
+    create_weights adds to all of them), each expert's tensors through RoutedExperts.weight_loader,
+    then convert_gpt_oss_weight_to_mxfp4_moe_kernel_format with the input scales, as _setup_kernel
+    passes them (EMULATION replaces each by its maximum over the experts, F32 0-d)."""
+    moe, layer = cpu.quant_layer(ns, config, tp, rank, "QuarkOCP_MX_MoEMethod", "quark")
+    e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
+    block = ns["FusedMoeWeightScaleSupported"].BLOCK.value
+    cpu.add_param(ns, layer, "w13_weight", (e, 2 * i, h // 2), torch.uint8, quant_method=block)
+    cpu.add_param(ns, layer, "w2_weight", (e, h, i // 2), torch.uint8, quant_method=block)
+    cpu.add_param(ns, layer, "w13_weight_scale", (e, 2 * i, h // 32), torch.uint8, quant_method=block)
+    cpu.add_param(ns, layer, "w2_weight_scale", (e, h, i // 32), torch.uint8, quant_method=block)
+    for name in INPUT_ROLES:
+        cpu.add_param(ns, layer, name, (e,), torch.float32, quant_method=block)
+        getattr(layer, name).data.fill_(1.0)  # create_weights allocates torch.ones
+    cpu.load_experts(layer, ckpt)
+    m = ns["mxfp4"]
+    out = m["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"](
+        m["Mxfp4MoeBackend"][backend], layer, layer.w13_weight, layer.w2_weight, layer.w13_weight_scale,
+        layer.w2_weight_scale, None, None, w13_input_scale=layer.w13_input_scale, w2_input_scale=layer.w2_input_scale)
+    result = {r: t for r, t in zip(cpu.MXFP4_ROLES, out) if t is not None}
+    for name in INPUT_ROLES:
+        result[name] = getattr(layer, name)
+    return cpu.types.SimpleNamespace(**result)
+
+
+class Golden(cpu.Golden):
+    def save(self, out: Path, provenance: dict) -> Path:
+        path = out / "golden_mxfp4_layers.safetensors"
+        meta = common.layer_golden_metadata(provenance, self.layer_cases, checkpoints=self.checkpoints)
+        path.write_bytes(common.safetensors_bytes(self.tensors, meta, wn.ST_NAMES))
+        return path
+
+
+def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
+    """compressed-tensors MXFP4 (per-expert weight_packed / weight_scale): CompressedTensorsW4A4Mxfp4-
+    MoEMethod.create_weights stood in for as it allocates them (w13_weight_packed U8 [E, 2I, H/2]
+    and w2_weight_packed U8 [E, H, I/2] with no quant_method, their E8M0 scales with "group"),
+    each expert through RoutedExperts.weight_loader; then process_weights_after_loading's XPU
+    course, transliterated: the packed weights renamed w13_weight / w2_weight (the same tensors),
+    the scales kept, and XPUExpertsMxFp4's process_weights_after_loading, the modular kernel's
+    empty default."""
+    assert backend == "XPU"
+    moe, layer = cpu.quant_layer(ns, config, tp, rank, "CompressedTensorsW4A4Mxfp4MoEMethod", "compressed-tensors")
+    e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
+    group = ns["FusedMoeWeightScaleSupported"].GROUP.value
+    cpu.add_param(ns, layer, "w13_weight_packed", (e, 2 * i, h // 2), torch.uint8)
+    cpu.add_param(ns, layer, "w2_weight_packed", (e, h, i // 2), torch.uint8)
+    cpu.add_param(ns, layer, "w13_weight_scale", (e, 2 * i, h // 32), torch.uint8, quant_method=group)
+    cpu.add_param(ns, layer, "w2_weight_scale", (e, h, i // 32), torch.uint8, quant_method=group)
+    cpu.load_experts(layer, ckpt)
+    return cpu.types.SimpleNamespace(w13_weight=layer.w13_weight_packed, w2_weight=layer.w2_weight_packed,
+                                     w13_weight_scale=layer.w13_weight_scale, w2_weight_scale=layer.w2_weight_scale)
+
+
+def layer_cases(ns, g, samples: Path, errors: list):
+    run = {"gpt-oss-mxfp4": cpu.run_gpt_oss_mxfp4_rank, "quark-mxfp4": cpu.run_quark_mxfp4_rank,
+           "quark-mxfp4-a-fp8": run_quark_mxfp4_a_fp8_rank, "ct-mxfp4": run_ct_mxfp4_rank}
+    for name, target, tp, harness, backend, experts_class in DEPLOYMENTS:
+        files = {f.name: f.read_bytes() for f in sorted((samples / name).glob("*.safetensors"))}
+        config = cpu.json.loads((samples / name / "config.json").read_text())
+        case = {"name": f"{name}_{target}" + (f"_tp{tp}" if tp > 1 else ""), "sample": name, "checkpoint": "",
+                "sha256": cpu.case_sha(files), "target": target, "moe_backend": "", "model_dtype": "", "tp": tp, "ep": False,
+                "backend": backend, "experts_class": experts_class, "method": harness, "partial": backend == "CPU", "ranks": [],
+                "notes": ["input scales only: the CPU weight packs are compiled ops"] if backend == "CPU" else []}
+        roles = INPUT_ROLES if backend == "CPU" else cpu.MXFP4_ROLES + INPUT_ROLES
+        try:
+            ckpt = {}
+            for data in files.values():
+                ckpt.update(common.parse_safetensors(data, wn.ST_DTYPES))
+            for rank in range(tp):
+                with cpu.model_dtype(torch.bfloat16):
+                    layer = run[harness](ns, ckpt, config, tp, rank, backend)
+                case["ranks"].append(cpu.record_rank(g, case, layer, rank, roles))
+            g.layer_cases.append(case)
+        except Exception as exc:  # keep the other cases; report this one
+            common.report_failure(errors, case["name"], exc)
+
+
+def main():
+    ap = common.argument_parser(__doc__)
+    ap.add_argument("--out", type=Path, help="where golden_mxfp4_layers.safetensors goes (omit for a dry run)")
+    args = ap.parse_args()
+    compat = []
+    if not hasattr(torch.Tensor, "untyped_storage"):
+        torch.Tensor.untyped_storage = lambda self: self.storage().untyped()
+        compat.append("torch without Tensor.untyped_storage: storage().untyped()")
+    keep = cpu.zeros_library()  # noqa: F841  (the namespace binds the CPU ops; no CPU branch runs here)
+    ns = cpu.vllm_namespace(args.vendor)
+    # The EMULATION branch asks whether the input scales agree (w8a8_utils.all_close_1d) before
+    # it takes their maximum; the CPU harness never reaches that line.
+    common.exec_top_level(args.vendor / "vllm" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "w8a8_utils.py",
+                          ["all_close_1d"], ns["mxfp4"])
+    provenance = {"vllm": cpu.VLLM, "seed": SEED, "torch": torch.__version__, "device": "cpu", "compat": compat}
+    g = Golden()
+    errors = []
+    layer_cases(ns, g, args.samples, errors)
+    summary = {"provenance": provenance, "layer_cases": len(g.layer_cases),
+               "bytes": sum(t.numel() * t.element_size() for t in g.tensors.values()), "errors": errors,
+               "not_recorded": sorted({x for c in g.layer_cases for r in c["ranks"] for x in r["not_recorded"]})}
+    return common.finish(summary, errors, args.out, lambda out: g.save(out, provenance))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
