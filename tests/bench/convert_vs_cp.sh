@@ -4,6 +4,7 @@
 #
 #   tests/bench/convert_vs_cp.sh [BUILD_DIR] [LAYERS] [TARGETS] [THREADS] [MOEPACK]
 #
+# SRC=DIR measures an existing checkpoint instead of the generated one (LAYERS is then ignored).
 # TARGETS and THREADS may be lists ("sm90 cpu-amx", "1 2"): every pair is measured on the same
 # source, each against its own cp runs interleaved with it (the machine may be shared and noisy:
 # compare the ratios). MOEPACK overrides the binary (e.g. an older build, for a before/after).
@@ -21,13 +22,19 @@ moepack=${5:-$build/moepack}
 work=$(mktemp -d "${TMPDIR:-/tmp}/moepack-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-"$moepack" sample --family gpt-oss-mxfp4 --real-shape gpt-oss-20b --sparse --layers "$layers" -o "$work/sparse" >/dev/null
-cp -r --sparse=never "$work/sparse" "$work/src"
-rm -rf "$work/sparse"
+if [ -n "${SRC:-}" ]; then
+  # An existing checkpoint instead (e.g. ../shared/bench/expert_ckpt.py OUT --layers 2: 848 MB of
+  # random valid experts, the figure issue 23 asks for), copied densely like the sample.
+  cp -r --sparse=never "$SRC" "$work/src"
+else
+  "$moepack" sample --family gpt-oss-mxfp4 --real-shape gpt-oss-20b --sparse --layers "$layers" -o "$work/sparse" >/dev/null
+  cp -r --sparse=never "$work/sparse" "$work/src"
+  rm -rf "$work/sparse"
+fi
 bytes=$(du -sb --apparent-size "$work/src" | cut -f1)
 cat "$work"/src/*.safetensors >/dev/null  # warm the page cache
 
-printf 'gpt-oss-20b real shape, %s layers, %.2f GB, %s cores\n' "$layers" "$(echo "$bytes/1000000000" | bc -l)" "$(nproc)"
+printf '%s, %s layers, %.2f GB, %s cores\n' "${SRC:-gpt-oss-20b real shape}" "$layers" "$(echo "$bytes/1000000000" | bc -l)" "$(nproc)"
 for target in $targets; do
 for threads in $threads_list; do
 best_cp=""
