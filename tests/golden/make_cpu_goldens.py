@@ -635,8 +635,10 @@ def layer_cases(ns, g, samples: Path, gen, errors: list):
 
 
 class Golden(wn.Golden):
+    FILE = "golden_cpu.safetensors"
+
     def save(self, out: Path, provenance: dict) -> Path:
-        path = out / "golden_cpu.safetensors"
+        path = out / self.FILE
         meta = common.layer_golden_metadata(provenance, self.layer_cases, checkpoints=self.checkpoints)
         path.write_bytes(common.safetensors_bytes(self.tensors, meta, wn.ST_NAMES))
         return path

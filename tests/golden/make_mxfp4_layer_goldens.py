@@ -83,11 +83,7 @@ def run_quark_mxfp4_a_fp8_rank(ns, ckpt, config, tp, rank, backend):
 
 
 class Golden(cpu.Golden):
-    def save(self, out: Path, provenance: dict) -> Path:
-        path = out / "golden_mxfp4_layers.safetensors"
-        meta = common.layer_golden_metadata(provenance, self.layer_cases, checkpoints=self.checkpoints)
-        path.write_bytes(common.safetensors_bytes(self.tensors, meta, wn.ST_NAMES))
-        return path
+    FILE = "golden_mxfp4_layers.safetensors"
 
 
 def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
