@@ -67,6 +67,7 @@ SequentialSink::SequentialSink(int fd, std::string path, uint64_t expected_bytes
     if (i > 0) free_.push_back(i);
   }
   io_ = std::thread([this] { io_loop(); });
+  flusher_ = std::thread([this] { flush_loop(); });
 }
 
 SequentialSink::~SequentialSink() { stop_io(); }
@@ -79,6 +80,7 @@ void SequentialSink::stop_io() {
   }
   changed_.notify_all();
   io_.join();
+  flusher_.join();
 }
 
 void SequentialSink::append(std::span<const uint8_t> bytes) {
@@ -155,6 +157,37 @@ void SequentialSink::io_loop() {
       busy_ = false;
       free_.push_back(job.buffer);
       if (failed && !failure_) failure_ = failed;
+      flush_wanted_ = flush_wanted_ || job.offset / kFlushEvery != (job.offset + job.size) / kFlushEvery;
+    }
+    changed_.notify_all();
+  }
+}
+
+// Why flush while writing: the device behind this project's VMs caches what it is given and
+// writes it out at a flush. Left to the final fsync, that flush took 0.33-0.5 s after the last
+// write of an 848 MB file; flushed every 64 MiB from this thread, most of it overlaps the
+// conversion (7 interleaved rounds, medians: 1.00 s -> 0.73 s, cp + sync 0.76 s). The flush runs
+// beside the writes, not between them, so the writer never waits for it. Only EIO and ENOSPC
+// are errors here (a device file or tmpfs may refuse the call); the caller's fsync still makes
+// the whole file durable.
+void SequentialSink::flush_loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || flush_wanted_; });
+      if (!flush_wanted_) return;  // stopped; the caller's fsync makes the file durable
+      flush_wanted_ = false;
+    }
+    if (::fdatasync(fd_) != 0 && (errno == EIO || errno == ENOSPC)) {
+      const int e = errno;
+      std::lock_guard lock(mutex_);
+      if (!failure_) {
+        try {
+          throw_io(path_, e == ENOSPC ? "disk full while writing" : "write failed", e);
+        } catch (...) {
+          failure_ = std::current_exception();
+        }
+      }
     }
     changed_.notify_all();
   }
