@@ -18,7 +18,13 @@ namespace {
 // add little to a conversion's memory.
 constexpr size_t kBufferBytes = 4u << 20;
 constexpr size_t kBuffers = 3;
+// Whole pages: the kernel copies them into the page cache a page at a time.
 constexpr size_t kBufferAlignment = 4096;
+
+// A failed write, write-back or flush of `path` with errno `e`, as the writer reports it.
+[[noreturn]] void throw_write_failure(const std::string& path, int e) {
+  throw_io(path, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "write failed"), e);
+}
 
 // Background-write buffers outlive their sink: one output file after another (a sharded artifact,
 // several artifacts side by side) reuses the same few, instead of each file's buffers being
@@ -178,12 +184,12 @@ void SequentialSink::flush_loop() {
       if (!flush_wanted_) return;  // stopped; the caller's fsync makes the file durable
       flush_wanted_ = false;
     }
-    if (::fdatasync(fd_) != 0 && (errno == EIO || errno == ENOSPC)) {
-      const int e = errno;
+    const int e = ::fdatasync(fd_) == 0 ? 0 : errno;
+    if (e == EIO || e == ENOSPC) {
       std::lock_guard lock(mutex_);
       if (!failure_) {
         try {
-          throw_io(path_, e == ENOSPC ? "disk full while writing" : "write failed", e);
+          throw_write_failure(path_, e);
         } catch (...) {
           failure_ = std::current_exception();
         }
@@ -200,8 +206,7 @@ void SequentialSink::write_job(const Job& job) {
     const ssize_t n = ::pwrite(fd_, p + done, job.size - done, static_cast<off_t>(job.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      throw_io(path_, e == ENOSPC ? "disk full while writing" : (e == EFBIG ? "file size limit reached while writing" : "write failed"), e);
+      throw_write_failure(path_, errno);
     }
     done += static_cast<size_t>(n);
   }
@@ -213,9 +218,10 @@ void SequentialSink::write_job(const Job& job) {
   // Wait for the range kWriteBehind back and let its pages go. A write-back error found here is
   // the write's error.
   const off_t behind = static_cast<off_t>(job.offset - kWriteBehind);
-  if (::sync_file_range(fd_, behind, static_cast<off_t>(job.size), SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
-      (errno == EIO || errno == ENOSPC))
-    throw_io(path_, errno == ENOSPC ? "disk full while writing" : "write failed", errno);
+  if (::sync_file_range(fd_, behind, static_cast<off_t>(job.size), SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
+    const int e = errno;
+    if (e == EIO || e == ENOSPC) throw_write_failure(path_, e);
+  }
   ::posix_fadvise(fd_, behind, static_cast<off_t>(job.size), POSIX_FADV_DONTNEED);
 }
 
