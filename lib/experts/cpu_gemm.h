@@ -807,8 +807,9 @@ MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_
 }
 
 // ---- AVX-512F (no BF16) -------------------------------------------------------------------
-// Prefill decodes each block into the AVX2 kernels' panels (the same decoders, the same panel:
-// column c's 32 rows, each octet in panel order) and runs them through a tile twice as wide:
+// Prefill decodes each block into the AVX2 kernels' panels (the same panel: column c's 32 rows,
+// each octet in panel order; 16 lanes at a time where the layout has load16, else the AVX2
+// decoders) and runs them through a tile twice as wide:
 // one 16-lane register holds a whole half (two octets), so a column is two loads for all 32
 // rows, and 32 registers hold 12 token rows x 2 halves of accumulators, a weight pair and a
 // broadcast. Each output is one FMA chain over k in column order, as on the AVX2 level.
@@ -868,6 +869,49 @@ MOEPACK_AVX512F void avx512f_panel_rest(uint64_t rem, const float* panel, uint64
   }
 }
 
+// A layout may decode a step on 16 lanes (T::load16(step, h, c): half h's 16 rows of each of
+// the step's columns, in panel order; T::scale16(group, h): their scales in row order). The
+// panel then comes out as the AVX2 decode writes it, bit for bit (the same values, the same one
+// multiply by the same scale), for about half the instructions: at 32 tokens an expert (Qwen3's
+// 512-token prefill) the 8-lane decode was close to half of the AVX-512F kernel's time.
+template <class T>
+concept HasLoad16 = requires(const T& t, uint64_t step, int h, __m512* c) { t.load16(step, h, c); };
+
+template <class T>
+MOEPACK_AVX512F_INLINE void avx512f_decode_panel(const T& t, uint64_t s0, uint64_t s1, uint64_t ahead, float* panel) {
+  const __m512i to_panel = panel_order16<T::kStepK>();
+  for (uint64_t g0 = s0; g0 < s1;) {
+    const uint64_t group = T::kScaled ? g0 / T::kGroupSteps : 0;
+    const uint64_t g1 = T::kScaled ? std::min(s1, (group + 1) * T::kGroupSteps) : s1;
+    __m512 sc[2];
+    if constexpr (T::kScaled)
+      for (int h = 0; h < 2; ++h) sc[h] = _mm512_permutexvar_ps(to_panel, t.scale16(group, h));
+    for (uint64_t s = g0; s < g1; ++s) {
+      if constexpr (HasPrefetch<T>) t.prefetch(s + ahead);
+      float* col = panel + (s - s0) * T::kStepK * kBlockRows;
+      for (int h = 0; h < 2; ++h) {
+        __m512 c[T::kStepK];
+        t.load16(s, h, c);
+        for (uint64_t j = 0; j < T::kStepK; ++j) {
+          if constexpr (T::kScaled) c[j] = _mm512_mul_ps(c[j], sc[h]);
+          _mm512_store_ps(col + j * kBlockRows + 16 * h, c[j]);
+        }
+      }
+    }
+    g0 = g1;
+  }
+}
+
+// Two registers of row pairs (a: rows 0-7 of a half, b: rows 8-15; lane 2i + j row i's column
+// j) as the half's two columns, each in panel order: the shape of the MXFP4 and FP8 steps.
+MOEPACK_AVX512F_INLINE void pairs_to_panel16(__m512 a, __m512 b, __m512* c) {
+  static_assert(kBlockRows == 32, "a half is 16 rows");
+  // Lane l of column j: row 8(l / 8) + (0 1 4 5 2 3 6 7)[l % 8], at lane 2 row + j of a or b.
+  const __m512i even = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 16, 18, 24, 26, 20, 22, 28, 30);
+  c[0] = _mm512_permutex2var_ps(a, even, b);
+  c[1] = _mm512_permutex2var_ps(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
+}
+
 template <class T>
 MOEPACK_AVX512F void avx512f_block_panels(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
   const T t(g, nb);
@@ -877,7 +921,8 @@ MOEPACK_AVX512F void avx512f_block_panels(const Gemm& g, uint64_t nb, const floa
   const uint64_t steps = g.k / T::kStepK;
   for (uint64_t s0 = 0; s0 < steps; s0 += kPanelSteps) {
     const uint64_t s1 = std::min(steps, s0 + kPanelSteps), cols = (s1 - s0) * T::kStepK, c0 = s0 * T::kStepK;
-    avx2_decode_panel(t, s0, s1, kPanelSteps, panel);
+    if constexpr (HasLoad16<T>) avx512f_decode_panel(t, s0, s1, kPanelSteps, panel);
+    else avx2_decode_panel(t, s0, s1, kPanelSteps, panel);
     uint64_t i = 0;
     for (; i + kTileTokens512 <= m; i += kTileTokens512)
       avx512f_panel_tile<T::kStepK, kTileTokens512>(panel, cols, x + i * g.k + c0, g.k, o + i * g.n, g.n, s0 == 0);

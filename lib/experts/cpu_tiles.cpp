@@ -128,6 +128,19 @@ struct Mxfp4Tiles {
     return _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(8)), 28)));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int o) const { return e8m0_to_ps_avx2(s + g * kBlockRows + 8 * o); }
+  // 16 lanes: bytes 0-15 of a step are rows 0-7 as column pairs, bytes 16-31 rows 8-15 (their
+  // low nibbles: half 0; high nibbles: half 1). vpermps reads an index's low four bits, the
+  // whole E2M1 code: a 16-entry table gives value and sign at once (code 8 is -0, as load8's
+  // sign xor makes it).
+  MOEPACK_AVX512F_INLINE void load16(uint64_t step, int h, __m512* c) const {
+    const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const uint8_t* p = w + step * kBlockRows;
+    __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+    if (h == 1) a = _mm512_srli_epi32(a, 4), b = _mm512_srli_epi32(b, 4);
+    pairs_to_panel16(_mm512_permutexvar_ps(a, values), _mm512_permutexvar_ps(b, values), c);
+  }
+  MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t g, int h) const { return e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g * kBlockRows + 16 * h))); }
 
   // One token on AVX2 (decode, bound by the bytes read): a step's 32 bytes are decoded whole in
   // registers, never stored. Byte tables (vpshufb) give each code's BF16 bits as a high and a
@@ -318,6 +331,14 @@ struct Bf16VecTiles {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(pairs), 16));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int) const { return _mm256_set1_ps(1.0f); }
+  // 16 lanes: half h's step is its two columns, 16 words each in row order.
+  MOEPACK_AVX512F_INLINE void load16(uint64_t step, int h, __m512* c) const {
+    const uint16_t* p = (h == 0 ? lo : hi) + step * kBlockRows;
+    for (int j = 0; j < 2; ++j) {
+      const __m512i words = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * j)));
+      c[j] = _mm512_permutexvar_ps(panel_order16<kStepK>(), _mm512_castsi512_ps(_mm512_slli_epi32(words, 16)));
+    }
+  }
 
   float value(uint64_t r, uint64_t k) const { return bf16_to_float((r < 16 ? lo : hi)[k * (kBlockRows / 2) + r % 16]); }
   float scale_at(uint64_t, uint64_t) const { return 1.0f; }
@@ -370,6 +391,15 @@ MOEPACK_AVX2_INLINE __m256 e4m3_to_ps_avx2(const uint8_t* p) {
   return _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24)));
 }
 
+// e4m3_to_ps_avx2 on 16 bytes (AVX-512F: no DQ, so the sign goes in with an integer or).
+MOEPACK_AVX512F_INLINE __m512 e4m3_to_ps16(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+  __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)), _mm512_set1_ps(0x1p120f));
+  v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
+}
+
 // The AVX-512 load looks the 64 bytes of a step up whole: high and low bytes of each value's
 // BF16 bits from the tables, the sign bit put back, then bytes interleaved into words within
 // each 128-bit lane. Lane L of the first register holds the values of bytes 16L..16L+7 (rows
@@ -405,6 +435,12 @@ struct Fp8BlockTiles {
   // Vector j of octet o: rows 8o+4j..+3, bytes 8(2o+j)..+7 of the step.
   MOEPACK_AVX2_INLINE __m256 load8(uint64_t step, int o, int j) const { return e4m3_to_ps_avx2(w + step * 2 * kBlockRows + 8 * (2 * o + j)); }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t g, int) const { return _mm256_set1_ps(scales[g]); }
+  // 16 lanes: half h's 32 bytes, rows 16h..16h+7 then 16h+8..16h+15 as column pairs.
+  MOEPACK_AVX512F_INLINE void load16(uint64_t step, int h, __m512* c) const {
+    const uint8_t* p = w + step * 2 * kBlockRows + 32 * h;
+    pairs_to_panel16(e4m3_to_ps16(p), e4m3_to_ps16(p + 16), c);
+  }
+  MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t g, int) const { return _mm512_set1_ps(scales[g]); }
 
   // One token on AVX2 (decode): each 32-byte half of a step (rows 0-15, then 16-31) decoded
   // whole. Widened to words (the byte in the high half), E4M3's sign and 7 magnitude bits are

@@ -229,18 +229,21 @@ TEST_P(CpuPackedGemm, MatchesTheDefinitionAndIsThreadCountStable) {
   }
 }
 
+// Every layout at a tile-sized and an awkward shape.
+const GemmCase kGemmCases[] = {
+    GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32},
+    GemmCase{CpuLayout::bf16_amx, 96, 416}, GemmCase{CpuLayout::bf16_amx, 160, 32},
+    GemmCase{CpuLayout::bf16_vec, 96, 416}, GemmCase{CpuLayout::bf16_vec, 32, 64},
+    GemmCase{CpuLayout::fp8_block, 160, 416}, GemmCase{CpuLayout::fp8_block, 96, 96},
+    GemmCase{CpuLayout::int8_vnni4, 96, 416}, GemmCase{CpuLayout::int8_vnni4, 32, 32},
+    // int4 at every block_k (16 runs AVX-512 BF16 on the AMX level), and a group of two
+    // 128-column sub-blocks
+    GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 32, 416, 16},
+    GemmCase{CpuLayout::int4_vnni4, 64, 192, 64}, GemmCase{CpuLayout::int4_vnni4, 160, 384, 128},
+    GemmCase{CpuLayout::int4_vnni4, 32, 512, 256}};
+
 INSTANTIATE_TEST_SUITE_P(Layouts, CpuPackedGemm,
-                         ::testing::Combine(::testing::Values(GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::mxfp4, 32, 32},
-                                                              GemmCase{CpuLayout::bf16_amx, 96, 416}, GemmCase{CpuLayout::bf16_amx, 160, 32},
-                                                              GemmCase{CpuLayout::bf16_vec, 96, 416}, GemmCase{CpuLayout::bf16_vec, 32, 64},
-                                                              GemmCase{CpuLayout::fp8_block, 160, 416}, GemmCase{CpuLayout::fp8_block, 96, 96},
-                                                              GemmCase{CpuLayout::int8_vnni4, 96, 416}, GemmCase{CpuLayout::int8_vnni4, 32, 32},
-                                                              // int4 at every block_k (16 runs AVX-512 BF16 on the AMX level), and a
-                                                              // group of two 128-column sub-blocks
-                                                              GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 32, 416, 16},
-                                                              GemmCase{CpuLayout::int4_vnni4, 64, 192, 64}, GemmCase{CpuLayout::int4_vnni4, 160, 384, 128},
-                                                              GemmCase{CpuLayout::int4_vnni4, 32, 512, 256}),
-                                            ::testing::ValuesIn(kCpuIsas)),
+                         ::testing::Combine(::testing::ValuesIn(kGemmCases), ::testing::ValuesIn(kCpuIsas)),
                          [](const ::testing::TestParamInfo<std::tuple<GemmCase, CpuIsa>>& i) {
                            const GemmCase& c = std::get<0>(i.param);
                            return std::string(cpu_layout_name(c.layout)) + "_" + std::to_string(c.n) + "x" + std::to_string(c.k) +
@@ -337,6 +340,21 @@ TEST_P(CpuIsaLevel, Mxfp4ScalesOutsideThePrescaleRangeAreFolded) {
       ref.value[i * n + kNanRow] = ref.magnitude[i * n + kNanRow] = out[i * n + kNanRow] = 0.0f;
     }
     EXPECT_EQ(ref.outside_tolerance(out), 0u) << "of " << out.size() << " values";
+  }
+}
+
+// AVX-512F runs the AVX2 level's prefill on wider registers: the same panels (decoded 16 lanes
+// at a time where the layout can, 8 where not) and one FMA chain per output over the columns in
+// order, so the same bytes for every token count the panels take.
+TEST(CpuPackedGemm, Avx512fPrefillGivesTheAvx2Bytes) {
+  if (!cpu_supports(CpuIsa::avx512f)) GTEST_SKIP() << "avx512f does not run here: " << cpu_isa_unavailable(CpuIsa::avx512f);
+  for (const GemmCase& c : kGemmCases) {
+    const Packed p = make(c.layout, c.n, c.k, 5 + c.n + c.k, true, c.group);
+    for (uint64_t m : {2u, 7u, 12u, 13u, 32u, 37u}) {
+      const std::vector<uint16_t> x = bf16_activations(m, c.k, 100 + m);
+      const std::vector<float> wide = gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, m, 2), narrow = gemm(c.layout, CpuIsa::avx2, p, c.n, c.k, x, m, 2);
+      EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * 4)) << ::testing::PrintToString(c) << ", " << m << " tokens";
+    }
   }
 }
 
