@@ -8,6 +8,7 @@ helper handles tensors, so the rest can be imported and checked on a machine wit
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import json
 import struct
@@ -208,3 +209,17 @@ def finish(summary: dict, errors: list, out, save) -> int:
     json.dump(summary, sys.stdout, indent=1)
     print()
     return 1 if errors else 0
+
+
+@contextlib.contextmanager
+def model_dtype(dtype):
+    """DefaultModelLoader.load_model: initialize_model, load_weights and
+    process_weights_after_loading all run under set_default_torch_dtype(model dtype), so a
+    parameter created without a dtype (compressed-tensors' weight_shape) takes the model's."""
+    import torch  # this module is also used without torch
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)

@@ -272,16 +272,7 @@ def add_param(ns, layer, name, shape, dtype, **attrs):
     ns["set_weight_attrs"](p, dict(attrs, weight_loader=layer.weight_loader))
 
 
-@contextlib.contextmanager
-def model_dtype(dtype):
-    """DefaultModelLoader.load_model: initialize_model, load_weights and
-    process_weights_after_loading all run under set_default_torch_dtype(model dtype)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
+model_dtype = common.model_dtype
 
 
 # ---- INT4 W4A16 (whole) ---------------------------------------------------------------------

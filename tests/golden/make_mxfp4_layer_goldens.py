@@ -19,8 +19,9 @@ Sizes are those every backend keeps (vLLM's mxfp4_round_up_hidden_size_and_inter
 leaves them unchanged): gpt-oss-mxfp4 (H = I = 192) at TP 1, quark-w-mxfp4 and
 quark-w-mxfp4-a-fp8 (H = I = 128) at TP 1 and 2. The A-FP8 cases also load the static input
 scales, which the EMULATION branch reduces to their maximum over the experts. ct-mxfp4 on XPU
-(H = I = 128, TP 1 and 2) takes CompressedTensorsW4A4Mxfp4MoEMethod's course: the packed weights
-renamed, nothing else done to the bytes. quark-w-mxfp4-a-fp8 on cpu-amx records only the
+(H = I = 128, TP 1 and 2) and on SM100 (TP 1; TP 2 raises in vLLM and is recorded as that
+refusal) run CompressedTensorsW4A4Mxfp4MoEMethod's own process_weights_after_loading: the packed
+weights renamed, and on SM100 the scales swizzled for CutlassExpertsMxfp4. quark-w-mxfp4-a-fp8 on cpu-amx records only the
 input scales, which the CPU backend keeps per expert as loaded (its weight packs are compiled ops,
 pinned by make_cpu_goldens.py). Output golden_mxfp4_layers.safetensors, the layer-case schema of golden_cpu.safetensors,
 checked by tests/convert/upstream_goldens_test.cpp.
@@ -47,11 +48,19 @@ DEPLOYMENTS = [
     ("quark-w-mxfp4-a-fp8", "gfx942", 2, "quark-mxfp4-a-fp8", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
     ("ct-mxfp4", "xpu", 1, "ct-mxfp4", "XPU", "XPUExpertsMxFp4"),
     ("ct-mxfp4", "xpu", 2, "ct-mxfp4", "XPU", "XPUExpertsMxFp4"),
+    # SM100: CutlassExpertsMxfp4, the weights as loaded, the scales swizzled (the method's
+    # backend field stays MARLIN; its Marlin course proper is not run here).
+    ("ct-mxfp4", "sm100", 1, "ct-mxfp4", "MARLIN", "CutlassExpertsMxfp4"),
+    # At TP 2 each rank's w2 scales are [128, 2]: swizzled to CUTLASS's 128x4 tiles they are 512
+    # bytes, and the method's reshape back to [N, K/32] raises. Recorded as that refusal.
+    ("ct-mxfp4", "sm100", 2, "ct-mxfp4", "MARLIN", "CutlassExpertsMxfp4"),
     # The CPU backend keeps the per-expert input scales as loaded. Only they are recorded: its
     # weight packs are compiled ops (make_cpu_goldens.py runs them; here they are its zero stand-in).
     ("quark-w-mxfp4-a-fp8", "cpu-amx", 1, "quark-mxfp4-a-fp8", "CPU", "CPUExpertsMxfp4"),
 ]
 INPUT_ROLES = ["w13_input_scale", "w2_input_scale"]
+# Deployments where vLLM's own preparation raises (the case records the error, no ranks).
+RAISES = {("ct-mxfp4", "sm100", 2)}
 
 
 def run_quark_mxfp4_a_fp8_rank(ns, ckpt, config, tp, rank, backend):
@@ -86,15 +95,34 @@ class Golden(cpu.Golden):
     FILE = "golden_mxfp4_layers.safetensors"
 
 
+CT_MXFP4 = ("vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/"
+            "compressed_tensors_moe_w4a4_mxfp4.py")
+
+
+def ct_mxfp4_process_weights(vendor, ns):
+    """CompressedTensorsW4A4Mxfp4MoEMethod.process_weights_after_loading, compiled from vLLM's file
+    as a plain function, with what its branches reach: torch, cutlass_moe's swizzle_mxfp4_scales
+    (imported inside the method, so registered as that module), B12X_BACKENDS and a platform
+    that says whether it is an XPU. get_fused_moe_quant_config is given as returning None, so the
+    method builds no modular kernel: the experts classes it would build here, XPUExpertsMxFp4 and
+    CutlassExpertsMxfp4, keep the modular kernel's empty process_weights_after_loading."""
+    fm = vendor / "vllm" / "vllm" / "model_executor" / "layers" / "fused_moe"
+    cutlass = common.exec_top_level(fm / "experts" / "cutlass_moe.py", ["swizzle_mxfp4_scales"], {"torch": torch})
+    common.stub_module("vllm.model_executor.layers.fused_moe.experts.cutlass_moe", swizzle_mxfp4_scales=cutlass["swizzle_mxfp4_scales"])
+    g = dict(ns, torch=torch, B12X_BACKENDS=ns["mxfp4"]["B12X_BACKENDS"])
+    return common.exec_method(vendor / "vllm" / CT_MXFP4, "CompressedTensorsW4A4Mxfp4MoEMethod", "process_weights_after_loading", g), g
+
+
 def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
     """compressed-tensors MXFP4 (per-expert weight_packed / weight_scale): CompressedTensorsW4A4Mxfp4-
     MoEMethod.create_weights stood in for as it allocates them (w13_weight_packed U8 [E, 2I, H/2]
     and w2_weight_packed U8 [E, H, I/2] with no quant_method, their E8M0 scales with "group"),
-    each expert through RoutedExperts.weight_loader; then process_weights_after_loading's XPU
-    course, transliterated: the packed weights renamed w13_weight / w2_weight (the same tensors),
-    the scales kept, and XPUExpertsMxFp4's process_weights_after_loading, the modular kernel's
-    empty default."""
-    assert backend == "XPU"
+    each expert through RoutedExperts.weight_loader; then the method's own
+    process_weights_after_loading (ct_mxfp4_process_weights) on the course the oracle picks: XPU
+    (the packed weights renamed w13_weight / w2_weight, the scales kept) or, on SM100
+    (use_cutlass_mxfp4, CutlassExpertsMxfp4, while the backend field says MARLIN), the scales
+    swizzled to CUTLASS's 128x4 tiles."""
+    assert backend in ("XPU", "MARLIN")
     moe, layer = cpu.quant_layer(ns, config, tp, rank, "CompressedTensorsW4A4Mxfp4MoEMethod", "compressed-tensors")
     e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
     group = ns["FusedMoeWeightScaleSupported"].GROUP.value
@@ -103,7 +131,12 @@ def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
     cpu.add_param(ns, layer, "w13_weight_scale", (e, 2 * i, h // 32), torch.uint8, quant_method=group)
     cpu.add_param(ns, layer, "w2_weight_scale", (e, h, i // 32), torch.uint8, quant_method=group)
     cpu.load_experts(layer, ckpt)
-    return cpu.types.SimpleNamespace(w13_weight=layer.w13_weight_packed, w2_weight=layer.w2_weight_packed,
+    process, g = ns["ct_mxfp4_process_weights"]
+    g["current_platform"] = cpu.types.SimpleNamespace(is_xpu=lambda: backend == "XPU")
+    method = cpu.types.SimpleNamespace(use_cutlass_mxfp4=backend == "MARLIN", mxfp4_backend=None,
+                                       get_fused_moe_quant_config=lambda layer: None)
+    process(method, layer)
+    return cpu.types.SimpleNamespace(w13_weight=layer.w13_weight, w2_weight=layer.w2_weight,
                                      w13_weight_scale=layer.w13_weight_scale, w2_weight_scale=layer.w2_weight_scale)
 
 
@@ -122,10 +155,19 @@ def layer_cases(ns, g, samples: Path, errors: list):
             ckpt = {}
             for data in files.values():
                 ckpt.update(common.parse_safetensors(data, wn.ST_DTYPES))
+            raises = (name, target, tp) in RAISES
             for rank in range(tp):
                 with cpu.model_dtype(torch.bfloat16):
-                    layer = run[harness](ns, ckpt, config, tp, rank, backend)
+                    try:
+                        layer = run[harness](ns, ckpt, config, tp, rank, backend)
+                    except RuntimeError as exc:
+                        if not raises:
+                            raise
+                        case["raises"], case["ranks"] = f"{type(exc).__name__}: {exc}", []
+                        break
                 case["ranks"].append(cpu.record_rank(g, case, layer, rank, roles))
+            if raises and "raises" not in case:
+                raise RuntimeError("vLLM was expected to raise while preparing this layer, and did not")
             g.layer_cases.append(case)
         except Exception as exc:  # keep the other cases; report this one
             common.report_failure(errors, case["name"], exc)
@@ -141,6 +183,7 @@ def main():
         compat.append("torch without Tensor.untyped_storage: storage().untyped()")
     keep = cpu.zeros_library()  # noqa: F841  (the namespace binds the CPU ops; no CPU branch runs here)
     ns = cpu.vllm_namespace(args.vendor)
+    ns["ct_mxfp4_process_weights"] = ct_mxfp4_process_weights(args.vendor, ns)
     # The EMULATION branch asks whether the input scales agree (w8a8_utils.all_close_1d) before
     # it takes their maximum; the CPU harness never reaches that line.
     common.exec_top_level(args.vendor / "vllm" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "w8a8_utils.py",

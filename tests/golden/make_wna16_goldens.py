@@ -486,16 +486,17 @@ ROLES = {
     "compressed-tensors": ["w13_weight_packed", "w2_weight_packed", "w13_weight_scale", "w2_weight_scale",
                            "w13_weight_zero_point", "w2_weight_zero_point", "w13_weight_g_idx", "w2_weight_g_idx",
                            "w13_g_idx_sort_indices", "w2_g_idx_sort_indices", "w13_input_global_scale",
-                           "w2_input_global_scale"],
+                           "w2_input_global_scale", "w13_weight_shape", "w2_weight_shape"],
 }
 ROLES["awq"] = ROLES["gptq"]
 ROLES["fp8"] = ["w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"]
 ROLES["ct-w8a8-int8"] = ROLES["fp8"]
 # compressed-tensors on TRITON and XPU: the method replaces only the weights, scales and (when
 # asymmetric) zero points; its g_idx and sort-index parameters stay the torch.empty memory that
-# create_weights allocated, never loaded nor read, so they are not recorded.
+# create_weights allocated, never loaded nor read, so they are not recorded. weight_shape is
+# loaded (each expert's [N, K] in the parameter's dtype) and left as loaded on every backend.
 ROLES["compressed-tensors/TRITON"] = ["w13_weight_packed", "w2_weight_packed", "w13_weight_scale", "w2_weight_scale",
-                                      "w13_weight_zero_point", "w2_weight_zero_point"]
+                                      "w13_weight_zero_point", "w2_weight_zero_point", "w13_weight_shape", "w2_weight_shape"]
 ROLES["compressed-tensors/XPU"] = ROLES["compressed-tensors/TRITON"]
 
 
@@ -714,13 +715,15 @@ def layer_cases(ns, g: Golden, samples: Path, gen, dev, errors: list):
             ckpt = common.parse_safetensors(data, ST_DTYPES)
             for rank in range(tp):
                 TorchWithStableArgsort.stable = False
-                layer, note = run_rank(ns, ckpt, config, tp, rank, dev, backend)
+                with common.model_dtype(torch.bfloat16):  # the params_dtype run_rank passes
+                    layer, note = run_rank(ns, ckpt, config, tp, rank, dev, backend)
                 if note:
                     # vLLM sorts g_idx with torch.argsort, which does not keep equal keys in
                     # order on this device; moepack (and any reproducible conversion) sorts
                     # stably. Rerun with the stable sort and say so.
                     TorchWithStableArgsort.stable = True
-                    layer, _ = run_rank(ns, ckpt, config, tp, rank, dev, backend)
+                    with common.model_dtype(torch.bfloat16):
+                        layer, _ = run_rank(ns, ckpt, config, tp, rank, dev, backend)
                     note += f"; rank {rank} recorded with a stable argsort standing in for it"
                     case["notes"].append(note)
                 case["ranks"].append(record_rank(g, case, layer, rank))

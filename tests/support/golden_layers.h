@@ -59,6 +59,7 @@ struct LayerCase {
   int tp = 1;
   bool ep = false;
   bool partial = false;                        // only some of the layer's tensors were made by upstream
+  std::string upstream_raises;                 // what vLLM raised preparing the layer ("" = it loaded; then no ranks)
   std::map<std::string, std::string> patches;  // checkpoint tensor -> golden tensor holding its new bytes
   std::vector<RankCase> ranks;
 };
@@ -122,6 +123,7 @@ inline std::vector<LayerCase> load_layer_cases(const UpstreamGolden& golden) {
     c.tp = j.at("tp");
     c.ep = j.at("ep");
     c.partial = j.value("partial", false);
+    c.upstream_raises = j.value("raises", "");
     if (j.contains("env")) c.env = j.at("env").get<std::vector<std::string>>();
     if (j.contains("notes")) c.notes = j.at("notes").get<std::vector<std::string>>();
     if (j.contains("sample_sha256")) {
@@ -344,8 +346,21 @@ inline void check_layer_case(const LayerCase& c) {
   }
 
   const std::string out = dir.path() + "/out";
-  const artifact::Manifest m =
-      convert_for(ckpt_dir, Deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env, c.quantization}, out);
+  const Deploy deploy{c.target, c.moe_backend, c.model_dtype, c.tp, c.ep, c.env, c.quantization};
+  if (!c.upstream_raises.empty()) {
+    // vLLM fails while preparing this layer: moepack must refuse the deployment as a load
+    // failure (the plan's LoadFailure), not convert it.
+    ASSERT_TRUE(c.ranks.empty()) << "a case vLLM refused holds no ranks";
+    try {
+      convert_for(ckpt_dir, deploy, out);
+      ADD_FAILURE() << "converted a layer vLLM refuses to load (" << c.upstream_raises << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("vLLM fails while loading the layer"), std::string::npos)
+          << "refused for another reason than vLLM's (" << c.upstream_raises << "): " << e.what();
+    }
+    return;
+  }
+  const artifact::Manifest m = convert_for(ckpt_dir, deploy, out);
   ASSERT_EQ(m.layers.size(), 1u);
   ASSERT_EQ(m.layers[0].backend, c.backend);
   if (!c.experts_class.empty()) {
