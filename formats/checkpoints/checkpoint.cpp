@@ -294,6 +294,10 @@ MoeLayer read_layer(Checkpoint& ck, const detail::FamilyRules& rules, const std:
     throw_bad_input(ck.config_path, "", "the expert width (`moe_intermediate_size` or `intermediate_size`) is missing: needed to check the expert shapes");
   layer.quant = rules.layer_quant(prefix);
   layer.recipe = rules.recipe(layer.quant, layer.naming);
+  if (layer.quant.unsupported.empty() && !layer.recipe.loader_failure.empty()) {
+    layer.quant.unsupported = layer.recipe.loader_failure;
+    layer.quant.unsupported_error = layer.recipe.loader_error;
+  }
   detail::expert_storage(layer.naming).validate(shards, scan, layer, ck.facts);
   // gpt-oss' experts have biases by architecture: vLLM allocates them (zeros where a
   // producer dropped the tensors), so the oracle must see them either way.

@@ -74,8 +74,10 @@ struct LayerQuant {
   // "w_mxfp4_a_mxfp6_e2m3", "w_mxfp6_e3m2_a_mxfp6_e3m2", ...); empty for other families.
   std::string quark_ocp_mx_scheme;
   // Non-empty when vLLM at the reference commit raises for this layer (the reason, vLLM's words
-  // paraphrased). The layer is still described; plan/convert must refuse it.
+  // paraphrased), with the Python exception it raises. The layer is still described;
+  // plan/convert must refuse it.
   std::string unsupported;
+  std::string unsupported_error = "ValueError";
   bool quantized() const { return !method.weight_key.empty(); }
 };
 
@@ -134,6 +136,9 @@ struct ExpertRecipe {
   // w2_bias on tensor-parallel rank 0 only and zero it elsewhere, so the all-reduce adds it once;
   // FusedMoE's generic weight_loader copies it to every rank.
   bool w2_bias_first_rank_only = false;
+  // Non-empty when the model's loader cannot read experts stored this way and raises while
+  // loading them: the exception and the reason (the reader makes it the layer's `unsupported`).
+  std::string loader_error, loader_failure;
 };
 
 // The per-expert shape of one canonical param (for display: what one expert weighs).
@@ -286,9 +291,10 @@ std::unique_ptr<FamilyRules> make_awq_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_fp8_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_deepseek_v4_rules(const DetectInput& in);
 std::unique_ptr<FamilyRules> make_unquantized_rules(const DetectInput& in);
-// Whatever the family, vLLM loads gpt-oss (model_type `gpt_oss`) with the model's own loaders:
-// the family's rules with the recipe they leave (gpt_oss.cpp).
-std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family);
+// Whatever the family, vLLM loads gpt-oss (model_type `gpt_oss`) with the model's own loaders,
+// picked by the config's quant_method (lower case; "" without a quantization config): the
+// family's rules with the recipe they leave (gpt_oss.cpp).
+std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family, std::string quant_method);
 
 // Picks the family from the configs (detect.cpp).
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in);

@@ -162,7 +162,8 @@ std::unique_ptr<FamilyRules> quantization_family(const DetectInput& in) {
 
 std::unique_ptr<FamilyRules> detect_family(const DetectInput& in) {
   std::unique_ptr<FamilyRules> family = quantization_family(in);
-  if (json_string(in.config, "model_type", in.config_file()) == "gpt_oss") return with_gpt_oss_loaders(std::move(family));
+  if (json_string(in.config, "model_type", in.config_file()) == "gpt_oss")
+    return with_gpt_oss_loaders(std::move(family), lower(json_string(in.quant_config, "quant_method", in.quant_source)));
   return family;
 }
 

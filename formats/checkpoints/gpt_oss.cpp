@@ -41,10 +41,12 @@ class GptOssRules final : public FamilyRules {
 };
 
 // The family's rules, with the recipe as gpt-oss' own loaders (gpt_oss.py _load_weights_mxfp4 /
-// _quark / _other @ e9d1398d9) leave it.
+// _quark / _other @ e9d1398d9) leave it. GptOssModel.load_weights picks the loader by the
+// config's quant_method: "mxfp4" (openai's own), "quark" (amd-quark, whose loader also reads
+// per-expert tensors), anything else _load_weights_other.
 class GptOssLoaderRules final : public FamilyRules {
  public:
-  explicit GptOssLoaderRules(std::unique_ptr<FamilyRules> family) : family_(std::move(family)) {}
+  GptOssLoaderRules(std::unique_ptr<FamilyRules> family, std::string quant_method) : family_(std::move(family)), quant_method_(std::move(quant_method)) {}
   Family family() const override { return family_->family(); }
   std::string scheme() const override { return family_->scheme(); }
   LayerQuant layer_quant(const std::string& prefix) const override { return family_->layer_quant(prefix); }
@@ -54,11 +56,29 @@ class GptOssLoaderRules final : public FamilyRules {
     // gpt-oss' activation reads gate/up as interleaved pairs, and its fused 3-D (BF16) tensors
     // keep them so; Llama-4's fused 3-D tensors split the columns in halves.
     if (naming == ExpertNaming::fused_3d) r.w13_order = W13Order::interleaved;
+    // _load_weights_other reads the fused tensors only (w13/w2 weights narrowed as 3-D [E, ., .],
+    // biases as [E, .]), after GptOssForCausalLM's name mapper, which maps only fused names and
+    // quark's per-expert gate_up_proj/down_proj. Per-expert tensors (llm-compressor's gpt-oss,
+    // ERRATA 15) never reach a parameter: gate_proj/up_proj and down_proj weights are dropped
+    // unread, down_proj.weight_scale becomes `experts.E.w2_weight_scale` and is narrowed with
+    // three indices (IndexError), down_proj.bias becomes `experts.E.w2_bias`, which no parameter
+    // has (KeyError). Which comes first follows the checkpoint's tensor order; the bias sorts
+    // before the scale.
+    const bool other_loader = quant_method_ != "mxfp4" && quant_method_ != "gpt_oss_mxfp4" && quant_method_ != "quark";
+    if (other_loader && naming != ExpertNaming::gpt_oss_fused && naming != ExpertNaming::fused_3d) {
+      r.loader_error = "KeyError";  // gpt-oss experts have biases by architecture, and llm-compressor keeps them
+      r.loader_failure = "vLLM's gpt-oss model loads a `" + (quant_method_.empty() ? std::string("unquantized") : quant_method_) +
+                         "` checkpoint with GptOssModel._load_weights_other, which reads fused expert tensors only; these experts are stored " +
+                         std::string(naming_name(naming)) +
+                         ": their gate_proj/up_proj weights are dropped unread, `experts.E.down_proj.weight_scale` is narrowed as a 3-D tensor "
+                         "(IndexError) and `experts.E.down_proj.bias` maps to `experts.E.w2_bias`, which is no parameter (KeyError)";
+    }
     return r;
   }
 
  private:
   std::unique_ptr<FamilyRules> family_;
+  std::string quant_method_;
 };
 
 }  // namespace
@@ -69,6 +89,8 @@ std::unique_ptr<FamilyRules> make_gpt_oss_rules(const DetectInput& in) {
   return std::make_unique<GptOssRules>(exclude, in.quant_source);
 }
 
-std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family) { return std::make_unique<GptOssLoaderRules>(std::move(family)); }
+std::unique_ptr<FamilyRules> with_gpt_oss_loaders(std::unique_ptr<FamilyRules> family, std::string quant_method) {
+  return std::make_unique<GptOssLoaderRules>(std::move(family), std::move(quant_method));
+}
 
 }  // namespace moepack::ckpt::detail

@@ -90,7 +90,7 @@ std::vector<LayerDecision> decide_layers(const ckpt::Checkpoint& checkpoint, con
 
 std::optional<orc::DecisionError> load_refusal(const ckpt::MoeLayer& layer) {
   if (layer.quant.unsupported.empty()) return std::nullopt;
-  return orc::DecisionError{"ValueError", layer.quant.unsupported};
+  return orc::DecisionError{layer.quant.unsupported_error, layer.quant.unsupported};
 }
 
 std::optional<orc::DecisionError> load_time_refusal(const LayerDecision& ld) {

@@ -10,7 +10,8 @@ unchanged for Mxfp4MoeBackend.XPU or EMULATION. Those branches hand the loaded t
 what is recorded is what vLLM's loading leaves in the layer: the rank's slice, in the
 parameter's dtype and row order. It needs PyTorch (Debian's python3-torch 1.13 does, with one
 shim recorded in the provenance; no GPU: nothing here is compiled) and make_cpu_goldens.py's
-vendor files; its CPU ops are not built (the harness' zero stand-in is loaded only so the
+vendor files, plus from vllm-project/vllm @ e9d1398d9 vllm/model_executor/models/{gpt_oss.py,
+utils.py} and vllm/model_executor/model_loader/weight_utils.py (the gpt-oss loader case); its CPU ops are not built (the harness' zero stand-in is loaded only so the
 namespace imports; the cpu-amx case records the input scales alone).
 
   python3 tests/golden/make_mxfp4_layer_goldens.py --vendor VENDOR --samples samples --out OUTDIR
@@ -21,7 +22,9 @@ quark-w-mxfp4-a-fp8 (H = I = 128) at TP 1 and 2. The A-FP8 cases also load the s
 scales, which the EMULATION branch reduces to their maximum over the experts. ct-mxfp4 on XPU
 (H = I = 128, TP 1 and 2) and on SM100 (TP 1; TP 2 raises in vLLM and is recorded as that
 refusal) run CompressedTensorsW4A4Mxfp4MoEMethod's own process_weights_after_loading: the packed
-weights renamed, and on SM100 the scales swizzled for CutlassExpertsMxfp4. quark-w-mxfp4-a-fp8 on cpu-amx records only the
+weights renamed, and on SM100 the scales swizzled for CutlassExpertsMxfp4. ct-gpt-oss-mxfp4
+(llm-compressor's per-expert gpt-oss) goes through vLLM's gpt-oss model loader, which raises on
+it: recorded as that refusal. quark-w-mxfp4-a-fp8 on cpu-amx records only the
 input scales, which the CPU backend keeps per expert as loaded (its weight packs are compiled ops,
 pinned by make_cpu_goldens.py). Output golden_mxfp4_layers.safetensors, the layer-case schema of golden_cpu.safetensors,
 checked by tests/convert/upstream_goldens_test.cpp.
@@ -54,13 +57,17 @@ DEPLOYMENTS = [
     # At TP 2 each rank's w2 scales are [128, 2]: swizzled to CUTLASS's 128x4 tiles they are 512
     # bytes, and the method's reshape back to [N, K/32] raises. Recorded as that refusal.
     ("ct-mxfp4", "sm100", 2, "ct-mxfp4", "MARLIN", "CutlassExpertsMxfp4"),
+    # llm-compressor's gpt-oss (per-expert tensors, a bias each): vLLM's gpt-oss model loads any
+    # quant_method but mxfp4 and quark with _load_weights_other, which raises on them (on every
+    # target: the loader runs before any backend).
+    ("ct-gpt-oss-mxfp4", "xpu", 1, "gpt-oss-other-loader", "XPU", "XPUExpertsMxFp4"),
     # The CPU backend keeps the per-expert input scales as loaded. Only they are recorded: its
     # weight packs are compiled ops (make_cpu_goldens.py runs them; here they are its zero stand-in).
     ("quark-w-mxfp4-a-fp8", "cpu-amx", 1, "quark-mxfp4-a-fp8", "CPU", "CPUExpertsMxfp4"),
 ]
 INPUT_ROLES = ["w13_input_scale", "w2_input_scale"]
-# Deployments where vLLM's own preparation raises (the case records the error, no ranks).
-RAISES = {("ct-mxfp4", "sm100", 2)}
+# Deployments where vLLM raises loading or preparing the layer (the case records the error, no ranks).
+RAISES = {("ct-mxfp4", "sm100", 2), ("ct-gpt-oss-mxfp4", "xpu", 1)}
 
 
 def run_quark_mxfp4_a_fp8_rank(ns, ckpt, config, tp, rank, backend):
@@ -140,9 +147,62 @@ def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
                                      w13_weight_scale=layer.w13_weight_scale, w2_weight_scale=layer.w2_weight_scale)
 
 
+def gpt_oss_other_loader(vendor):
+    """GptOssForCausalLM's checkpoint-name mapper (hf_to_vllm_mapper, evaluated from the class
+    body over vLLM's WeightsMapper) and GptOssModel._load_weights_other compiled as a function,
+    with weight_utils' remap_moe_expert_weights; the parallel groups answer for one rank."""
+    import ast
+    import dataclasses
+    import re
+    import typing as t
+    models = vendor / "vllm" / "vllm" / "model_executor" / "models"
+    base = {"torch": torch, "re": re, "dataclass": dataclasses.dataclass, "field": dataclasses.field, "Mapping": t.Mapping, "Iterable": t.Iterable,
+            "Callable": t.Callable, "Generator": t.Generator, "ShardId": t.Any, "WeightRenaming": t.Any,
+            "logger": cpu.types.SimpleNamespace(warning_once=lambda *a, **k: None, info_once=lambda *a, **k: None)}
+    mapper_class = common.exec_top_level(models / "utils.py", ["WeightsMapper"], dict(base))["WeightsMapper"]
+    mapper = None
+    for node in ast.parse((models / "gpt_oss.py").read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == "GptOssForCausalLM":
+            for item in node.body:
+                if isinstance(item, ast.Assign) and getattr(item.targets[0], "id", "") == "hf_to_vllm_mapper":
+                    mapper = eval(compile(ast.Expression(item.value), str(models / "gpt_oss.py"), "eval"), {"WeightsMapper": mapper_class})
+    loader_utils = common.exec_top_level(vendor / "vllm" / "vllm" / "model_executor" / "model_loader" / "weight_utils.py",
+                                         ["maybe_remap_moe_expert_param_name", "remap_moe_expert_weights", "default_weight_loader"], dict(base))
+    g = dict(base, **loader_utils)
+    load_other = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_other", g)
+    return mapper, load_other, g
+
+
+def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
+    """llm-compressor's gpt-oss through vLLM's gpt-oss model loader: the layer's parameters as
+    CompressedTensorsW4A4Mxfp4MoEMethod.create_weights allocates them (under the routed experts'
+    names), the checkpoint's expert tensors in name order through GptOssForCausalLM's mapper,
+    then GptOssModel._load_weights_other (the loader for any quant_method but mxfp4 and quark).
+    It raises on per-expert tensors; the case records what."""
+    mapper, load_other, g = ns["gpt_oss_other_loader"]
+    g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
+             get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
+             get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             get_pcp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             is_pp_missing_parameter=lambda name, model: False, cdiv=lambda a, b: -(-a // b))
+    moe, layer = cpu.quant_layer(ns, config, tp, rank, "CompressedTensorsW4A4Mxfp4MoEMethod", "compressed-tensors")
+    e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
+    for name, shape in (("w13_weight_packed", (e, 2 * i, h // 2)), ("w2_weight_packed", (e, h, i // 2)),
+                        ("w13_weight_scale", (e, 2 * i, h // 32)), ("w2_weight_scale", (e, h, i // 32))):
+        cpu.add_param(ns, layer, name, shape, torch.uint8)
+    prefix = "model.layers.0.mlp.experts.routed_experts."
+    params = {prefix + n: p for n, p in layer.named_parameters()}
+    model = cpu.types.SimpleNamespace(named_parameters=lambda: params.items(), config=cpu.types.SimpleNamespace(**config),
+                                      parallel_config=cpu.types.SimpleNamespace(enable_expert_parallel=False))
+    weights = ((mapper._map_name(k), v) for k, v in sorted(ckpt.items()) if ".mlp.experts." in k)
+    load_other(model, e, 0, config["num_attention_heads"] // tp, 0, ((k, v) for k, v in weights if k is not None), [])
+    raise AssertionError("GptOssModel._load_weights_other loaded the per-expert checkpoint")
+
+
 def layer_cases(ns, g, samples: Path, errors: list):
     run = {"gpt-oss-mxfp4": cpu.run_gpt_oss_mxfp4_rank, "quark-mxfp4": cpu.run_quark_mxfp4_rank,
-           "quark-mxfp4-a-fp8": run_quark_mxfp4_a_fp8_rank, "ct-mxfp4": run_ct_mxfp4_rank}
+           "quark-mxfp4-a-fp8": run_quark_mxfp4_a_fp8_rank, "ct-mxfp4": run_ct_mxfp4_rank,
+           "gpt-oss-other-loader": run_gpt_oss_other_loader_rank}
     for name, target, tp, harness, backend, experts_class in DEPLOYMENTS:
         files = {f.name: f.read_bytes() for f in sorted((samples / name).glob("*.safetensors"))}
         config = cpu.json.loads((samples / name / "config.json").read_text())
@@ -160,7 +220,7 @@ def layer_cases(ns, g, samples: Path, errors: list):
                 with cpu.model_dtype(torch.bfloat16):
                     try:
                         layer = run[harness](ns, ckpt, config, tp, rank, backend)
-                    except RuntimeError as exc:
+                    except (RuntimeError, KeyError, IndexError) as exc:
                         if not raises:
                             raise
                         case["raises"], case["ranks"] = f"{type(exc).__name__}: {exc}", []
@@ -184,6 +244,7 @@ def main():
     keep = cpu.zeros_library()  # noqa: F841  (the namespace binds the CPU ops; no CPU branch runs here)
     ns = cpu.vllm_namespace(args.vendor)
     ns["ct_mxfp4_process_weights"] = ct_mxfp4_process_weights(args.vendor, ns)
+    ns["gpt_oss_other_loader"] = gpt_oss_other_loader(args.vendor)
     # The EMULATION branch asks whether the input scales agree (w8a8_utils.all_close_1d) before
     # it takes their maximum; the CPU harness never reaches that line.
     common.exec_top_level(args.vendor / "vllm" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "w8a8_utils.py",
