@@ -333,6 +333,9 @@ bool gpt_oss_layout(const SelectionContext& c) {
 
 // The conditions that pick the layouts.
 bool gpt_oss_converter(const SelectionContext& c, const Selection&) { return gpt_oss_layout(c); }
+// QuarkOCP_MX_MoEMethod.create_weights allocates has_bias' w13_bias / w2_bias in fp32 (the other
+// MXFP4 methods in the model dtype): backends that keep the loaded biases keep them fp32.
+bool quark_method(const SelectionContext& c, const Selection&) { return c.query.method_class == "QuarkOCP_MX_MoEMethod"; }
 // _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py) with triton_kernels v3.5.1's default
 // layouts: capability >= 10 (SM100, SM110, SM12x) Blackwell, exactly 9 Hopper (with its scale
 // groups padded to 4), below that strided; ROCm strided values, CDNA4 scales when
@@ -606,6 +609,11 @@ std::vector<LayoutRow> other_layouts() {
     {.backend = "HUMMING",
      .roles = {{"w13_weight", "humming"}, {"w2_weight", "humming"}, {"w13_weight_scale", "humming"}, {"w2_weight_scale", "humming"}}},
     // EMULATION replaces static input scales by their maximum over the experts (0-dim fp32).
+    {.backend = "EMULATION",
+     .condition_text = "Quark: biases as loaded, fp32; static input scales reduced to their maximum",
+     .condition = quark_method,
+     .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged},
+      {"w13_bias", bias}, {"w2_bias", bias}, {"w13_input_scale", max_over_experts}, {"w2_input_scale", max_over_experts}}},
     {.backend = "EMULATION",
      .condition_text = "kept as loaded; static input scales reduced to their maximum",
      .roles = {{"w13_weight", unchanged}, {"w2_weight", unchanged}, {"w13_weight_scale", unchanged}, {"w2_weight_scale", unchanged},

@@ -61,6 +61,10 @@ DEPLOYMENTS = [
     # quant_method but mxfp4 and quark with _load_weights_other, which raises on them (on every
     # target: the loader runs before any backend).
     ("ct-gpt-oss-mxfp4", "xpu", 1, "gpt-oss-other-loader", "XPU", "XPUExpertsMxFp4"),
+    # amd-quark's gpt-oss export (per-expert gate_up_proj/down_proj, a bias each) through the
+    # model's own _load_weights_quark: weights, scales, input scales and biases as vLLM holds them.
+    ("quark-gpt-oss-w-mxfp4-a-fp8", "gfx942", 1, "quark-gpt-oss", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    ("quark-gpt-oss-w-mxfp4-a-fp8", "gfx942", 2, "quark-gpt-oss", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
     # The CPU backend keeps the per-expert input scales as loaded. Only they are recorded: its
     # weight packs are compiled ops (make_cpu_goldens.py runs them; here they are its zero stand-in).
     ("quark-w-mxfp4-a-fp8", "cpu-amx", 1, "quark-mxfp4-a-fp8", "CPU", "CPUExpertsMxfp4"),
@@ -147,9 +151,55 @@ def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
                                      w13_weight_scale=layer.w13_weight_scale, w2_weight_scale=layer.w2_weight_scale)
 
 
-def gpt_oss_other_loader(vendor):
+def run_quark_gpt_oss_rank(ns, ckpt, config, tp, rank, backend):
+    """amd-quark gpt-oss (W-MXFP4-A-FP8, per-expert tensors with biases): QuarkOCP_MX_MoEMethod.
+    create_weights stood in for as it allocates them (as run_quark_mxfp4_a_fp8_rank, plus
+    has_bias' w13_bias F32 [E, 2I] and w2_bias F32 [E, H] of zeros), under the routed experts'
+    names; the checkpoint's expert tensors in name order through GptOssForCausalLM's mapper and
+    GptOssModel._load_weights_quark (compiled from gpt_oss.py: cdiv(I/32, tp)*32 rows per rank,
+    w2_bias zeroed off rank 0, the per-expert input scales copied); then
+    convert_gpt_oss_weight_to_mxfp4_moe_kernel_format with biases and input scales as
+    _setup_kernel passes them."""
+    mapper, _, load_quark, g = ns["gpt_oss_loaders"]
+    g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
+             get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
+             get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             get_pcp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             is_pp_missing_parameter=lambda name, model: False, cdiv=lambda a, b: -(-a // b),
+             OCP_MX_BLOCK_SIZE=32, typing=__import__("typing"))
+    moe, layer = cpu.quant_layer(ns, config, tp, rank, "QuarkOCP_MX_MoEMethod", "quark")
+    e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
+    block = ns["FusedMoeWeightScaleSupported"].BLOCK.value
+    for name, shape, dtype in (("w13_weight", (e, 2 * i, h // 2), torch.uint8), ("w2_weight", (e, h, i // 2), torch.uint8),
+                               ("w13_weight_scale", (e, 2 * i, h // 32), torch.uint8), ("w2_weight_scale", (e, h, i // 32), torch.uint8),
+                               ("w13_bias", (e, 2 * i), torch.float32), ("w2_bias", (e, h), torch.float32)):
+        cpu.add_param(ns, layer, name, shape, dtype, quant_method=block)
+    for name in INPUT_ROLES:
+        cpu.add_param(ns, layer, name, (e,), torch.float32, quant_method=block)
+        getattr(layer, name).data.fill_(1.0)
+    prefix = "model.layers.0.mlp.experts.routed_experts."
+    params = {prefix + n: p for n, p in layer.named_parameters()}
+    experts = cpu.types.SimpleNamespace(_quant_method=cpu.types.SimpleNamespace(weight_dtype="mxfp4"))
+    model = cpu.types.SimpleNamespace(named_parameters=lambda: params.items(), config=cpu.types.SimpleNamespace(**config),
+                                      parallel_config=cpu.types.SimpleNamespace(enable_expert_parallel=False),
+                                      layers=[cpu.types.SimpleNamespace(mlp=cpu.types.SimpleNamespace(experts=experts))],
+                                      get_expert_mapping=lambda: [])
+    weights = ((mapper._map_name(k), v) for k, v in sorted(ckpt.items()) if ".mlp.experts." in k)
+    load_quark(model, e, 0, config["num_attention_heads"] // tp, 0, ((k, v) for k, v in weights if k is not None), [])
+    m = ns["mxfp4"]
+    out = m["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"](
+        m["Mxfp4MoeBackend"][backend], layer, layer.w13_weight, layer.w2_weight, layer.w13_weight_scale, layer.w2_weight_scale,
+        layer.w13_bias, layer.w2_bias, w13_input_scale=layer.w13_input_scale, w2_input_scale=layer.w2_input_scale)
+    result = {r: t for r, t in zip(cpu.MXFP4_ROLES, out) if t is not None}
+    for name in INPUT_ROLES:
+        result[name] = getattr(layer, name)
+    return cpu.types.SimpleNamespace(**result)
+
+
+def gpt_oss_loaders(vendor):
     """GptOssForCausalLM's checkpoint-name mapper (hf_to_vllm_mapper, evaluated from the class
-    body over vLLM's WeightsMapper) and GptOssModel._load_weights_other compiled as a function,
+    body over vLLM's WeightsMapper), GptOssModel._load_weights_other and _load_weights_quark
+    compiled as functions,
     with weight_utils' remap_moe_expert_weights; the parallel groups answer for one rank."""
     import ast
     import dataclasses
@@ -170,7 +220,8 @@ def gpt_oss_other_loader(vendor):
                                          ["maybe_remap_moe_expert_param_name", "remap_moe_expert_weights", "default_weight_loader"], dict(base))
     g = dict(base, **loader_utils)
     load_other = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_other", g)
-    return mapper, load_other, g
+    load_quark = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_quark", g)
+    return mapper, load_other, load_quark, g
 
 
 def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
@@ -179,7 +230,7 @@ def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
     names), the checkpoint's expert tensors in name order through GptOssForCausalLM's mapper,
     then GptOssModel._load_weights_other (the loader for any quant_method but mxfp4 and quark).
     It raises on per-expert tensors; the case records what."""
-    mapper, load_other, g = ns["gpt_oss_other_loader"]
+    mapper, load_other, _, g = ns["gpt_oss_loaders"]
     g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
              get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
              get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
@@ -202,7 +253,7 @@ def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
 def layer_cases(ns, g, samples: Path, errors: list):
     run = {"gpt-oss-mxfp4": cpu.run_gpt_oss_mxfp4_rank, "quark-mxfp4": cpu.run_quark_mxfp4_rank,
            "quark-mxfp4-a-fp8": run_quark_mxfp4_a_fp8_rank, "ct-mxfp4": run_ct_mxfp4_rank,
-           "gpt-oss-other-loader": run_gpt_oss_other_loader_rank}
+           "gpt-oss-other-loader": run_gpt_oss_other_loader_rank, "quark-gpt-oss": run_quark_gpt_oss_rank}
     for name, target, tp, harness, backend, experts_class in DEPLOYMENTS:
         files = {f.name: f.read_bytes() for f in sorted((samples / name).glob("*.safetensors"))}
         config = cpu.json.loads((samples / name / "config.json").read_text())
@@ -244,7 +295,7 @@ def main():
     keep = cpu.zeros_library()  # noqa: F841  (the namespace binds the CPU ops; no CPU branch runs here)
     ns = cpu.vllm_namespace(args.vendor)
     ns["ct_mxfp4_process_weights"] = ct_mxfp4_process_weights(args.vendor, ns)
-    ns["gpt_oss_other_loader"] = gpt_oss_other_loader(args.vendor)
+    ns["gpt_oss_loaders"] = gpt_oss_loaders(args.vendor)
     # The EMULATION branch asks whether the input scales agree (w8a8_utils.all_close_1d) before
     # it takes their maximum; the CPU harness never reaches that line.
     common.exec_top_level(args.vendor / "vllm" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "w8a8_utils.py",
