@@ -912,6 +912,19 @@ MOEPACK_AVX512F_INLINE void pairs_to_panel16(__m512 a, __m512 b, __m512* c) {
   c[1] = _mm512_permutex2var_ps(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
 }
 
+// Four registers of row quads (q[2e + t]: rows 8e + 4t .. 8e + 4t + 3 of a half, lane 4r + j
+// row r's column j) as the half's four columns, each in panel order: the VNNI-4 steps' shape.
+MOEPACK_AVX512F_INLINE void quads_to_panel16(const __m512* q, __m512* c) {
+  static_assert(kBlockRows == 32, "a half is 16 rows");
+  // Lane l of column j, octet e = l / 8: row 8e + (0 2 4 6 1 3 5 7)[l % 8] = 8e + 4t + r, at lane
+  // 4r + j of q[2e + t] (t picks the first or second source of the permute).
+  const __m512i first = _mm512_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28, 0, 8, 16, 24, 4, 12, 20, 28);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i index = _mm512_add_epi32(first, _mm512_set1_epi32(j));
+    c[j] = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(q[0], index, q[1]), _mm512_permutex2var_ps(q[2], index, q[3]));
+  }
+}
+
 template <class T>
 MOEPACK_AVX512F void avx512f_block_panels(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
   const T t(g, nb);

@@ -610,6 +610,14 @@ struct Int8Vnni4Tiles : Vnni4Quads {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + step * 4 * kBlockRows + 4 * (8 * o + 2 * j)))));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t, int o) const { return _mm256_loadu_ps(s + 8 * o); }
+  // 16 lanes: half h is the step's bytes 64h .. 64h + 63, four rows' quads per 16 bytes.
+  MOEPACK_AVX512F_INLINE void load16(uint64_t step, int h, __m512* c) const {
+    const int8_t* p = w + step * 4 * kBlockRows + 64 * h;
+    __m512 q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i))));
+    quads_to_panel16(q, c);
+  }
+  MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t, int h) const { return _mm512_loadu_ps(s + 16 * h); }
 
   // One token on AVX-512F (no BF16): sixteen bytes are four rows' four columns, so widened to
   // floats they meet the step's four activations broadcast to every 128-bit lane; eight
@@ -701,6 +709,9 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   // decoded last: kernels walk the steps in order, so this is rebuilt once per sub-block.
   mutable uint64_t offsets_of = ~uint64_t{0};
   alignas(64) mutable int16_t offsets[4][32];
+  // load16's zero points, [half][quad] of 16 lanes, for sub-block zeros16_of.
+  mutable uint64_t zeros16_of = ~uint64_t{0};
+  alignas(64) mutable int32_t zeros16[2][4][16];
 
   Int4Vnni4Tiles(const Gemm& g, uint64_t nb)
       : w(g.w + nb * (g.k / BlockK) * kSubBlockBytes),
@@ -744,6 +755,34 @@ struct Int4Vnni4Tiles : Vnni4Quads {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_setr_m128i(_mm_set1_epi32(zr[0]), _mm_set1_epi32(zr[1]))));
   }
   MOEPACK_AVX2_INLINE __m256 scale8(uint64_t sub_block, int o) const { return _mm256_loadu_ps(s + group_of(sub_block) * kBlockRows + 8 * o); }
+  // 16 lanes: half h is the step's byte rows 8h .. 8h + 7 (bytes 32h .. 32h + 31), their low
+  // nibbles rows 16h .. 16h + 7, their high nibbles rows 16h + 8 .. 16h + 15; each code less
+  // its row's zero point, as load8. The zero points, each spread over its row's four lanes, are
+  // built once per sub-block (the panels walk the steps in order).
+  MOEPACK_AVX512F_INLINE void load16(uint64_t step, int h, __m512* c) const {
+    const uint64_t sub_block = step / kGroupSteps;
+    if (sub_block != zeros16_of) {
+      for (int half = 0; half < 2; ++half) {
+        const __m512i z = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros_of(sub_block) + 16 * half)));
+        for (int q = 0; q < 4; ++q) {
+          // Lane 4r + j: row 4q + r of the half (q = 2e + t: nibble e, byte rows 4t ..).
+          const __m512i rows = _mm512_add_epi32(_mm512_set1_epi32(4 * q), _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+          _mm512_store_si512(zeros16[half][q], _mm512_permutexvar_epi32(rows, z));
+        }
+      }
+      zeros16_of = sub_block;
+    }
+    const uint8_t* p = step_bytes(step) + 32 * h;
+    __m512 q[4];
+    for (int t = 0; t < 2; ++t) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * t)));
+      const __m512i low = _mm512_and_si512(bytes, _mm512_set1_epi32(0x0F)), high = _mm512_srli_epi32(bytes, 4);
+      q[t] = _mm512_cvtepi32_ps(_mm512_sub_epi32(low, _mm512_load_si512(zeros16[h][t])));
+      q[2 + t] = _mm512_cvtepi32_ps(_mm512_sub_epi32(high, _mm512_load_si512(zeros16[h][2 + t])));
+    }
+    quads_to_panel16(q, c);
+  }
+  MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t sub_block, int h) const { return _mm512_loadu_ps(s + group_of(sub_block) * kBlockRows + 16 * h); }
 
   // One token on AVX2 (decode, bound by the bytes read), by the identity
   //   sum_k (q_k - z) x_k = sum_k q_k x_k - z sum_k x_k
