@@ -151,6 +151,16 @@ def run_ct_mxfp4_rank(ns, ckpt, config, tp, rank, backend):
                                      w13_weight_scale=layer.w13_weight_scale, w2_weight_scale=layer.w2_weight_scale)
 
 
+def answer_for_rank(g, tp, rank):
+    """What the gpt-oss loaders ask of vLLM's parallel state, answered for one tensor-parallel
+    rank (no data, pipeline or context parallelism; every layer on this rank)."""
+    g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
+             get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
+             get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             get_pcp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
+             is_pp_missing_parameter=lambda name, model: False, cdiv=lambda a, b: -(-a // b))
+
+
 def run_quark_gpt_oss_rank(ns, ckpt, config, tp, rank, backend):
     """amd-quark gpt-oss (W-MXFP4-A-FP8, per-expert tensors with biases): QuarkOCP_MX_MoEMethod.
     create_weights stood in for as it allocates them (as run_quark_mxfp4_a_fp8_rank, plus
@@ -161,12 +171,7 @@ def run_quark_gpt_oss_rank(ns, ckpt, config, tp, rank, backend):
     convert_gpt_oss_weight_to_mxfp4_moe_kernel_format with biases and input scales as
     _setup_kernel passes them."""
     mapper, _, load_quark, g = ns["gpt_oss_loaders"]
-    g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
-             get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
-             get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
-             get_pcp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
-             is_pp_missing_parameter=lambda name, model: False, cdiv=lambda a, b: -(-a // b),
-             OCP_MX_BLOCK_SIZE=32, typing=__import__("typing"))
+    answer_for_rank(g, tp, rank)
     moe, layer = cpu.quant_layer(ns, config, tp, rank, "QuarkOCP_MX_MoEMethod", "quark")
     e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
     block = ns["FusedMoeWeightScaleSupported"].BLOCK.value
@@ -218,7 +223,7 @@ def gpt_oss_loaders(vendor):
                     mapper = eval(compile(ast.Expression(item.value), str(models / "gpt_oss.py"), "eval"), {"WeightsMapper": mapper_class})
     loader_utils = common.exec_top_level(vendor / "vllm" / "vllm" / "model_executor" / "model_loader" / "weight_utils.py",
                                          ["maybe_remap_moe_expert_param_name", "remap_moe_expert_weights", "default_weight_loader"], dict(base))
-    g = dict(base, **loader_utils)
+    g = dict(base, **loader_utils, OCP_MX_BLOCK_SIZE=32, typing=t)
     load_other = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_other", g)
     load_quark = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_quark", g)
     return mapper, load_other, load_quark, g
@@ -231,11 +236,7 @@ def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
     then GptOssModel._load_weights_other (the loader for any quant_method but mxfp4 and quark).
     It raises on per-expert tensors; the case records what."""
     mapper, load_other, _, g = ns["gpt_oss_loaders"]
-    g.update(FusedMoEParallelConfig=cpu.types.SimpleNamespace(flatten_tp_across_dp_and_pcp=lambda **k: (tp, rank)),
-             get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
-             get_dp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
-             get_pcp_group=lambda: cpu.types.SimpleNamespace(world_size=1, rank_in_group=0),
-             is_pp_missing_parameter=lambda name, model: False, cdiv=lambda a, b: -(-a // b))
+    answer_for_rank(g, tp, rank)
     moe, layer = cpu.quant_layer(ns, config, tp, rank, "CompressedTensorsW4A4Mxfp4MoEMethod", "compressed-tensors")
     e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
     for name, shape in (("w13_weight_packed", (e, 2 * i, h // 2)), ("w2_weight_packed", (e, h, i // 2)),
