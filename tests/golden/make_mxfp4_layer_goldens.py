@@ -11,7 +11,8 @@ what is recorded is what vLLM's loading leaves in the layer: the rank's slice, i
 parameter's dtype and row order. It needs PyTorch (Debian's python3-torch 1.13 does, with one
 shim recorded in the provenance; no GPU: nothing here is compiled) and make_cpu_goldens.py's
 vendor files, plus from vllm-project/vllm @ e9d1398d9 vllm/model_executor/models/{gpt_oss.py,
-utils.py} and vllm/model_executor/model_loader/weight_utils.py (the gpt-oss loader case); its CPU ops are not built (the harness' zero stand-in is loaded only so the
+utils.py}, vllm/model_executor/model_loader/weight_utils.py and
+vllm/models/deepseek_v4/xpu/model.py (the model loaders the gpt-oss and DeepSeek-V4 cases run); its CPU ops are not built (the harness' zero stand-in is loaded only so the
 namespace imports; the cpu-amx case records the input scales alone).
 
   python3 tests/golden/make_mxfp4_layer_goldens.py --vendor VENDOR --samples samples --out OUTDIR
@@ -24,7 +25,9 @@ scales, which the EMULATION branch reduces to their maximum over the experts. ct
 refusal) run CompressedTensorsW4A4Mxfp4MoEMethod's own process_weights_after_loading: the packed
 weights renamed, and on SM100 the scales swizzled for CutlassExpertsMxfp4. ct-gpt-oss-mxfp4
 (llm-compressor's per-expert gpt-oss) goes through vLLM's gpt-oss model loader, which raises on
-it: recorded as that refusal. quark-w-mxfp4-a-fp8 on cpu-amx records only the
+it: recorded as that refusal. quark-gpt-oss-w-mxfp4-a-fp8 (gfx942, TP 1 and 2) runs the model's
+_load_weights_quark; deepseek-v4-mxfp4 (xpu at TP 1 and 2, and sm120's DEEPGEMM_MXFP4 for its
+weights) the XPU model's load_weights and Mxfp4MoEMethod's create_weights. quark-w-mxfp4-a-fp8 on cpu-amx records only the
 input scales, which the CPU backend keeps per expert as loaded (its weight packs are compiled ops,
 pinned by make_cpu_goldens.py). Output golden_mxfp4_layers.safetensors, the layer-case schema of golden_cpu.safetensors,
 checked by tests/convert/upstream_goldens_test.cpp.
@@ -65,11 +68,20 @@ DEPLOYMENTS = [
     # model's own _load_weights_quark: weights, scales, input scales and biases as vLLM holds them.
     ("quark-gpt-oss-w-mxfp4-a-fp8", "gfx942", 1, "quark-gpt-oss", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
     ("quark-gpt-oss-w-mxfp4-a-fp8", "gfx942", 2, "quark-gpt-oss", "EMULATION", "OCP_MXQuantizationEmulationTritonExperts"),
+    # DeepSeek-V4's native MXFP4 experts (I8 nibbles, F8_E8M0 scales, Mxfp4MoEMethod) through the
+    # XPU model's own load_weights: XPU keeps them; DeepGEMM keeps the weights (its scale
+    # packing is a compiled op, pinned by golden_deepgemm_scales: recorded in part).
+    ("deepseek-v4-mxfp4", "xpu", 1, "deepseek-v4", "XPU", "XPUExpertsMxFp4"),
+    ("deepseek-v4-mxfp4", "xpu", 2, "deepseek-v4", "XPU", "XPUExpertsMxFp4"),
+    ("deepseek-v4-mxfp4", "sm120", 1, "deepseek-v4", "DEEPGEMM_MXFP4", "DeepGemmFP4Experts"),
     # The CPU backend keeps the per-expert input scales as loaded. Only they are recorded: its
     # weight packs are compiled ops (make_cpu_goldens.py runs them; here they are its zero stand-in).
     ("quark-w-mxfp4-a-fp8", "cpu-amx", 1, "quark-mxfp4-a-fp8", "CPU", "CPUExpertsMxfp4"),
 ]
 INPUT_ROLES = ["w13_input_scale", "w2_input_scale"]
+# Backends recorded in part, and why.
+PARTIAL = {"CPU": "input scales only: the CPU weight packs are compiled ops",
+           "DEEPGEMM_MXFP4": "weights only: DeepGEMM's scale packing is a compiled op (golden_deepgemm_scales pins it)"}
 # Deployments where vLLM raises loading or preparing the layer (the case records the error, no ranks).
 RAISES = {("ct-mxfp4", "sm100", 2), ("ct-gpt-oss-mxfp4", "xpu", 1)}
 
@@ -201,6 +213,71 @@ def run_quark_gpt_oss_rank(ns, ckpt, config, tp, rank, backend):
     return cpu.types.SimpleNamespace(**result)
 
 
+def deepseek_v4_loader(vendor, ns):
+    """DeepSeek-V4 on XPU, what loads its experts: the model's checkpoint-name mapper
+    (_make_deepseek_v4_weights_mapper("fp4")) and DeepseekV4Model.load_weights from
+    vllm/models/deepseek_v4/xpu/model.py, with RoutedExperts.build_expert_params_mapping (no
+    redundant experts: EPLB's physical-to-logical map is the identity); Mxfp4MoEMethod's own
+    create_weights and scale loader (_encode_mxfp4_weight_scale); the oracle's
+    convert_weight_to_mxfp4_moe_kernel_format. All compiled from vLLM's files as functions."""
+    import dataclasses
+    import re
+    import typing as t
+    v = vendor / "vllm" / "vllm"
+    base = {"torch": torch, "re": re, "dataclass": dataclasses.dataclass, "field": dataclasses.field, "Mapping": t.Mapping,
+            "Iterable": t.Iterable, "Callable": t.Callable, "Generator": t.Generator, "ShardId": t.Any, "WeightRenaming": t.Any,
+            "typing": t, "logger": common.QuietLogger()}
+    mapper_class = common.exec_top_level(v / "model_executor" / "models" / "utils.py", ["WeightsMapper"], dict(base))["WeightsMapper"]
+    model_file = v / "models" / "deepseek_v4" / "xpu" / "model.py"
+    mapper = common.exec_top_level(model_file, ["_make_deepseek_v4_weights_mapper"], dict(base, WeightsMapper=mapper_class))["_make_deepseek_v4_weights_mapper"]("fp4")
+    routed = v / "model_executor" / "layers" / "fused_moe" / "routed_experts.py"
+    eplb = cpu.types.SimpleNamespace(build_initial_global_physical_to_logical_map=lambda n, r: list(range(n + r)))
+    build_mapping = common.exec_method(routed, "RoutedExperts", "build_expert_params_mapping", dict(base, EplbState=eplb))
+    loader_utils = common.exec_top_level(v / "model_executor" / "model_loader" / "weight_utils.py", ["default_weight_loader"], dict(base))
+    load_weights = common.exec_method(model_file, "DeepseekV4Model", "load_weights", dict(base, **loader_utils))
+    quant = v / "model_executor" / "layers" / "quantization" / "mxfp4.py"
+    method_ns = dict(base)
+    encode = common.exec_method(quant, "Mxfp4MoEMethod", "_encode_mxfp4_weight_scale", method_ns)
+    scale_loader = common.exec_method(quant, "Mxfp4MoEMethod", "get_scale_weight_loader", method_ns)
+    method_ns["Mxfp4MoEMethod"] = cpu.types.SimpleNamespace(_encode_mxfp4_weight_scale=encode, get_scale_weight_loader=scale_loader)
+    create_weights = common.exec_method(quant, "Mxfp4MoEMethod", "create_weights", dict(method_ns, set_weight_attrs=ns["set_weight_attrs"]))
+    fm = v / "model_executor" / "layers" / "fused_moe"
+    convert_ns = dict(base, Union=t.Union, current_platform=cpu.types.SimpleNamespace(is_rocm=lambda: False),
+                      Mxfp4MoeBackend=ns["mxfp4"]["Mxfp4MoeBackend"], B12X_BACKENDS=ns["mxfp4"]["B12X_BACKENDS"],
+                      TRITON_BACKENDS=ns["mxfp4"]["TRITON_BACKENDS"], TRTLLM_BACKENDS=ns["mxfp4"]["TRTLLM_BACKENDS"],
+                      convert_gpt_oss_weight_to_mxfp4_moe_kernel_format=ns["mxfp4"]["convert_gpt_oss_weight_to_mxfp4_moe_kernel_format"],
+                      # DeepGEMM's scale packing is a compiled op: the scales are not recorded on that path.
+                      _pack_deepgemm_mxfp4_scales=lambda w13, w2, s13, s2: (s13, s2))
+    convert = common.exec_top_level(fm / "oracle" / "mxfp4.py", ["convert_weight_to_mxfp4_moe_kernel_format"], convert_ns)["convert_weight_to_mxfp4_moe_kernel_format"]
+    return mapper, build_mapping, load_weights, create_weights, convert
+
+
+def run_deepseek_v4_rank(ns, ckpt, config, tp, rank, backend):
+    """DeepSeek-V4 MXFP4: Mxfp4MoEMethod.create_weights (run) allocates the layer's parameters
+    under the routed experts' names, the checkpoint's expert tensors in name order go through the
+    XPU model's mapper and DeepseekV4Model.load_weights (E8M0 scales viewed as bytes, each expert
+    through RoutedExperts.weight_loader), then convert_weight_to_mxfp4_moe_kernel_format."""
+    mapper, build_mapping, load_weights, create_weights, convert = ns["deepseek_v4_loader"]
+    config = dict(config, num_experts=config["n_routed_experts"])
+    moe, layer = cpu.quant_layer(ns, config, tp, rank, "Mxfp4MoEMethod", "deepseek_v4_fp8")
+    e, h, i = moe.num_experts, moe.hidden_dim, moe.intermediate_size_per_partition
+    method = cpu.types.SimpleNamespace(moe=moe)
+    create_weights(method, layer, e, h, i, torch.bfloat16, weight_loader=layer.weight_loader)
+    prefix = "model.layers.0.ffn.experts.routed_experts."
+    params = {prefix + n: p for n, p in layer.named_parameters()}
+    g = load_weights.__globals__
+    g.update(get_tensor_model_parallel_world_size=lambda: tp, get_tensor_model_parallel_rank=lambda: rank,
+             is_pp_missing_parameter=lambda name, model: False)
+    model = cpu.types.SimpleNamespace(named_parameters=lambda: params.items(), config=cpu.types.SimpleNamespace(**config),
+                                      get_expert_mapping=lambda: build_mapping("w1", "w2", "w3", e))
+    weights = ((mapper._map_name(k), v) for k, v in sorted(ckpt.items()) if ".experts." in k and ".shared_experts." not in k)
+    load_weights(model, ((k, v) for k, v in weights if k is not None))
+    out = convert(ns["mxfp4"]["Mxfp4MoeBackend"][backend], layer, layer.w13_weight, layer.w2_weight,
+                  layer.w13_weight_scale, layer.w2_weight_scale, None, None)
+    roles = ["w13_weight", "w2_weight"] if backend == "DEEPGEMM_MXFP4" else cpu.MXFP4_ROLES[:4]
+    return cpu.types.SimpleNamespace(**{r: t for r, t in zip(cpu.MXFP4_ROLES, out) if r in roles})
+
+
 def gpt_oss_loaders(vendor):
     """GptOssForCausalLM's checkpoint-name mapper (hf_to_vllm_mapper, evaluated from the class
     body over vLLM's WeightsMapper), GptOssModel._load_weights_other and _load_weights_quark
@@ -254,19 +331,23 @@ def run_gpt_oss_other_loader_rank(ns, ckpt, config, tp, rank, backend):
 def layer_cases(ns, g, samples: Path, errors: list):
     run = {"gpt-oss-mxfp4": cpu.run_gpt_oss_mxfp4_rank, "quark-mxfp4": cpu.run_quark_mxfp4_rank,
            "quark-mxfp4-a-fp8": run_quark_mxfp4_a_fp8_rank, "ct-mxfp4": run_ct_mxfp4_rank,
-           "gpt-oss-other-loader": run_gpt_oss_other_loader_rank, "quark-gpt-oss": run_quark_gpt_oss_rank}
+           "gpt-oss-other-loader": run_gpt_oss_other_loader_rank, "quark-gpt-oss": run_quark_gpt_oss_rank,
+           "deepseek-v4": run_deepseek_v4_rank}
     for name, target, tp, harness, backend, experts_class in DEPLOYMENTS:
         files = {f.name: f.read_bytes() for f in sorted((samples / name).glob("*.safetensors"))}
         config = cpu.json.loads((samples / name / "config.json").read_text())
         case = {"name": f"{name}_{target}" + (f"_tp{tp}" if tp > 1 else ""), "sample": name, "checkpoint": "",
                 "sha256": cpu.case_sha(files), "target": target, "moe_backend": "", "model_dtype": "", "tp": tp, "ep": False,
-                "backend": backend, "experts_class": experts_class, "method": harness, "partial": backend == "CPU", "ranks": [],
-                "notes": ["input scales only: the CPU weight packs are compiled ops"] if backend == "CPU" else []}
-        roles = INPUT_ROLES if backend == "CPU" else cpu.MXFP4_ROLES + INPUT_ROLES
+                "backend": backend, "experts_class": experts_class, "method": harness, "partial": backend in PARTIAL, "ranks": [],
+                "notes": [PARTIAL[backend]] if backend in PARTIAL else []}
+        roles = INPUT_ROLES if backend == "CPU" else ["w13_weight", "w2_weight"] if backend == "DEEPGEMM_MXFP4" else cpu.MXFP4_ROLES + INPUT_ROLES
         try:
             ckpt = {}
+            dtypes = dict(wn.ST_DTYPES)
+            if getattr(torch, "float8_e8m0fnu", torch.uint8) is not torch.uint8:
+                dtypes["F8_E8M0"] = torch.float8_e8m0fnu  # read as bytes where torch has no such dtype
             for data in files.values():
-                ckpt.update(common.parse_safetensors(data, wn.ST_DTYPES))
+                ckpt.update(common.parse_safetensors(data, dtypes))
             raises = (name, target, tp) in RAISES
             for rank in range(tp):
                 with cpu.model_dtype(torch.bfloat16):
@@ -293,10 +374,16 @@ def main():
     if not hasattr(torch.Tensor, "untyped_storage"):
         torch.Tensor.untyped_storage = lambda self: self.storage().untyped()
         compat.append("torch without Tensor.untyped_storage: storage().untyped()")
+    if not hasattr(torch, "float8_e8m0fnu"):
+        # vLLM compares scale dtypes with it; such a torch reads E8M0 as bytes, which the
+        # comparisons then take for it (a view to uint8 of uint8 changes nothing).
+        torch.float8_e8m0fnu = torch.uint8
+        compat.append("torch without float8_e8m0fnu: E8M0 read as uint8, torch.float8_e8m0fnu = torch.uint8")
     keep = cpu.zeros_library()  # noqa: F841  (the namespace binds the CPU ops; no CPU branch runs here)
     ns = cpu.vllm_namespace(args.vendor)
     ns["ct_mxfp4_process_weights"] = ct_mxfp4_process_weights(args.vendor, ns)
     ns["gpt_oss_loaders"] = gpt_oss_loaders(args.vendor)
+    ns["deepseek_v4_loader"] = deepseek_v4_loader(args.vendor, ns)
     # The EMULATION branch asks whether the input scales agree (w8a8_utils.all_close_1d) before
     # it takes their maximum; the CPU harness never reaches that line.
     common.exec_top_level(args.vendor / "vllm" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "w8a8_utils.py",
