@@ -794,9 +794,18 @@ concept HasAvx2OneToken = requires(const T& t, const float* x, uint64_t steps, f
   { t.avx2_one_token(x, steps, out) } -> std::same_as<bool>;
 };
 
+// Where a layout has that decode, a block of two tokens runs it once per token instead of through
+// the panels: the second pass reads the block (32 rows, at most 128 KiB) from L2, while the
+// panels' f32 decode and stores cost more than that at two tokens on 8 lanes. Measured on Zen 5
+// (8 tokens over 32 experts, mostly one or two a block): MXFP4 28.1 -> 20.4 ms, INT4 12.1 -> 8.3
+// ms. AVX-512F's panels stay the faster at two tokens (13.4-14.5 vs 15.0-15.2 ms), so that
+// level keeps kPanelMinTokens.
+template <class T>
+constexpr uint64_t avx2_panel_min_tokens() { return HasAvx2OneToken<T> ? 3 : kPanelMinTokens; }
+
 template <class T>
 MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
-  if (m >= kPanelMinTokens) return avx2_block_panels<T>(g, nb, x, m, out);
+  if (m >= avx2_panel_min_tokens<T>()) return avx2_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx2OneToken<T>) {
     const T t(g, nb);
     bool done = true;
