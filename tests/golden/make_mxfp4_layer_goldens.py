@@ -213,6 +213,19 @@ def run_quark_gpt_oss_rank(ns, ckpt, config, tp, rank, backend):
     return cpu.types.SimpleNamespace(**result)
 
 
+def model_loading_namespace(vendor):
+    """What vLLM's model loaders are compiled against here: torch, typing names, a quiet logger,
+    and models/utils.py's WeightsMapper (returned too, for the models' name mappers)."""
+    import dataclasses
+    import re
+    import typing as t
+    base = {"torch": torch, "re": re, "dataclass": dataclasses.dataclass, "field": dataclasses.field, "Mapping": t.Mapping,
+            "Iterable": t.Iterable, "Callable": t.Callable, "Generator": t.Generator, "ShardId": t.Any, "WeightRenaming": t.Any,
+            "typing": t, "logger": common.QuietLogger()}
+    mapper_class = common.exec_top_level(vendor / "vllm" / "vllm" / "model_executor" / "models" / "utils.py", ["WeightsMapper"], dict(base))["WeightsMapper"]
+    return base, mapper_class
+
+
 def deepseek_v4_loader(vendor, ns):
     """DeepSeek-V4 on XPU, what loads its experts: the model's checkpoint-name mapper
     (_make_deepseek_v4_weights_mapper("fp4")) and DeepseekV4Model.load_weights from
@@ -220,14 +233,9 @@ def deepseek_v4_loader(vendor, ns):
     redundant experts: EPLB's physical-to-logical map is the identity); Mxfp4MoEMethod's own
     create_weights and scale loader (_encode_mxfp4_weight_scale); the oracle's
     convert_weight_to_mxfp4_moe_kernel_format. All compiled from vLLM's files as functions."""
-    import dataclasses
-    import re
     import typing as t
     v = vendor / "vllm" / "vllm"
-    base = {"torch": torch, "re": re, "dataclass": dataclasses.dataclass, "field": dataclasses.field, "Mapping": t.Mapping,
-            "Iterable": t.Iterable, "Callable": t.Callable, "Generator": t.Generator, "ShardId": t.Any, "WeightRenaming": t.Any,
-            "typing": t, "logger": common.QuietLogger()}
-    mapper_class = common.exec_top_level(v / "model_executor" / "models" / "utils.py", ["WeightsMapper"], dict(base))["WeightsMapper"]
+    base, mapper_class = model_loading_namespace(vendor)
     model_file = v / "models" / "deepseek_v4" / "xpu" / "model.py"
     mapper = common.exec_top_level(model_file, ["_make_deepseek_v4_weights_mapper"], dict(base, WeightsMapper=mapper_class))["_make_deepseek_v4_weights_mapper"]("fp4")
     routed = v / "model_executor" / "layers" / "fused_moe" / "routed_experts.py"
@@ -284,14 +292,8 @@ def gpt_oss_loaders(vendor):
     compiled as functions,
     with weight_utils' remap_moe_expert_weights; the parallel groups answer for one rank."""
     import ast
-    import dataclasses
-    import re
-    import typing as t
     models = vendor / "vllm" / "vllm" / "model_executor" / "models"
-    base = {"torch": torch, "re": re, "dataclass": dataclasses.dataclass, "field": dataclasses.field, "Mapping": t.Mapping, "Iterable": t.Iterable,
-            "Callable": t.Callable, "Generator": t.Generator, "ShardId": t.Any, "WeightRenaming": t.Any,
-            "logger": cpu.types.SimpleNamespace(warning_once=lambda *a, **k: None, info_once=lambda *a, **k: None)}
-    mapper_class = common.exec_top_level(models / "utils.py", ["WeightsMapper"], dict(base))["WeightsMapper"]
+    base, mapper_class = model_loading_namespace(vendor)
     mapper = None
     for node in ast.parse((models / "gpt_oss.py").read_text()).body:
         if isinstance(node, ast.ClassDef) and node.name == "GptOssForCausalLM":
@@ -300,7 +302,7 @@ def gpt_oss_loaders(vendor):
                     mapper = eval(compile(ast.Expression(item.value), str(models / "gpt_oss.py"), "eval"), {"WeightsMapper": mapper_class})
     loader_utils = common.exec_top_level(vendor / "vllm" / "vllm" / "model_executor" / "model_loader" / "weight_utils.py",
                                          ["maybe_remap_moe_expert_param_name", "remap_moe_expert_weights", "default_weight_loader"], dict(base))
-    g = dict(base, **loader_utils, OCP_MX_BLOCK_SIZE=32, typing=t)
+    g = dict(base, **loader_utils, OCP_MX_BLOCK_SIZE=32)
     load_other = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_other", g)
     load_quark = common.exec_method(models / "gpt_oss.py", "GptOssModel", "_load_weights_quark", g)
     return mapper, load_other, load_quark, g
