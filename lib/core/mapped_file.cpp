@@ -1,6 +1,7 @@
 #include "lib/core/mapped_file.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +13,37 @@ namespace moepack {
 namespace {
 int64_t mtime_ns(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// Why the mapping starts on a 2 MiB boundary: the kernel maps a file's page-cache folios of
+// 2 MiB with one page-table entry each (PMD) only where the virtual address and the file offset
+// agree modulo 2 MiB, and MADV_HUGEPAGE asks its fault readahead for such folios (ext4 and xfs
+// on Linux 6.x keep them). With 4 KiB entries a pass over the experts' weights walks the page
+// tables every 4 KiB and the hardware prefetchers stop at each page's end: the decode kernels,
+// bound by the bytes they stream, read a mapped artifact 10-20% slower than the same bytes in
+// huge pages (measured on Zen 5, `bench experts` at one token). Elsewhere (a filesystem without
+// large folios, THP off) the advice is ignored and the mapping behaves as a plain one.
+void* map_huge_aligned(int fd, size_t size) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (size < kHuge) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Reserve room for an aligned start, map the file over it, give the rest back.
+  void* reserved = ::mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(reserved);
+  const uintptr_t start = (base + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+  void* p = ::mmap(reinterpret_cast<void*>(start), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::munmap(reserved, size + kHuge);
+    errno = e;
+    return MAP_FAILED;
+  }
+  if (start > base) ::munmap(reserved, start - base);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t end = start + (size + page - 1) / page * page;
+  if (base + size + kHuge > end) ::munmap(reinterpret_cast<void*>(end), base + size + kHuge - end);
+  ::madvise(p, size, MADV_HUGEPAGE);  // advice only: refused on kernels without THP
+  return p;
 }
 }  // namespace
 
@@ -33,7 +65,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   size_ = static_cast<uint64_t>(st.st_size);
   mtime_ns_ = mtime_ns(st);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, fd_, 0);
+    void* p = map_huge_aligned(fd_, static_cast<size_t>(size_));
     if (p == MAP_FAILED) {
       int e = errno;
       release();

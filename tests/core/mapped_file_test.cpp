@@ -2,6 +2,8 @@
 // without blocking), and check_unchanged() noticing a file changed under the mapping.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +35,22 @@ TEST(MappedFile, MapsTheWholeFile) {
   EXPECT_EQ(std::string(m.bytes().begin(), m.bytes().end()), "hello");
   EXPECT_EQ(m.path(), dir.file("f"));
   EXPECT_NO_THROW(m.check_unchanged());
+}
+
+// A file of 2 MiB or more starts on a 2 MiB boundary (where the kernel can map its page-cache
+// folios of 2 MiB whole), reads back every byte, including an odd-sized tail past the last
+// whole page, and unmaps cleanly (moved, then destroyed).
+TEST(MappedFile, LargeFilesStartOnATwoMebibyteBoundary) {
+  test::TempDir dir;
+  std::string text(size_t{5} << 20 | 123, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 131 + (i >> 20));
+  test::write_text(dir.file("big"), text);
+  MappedFile m(dir.file("big"));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m.bytes().data()) % (uintptr_t{2} << 20), 0u);
+  ASSERT_EQ(m.size(), text.size());
+  EXPECT_EQ(0, std::memcmp(m.bytes().data(), text.data(), text.size()));
+  MappedFile moved(std::move(m));
+  EXPECT_EQ(static_cast<char>(moved.bytes().back()), text.back());
 }
 
 TEST(MappedFile, EmptyFile) {
