@@ -210,9 +210,19 @@ void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint6
     xf.resize(static_cast<size_t>(m * k));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(x_bf16[i]);
   }
+  std::vector<int16_t> q;
+  std::vector<float> unit;
+  std::vector<uint8_t> ok;
+  if (const cpu::Int16Order order = cpu::int16_rows_order(layout, isa); order != cpu::Int16Order::none) {
+    q.resize(static_cast<size_t>(m * k));
+    unit.resize(static_cast<size_t>(m * (k / cpu::kInt16Block)));
+    ok.resize(static_cast<size_t>(m));
+    for (uint64_t i = 0; i < m; ++i) ok[i] = cpu::quantize_int16_row(xf.data() + i * k, k, order, q.data() + i * k, unit.data() + i * (k / cpu::kInt16Block));
+  }
+  const cpu::Int16Rows xq{q.data(), unit.data(), ok.data()};
   const cpu::Gemm g{w.weight, w.scale, n, k, w.zeros, w.groups};
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n / cpu::kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
-    cpu::packed_gemm_blocks(layout, isa, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), m, out);
+    cpu::packed_gemm_blocks(layout, isa, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), ok.empty() ? nullptr : &xq, m, out);
   });
   if (w.bias)
     for (uint64_t i = 0; i < m; ++i)
@@ -237,6 +247,8 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
     throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels: " + cpu_isa_unavailable(options.isa));
   const CpuIsa isa = options.isa;
   const bool floats = !reads_bf16(isa);  // the AVX2 and portable kernels read floats
+  const cpu::Int16Order int16_order = cpu::int16_rows_order(layout, isa);  // and their one-token decodes, of some layouts, int16 rows
+  const bool int16 = int16_order != cpu::Int16Order::none;
 
   CpuExpertsWorkspace local;
   CpuExpertsWorkspace& ws = workspace ? *workspace : local;
@@ -297,6 +309,15 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
   y.resize(static_cast<size_t>(R * Hp));
   xb.resize(static_cast<size_t>(R * Hp));
   ab.resize(static_cast<size_t>(R * P));
+  if (int16) {
+    ws.x_q.resize(static_cast<size_t>(R * Hp));
+    ws.x_unit.resize(static_cast<size_t>(R * (Hp / cpu::kInt16Block)));
+    ws.x_ok.resize(static_cast<size_t>(R));
+    ws.act_q.resize(static_cast<size_t>(R * P));
+    ws.act_unit.resize(static_cast<size_t>(R * (P / cpu::kInt16Block)));
+    ws.act_ok.resize(static_cast<size_t>(R));
+  }
+  const cpu::Int16Rows x_rows{ws.x_q.data(), ws.x_unit.data(), ws.x_ok.data()}, act_rows{ws.act_q.data(), ws.act_unit.data(), ws.act_ok.data()};
   std::vector<float> out(static_cast<size_t>(tokens * hidden), 0.0f);
 
   // Element-wise work is spread over rows once there are enough of them to pay for waking
@@ -312,14 +333,16 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
   };
   // One GEMM stage for every held expert at once: the (expert, row block) pairs are the units of
   // parallel work, so a decode step wakes the threads twice, not twice per expert.
-  auto stage = [&](uint64_t n, uint64_t k, bool w13, const uint16_t* in_b, const float* in_f, float* out_rows) {
+  auto stage = [&](uint64_t n, uint64_t k, bool w13, const uint16_t* in_b, const float* in_f, const cpu::Int16Rows* in_q, float* out_rows) {
     const uint64_t blocks = n / cpu::kBlockRows;
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, held.size() * blocks), [&](const tbb::blocked_range<uint64_t>& r) {
       for (uint64_t task = r.begin(); task < r.end();) {
         const uint64_t i = task / blocks, nb0 = task % blocks, nb1 = std::min(blocks, nb0 + (r.end() - task));
         const CpuProjection& p = w13 ? experts[held[i]]->w13 : experts[held[i]]->w2;
         const uint64_t row = first[i], m = first[i + 1] - row;
-        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k, p.zeros, p.groups}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr, m, out_rows + row * n);
+        const cpu::Int16Rows rows_q = in_q ? in_q->from_row(row, k) : cpu::Int16Rows{};
+        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k, p.zeros, p.groups}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr,
+                                in_q ? &rows_q : nullptr, m, out_rows + row * n);
         task += nb1 - nb0;
       }
     });
@@ -334,8 +357,9 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
       std::copy_n(x.data() + row_token[r] * hidden, hidden, row);
       std::fill(row + hidden, row + Hp, 0.0f);
       to_bf16(isa, row, xb.data() + r * Hp, floats ? row : nullptr, Hp);
+      if (int16) ws.x_ok[r] = cpu::quantize_int16_row(row, Hp, int16_order, ws.x_q.data() + r * Hp, ws.x_unit.data() + r * (Hp / cpu::kInt16Block));
     });
-    stage(n13, Hp, true, xb.data(), floats ? y.data() : nullptr, h.data());
+    stage(n13, Hp, true, xb.data(), floats ? y.data() : nullptr, int16 ? &x_rows : nullptr, h.data());
     per_row(R, [&](uint64_t r) {
       const float* hr = h.data() + r * n13;
       const float* b = expert_of_row(r)->w13.bias;
@@ -350,8 +374,9 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
         ar[j] = activation_value(act, g, u);
       }
       to_bf16(isa, ar, ab.data() + r * P, floats ? ar : nullptr, P);
+      if (int16) ws.act_ok[r] = cpu::quantize_int16_row(ar, P, int16_order, ws.act_q.data() + r * P, ws.act_unit.data() + r * (P / cpu::kInt16Block));
     });
-    stage(Hp, P, false, ab.data(), floats ? a.data() : nullptr, y.data());
+    stage(Hp, P, false, ab.data(), floats ? a.data() : nullptr, int16 ? &act_rows : nullptr, y.data());
     // Each token adds its experts' outputs, weighted, in expert order.
     per_row(tokens, [&](uint64_t t) {
       float* o = out.data() + t * hidden;

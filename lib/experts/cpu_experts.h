@@ -25,7 +25,11 @@
 // documents the tolerance). vLLM's own kernels differ in two ways the tolerance covers: its FP8
 // kernel folds the block scale into the weights rounded to BF16, and its INT8 W8A8 and INT4
 // W4A16 kernels quantize activations per token to int8 and uint8 (these kernels keep BF16 activations instead, the
-// same precision as every other layout, so one tolerance serves them all).
+// same precision as every other layout, so one tolerance serves them all). The one exception is
+// the one-token decode of MXFP4 and INT4 on the AVX2 and AVX-512F levels: it reads the BF16
+// activations as 16-bit integers per block of 32 columns (lib/experts/cpu_gemm.h, Int16Rows),
+// exact within 2^6 of each block's largest value and within 2^-14 of it below, because integer
+// products summed exactly cost half the instructions of FP32 weights there.
 //
 // Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
 // steps, 16 of them at a time, as the B operand of `tdpbf16ps` tiles; the BF16 AMX prepack is
@@ -107,6 +111,11 @@ struct CpuExpertsWorkspace {
   std::vector<uint32_t> token_first, token_rows, token_fill;  // each token's rows, in expert order
   std::vector<float> h, act, y;
   std::vector<uint16_t> x_bf16, act_bf16;
+  // The same rows as 16-bit integers per block of 32 columns, where the level's one-token decode
+  // of the layout reads them (cpu_gemm.h, Int16Rows): values, units, and whether each row has them.
+  std::vector<int16_t> x_q, act_q;
+  std::vector<float> x_unit, act_unit;
+  std::vector<uint8_t> x_ok, act_ok;
 };
 
 // Whether the layout can hold a projection of n rows and k columns (both multiples of 32 for

@@ -56,6 +56,40 @@ struct Gemm {
   uint64_t groups = 0;
 };
 
+// Activation rows as 16-bit integers, x ≈ q · unit per block of 32 columns, for the one-token
+// decodes of the AVX2 and AVX-512F levels on layouts whose weights are small integers (MXFP4's
+// E2M1 values doubled, -12..12; INT4's codes 0..15 and zero points 0..16): pmaddwd multiplies
+// such words exactly and sums them in int32, which takes a third to a half of the instructions
+// of widening every weight to FP32 for an FMA. Those
+// decodes are bound by instructions, not bytes (Zen 5, one core, weights in L2: AVX2 MXFP4 11.5
+// GB/s, AVX-512F 22 GB/s, the same as from memory), so the instructions are the rate.
+//   The unit is the power of two that puts the block's largest magnitude at 2^13..2^14 - 1, so
+// every value within 2^6 of it keeps its 8 BF16 significant bits exactly, and smaller ones are
+// rounded to the block's grid (an error below 2^-14 of the block's largest, under the BF16
+// rounding of that largest value itself). A block's int32 sums are exact; each 32-column
+// group's sum times the unit is the group's dot product rounded once to FP32, then scaled as
+// the FP32 kernels scale theirs.
+//   A row is left to the FP32 kernels (ok = 0) when a block's largest magnitude is outside
+// 2^-60..2^61 (or not finite), where units and products could leave FP32's normal range.
+inline constexpr uint64_t kInt16Block = 32;
+// The order of q within a row: columns in order (MXFP4's steps read column pairs), or each quad
+// of columns 4s..4s+3 as (4s, 4s + 2, 4s + 1, 4s + 3) (INT4's VNNI-4 steps read a row's even and
+// odd columns from different words, so each pair is one 32-bit broadcast).
+enum class Int16Order { none, columns, quad_pairs };
+struct Int16Rows {
+  const int16_t* q = nullptr;   // [m][k]
+  const float* unit = nullptr;  // [m][k / kInt16Block]
+  const uint8_t* ok = nullptr;  // [m]
+  Int16Rows from_row(uint64_t row, uint64_t k) const { return {q + row * k, unit + row * (k / kInt16Block), ok + row}; }
+};
+// Quantizes one row of k floats (k a multiple of 32; BF16 values, as the kernels' activations
+// are) into q [k] and unit [k / 32]; false, leaving them unspecified, when the row is left to the
+// FP32 kernels. Needs AVX2 (the levels that read these rows have it).
+bool quantize_int16_row(const float* x, uint64_t k, Int16Order order, int16_t* q, float* unit);
+// The order in which the level's kernels read Int16Rows for the layout (its one-token decode at
+// AVX2 and AVX-512F), or none when they read none: the caller quantizes the rows to it.
+Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa);
+
 // The AVX-512 level: F, BW, VL, BF16 (vdpbf16ps) and VBMI (vpermi2b, the FP8 decode's byte
 // tables). Every CPU with AVX-512 BF16 but Cooper Lake has VBMI; Cooper Lake runs the AVX2 kernels.
 #define MOEPACK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl,avx512vbmi,avx2,fma")))
@@ -803,13 +837,28 @@ concept HasAvx2OneToken = requires(const T& t, const float* x, uint64_t steps, f
 template <class T>
 constexpr uint64_t avx2_panel_min_tokens() { return HasAvx2OneToken<T> ? 3 : kPanelMinTokens; }
 
+// A layout may also decode one token from Int16Rows (T::avx2_one_token_int16), on the rows
+// quantized for it.
 template <class T>
-MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+concept HasAvx2OneTokenInt16 = requires(const T& t, const int16_t* q, const float* unit, uint64_t steps, float* out) {
+  { t.avx2_one_token_int16(q, unit, steps, out) };
+};
+
+template <class T>
+MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
   if (m >= avx2_panel_min_tokens<T>()) return avx2_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx2OneToken<T>) {
     const T t(g, nb);
     bool done = true;
-    for (uint64_t i = 0; i < m && done; ++i) done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+    for (uint64_t i = 0; i < m && done; ++i) {
+      float* o = out + i * g.n + nb * kBlockRows;
+      if constexpr (HasAvx2OneTokenInt16<T>)
+        if (xq && xq->ok[i]) {
+          t.avx2_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, o);
+          continue;
+        }
+      done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, o);
+    }
     if (done) return;
   }
   avx2_block_per_token<T>(g, nb, x, m, out);
@@ -962,11 +1011,18 @@ concept HasAvx512fOneToken = requires(const T& t, const float* x, uint64_t steps
 // Several tokens run the panels; one token the layout's 16-lane decode where it has one (and
 // takes the block), else the AVX2 kernels.
 template <class T>
-MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float* out) {
+concept HasAvx512fOneTokenInt16 = requires(const T& t, const int16_t* q, const float* unit, uint64_t steps, float* out) {
+  { t.avx512f_one_token_int16(q, unit, steps, out) };
+};
+
+template <class T>
+MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
   if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
+  if constexpr (HasAvx512fOneTokenInt16<T>)
+    if (m == 1 && xq && xq->ok[0]) return T(g, nb).avx512f_one_token_int16(xq->q, xq->unit, g.k / T::kStepK, out + nb * kBlockRows);
   if constexpr (HasAvx512fOneToken<T>)
     if (m == 1 && T(g, nb).avx512f_one_token(x, g.k / T::kStepK, out + nb * kBlockRows)) return;
-  avx2_block<T>(g, nb, x, m, out);
+  avx2_block<T>(g, nb, x, xq, m, out);
 }
 
 // ---- portable ----------------------------------------------------------------------------
@@ -990,8 +1046,10 @@ void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float*
 }
 
 // Row blocks [nb0, nb1) of out [m, g.n], in the calling thread, for activations given as BF16
-// bits (`xb`, read by the AVX-512 kernels) and as the same values in floats (`xf`, read by the
-// others; may be null on AVX-512). Defined in cpu_tiles.cpp.
-void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out);
+// bits (`xb`, read by the AVX-512 kernels), as the same values in floats (`xf`, read by the
+// others; may be null on AVX-512) and, where reads_int16_rows, as Int16Rows (`xq`; null: the
+// FP32 kernels run). Defined in cpu_tiles.cpp.
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
+                        uint64_t m, float* out);
 
 }  // namespace moepack::experts::cpu

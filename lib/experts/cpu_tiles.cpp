@@ -31,6 +31,14 @@ alignas(64) constexpr uint16_t kE2M1Bf16[32] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 
                                                 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
                                                 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
 
+// E2M1 code -> twice its value as an integer (0, 1, 2, 3, 4, 6, 8, 12, then the negatives), the
+// weights of the Int16Rows decodes: as words twice over for `vpermw` (as kE2M1Bf16), and as
+// bytes twice over for `vpshufb` (one copy per 128-bit lane).
+alignas(64) constexpr int16_t kE2M1TwiceWords[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                                     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+alignas(32) constexpr int8_t kE2M1TwiceBytes[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                                    0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 // Word j of a 32-row register pair's half h is row 16h + j/2 (each 32-bit lane one row's column
 // pair): the index of that row's word among 32 per-row words.
 alignas(64) constexpr uint16_t kRowPairWords[2][32] = {{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15},
@@ -198,6 +206,81 @@ struct Mxfp4Tiles {
       _mm256_storeu_ps(out + 16 * half + 8, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x31));
     }
     return true;  // every E2M1 code is finite
+  }
+
+  // One token on AVX2 from Int16Rows (cpu_gemm.h): the same 32 bytes a step, the same row order
+  // and scale handling as avx2_one_token, but each nibble half is one byte table lookup of twice
+  // the E2M1 value, interleaved above zero bytes into words (256 times that: the high byte) and
+  // multiplied by the step's two int16 activations with pmaddwd, each 32-bit lane a row's two
+  // columns summed exactly. 17 vector instructions a step where the FP32 decode takes 27. A
+  // group's int32 sums stay below 2^31 (16 steps of two products of at most 12·256 and 2^14).
+  // Each group's sum becomes a float once, times the block's unit over 512 (the doubling and the
+  // high byte), which gives the same bits as the AVX-512F decode's sum times unit/2.
+  MOEPACK_AVX2_INLINE void avx2_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
+    static_assert(kGroupSteps * kStepK == kInt16Block, "a scale group is one block of the int16 activations");
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
+    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i twice = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1TwiceBytes));
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows [0-3|8-11], [4-7|12-15], +16
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      __m256i acc[4] = {zero, zero, zero, zero};  // [2 half + q]
+      for (uint64_t st = g0; st < g0 + kGroupSteps; ++st) {
+        const uint8_t* step = w + st * kBlockRows;
+        _mm_prefetch(reinterpret_cast<const char*>(step + kPrefetchBytes), _MM_HINT_T0);
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(step));
+        int32_t pair;
+        std::memcpy(&pair, q + 2 * st, 4);
+        const __m256i xq = _mm256_set1_epi32(pair);
+        const __m256i codes[2] = {_mm256_and_si256(bytes, nibble), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble)};
+        for (int half = 0; half < 2; ++half) {
+          const __m256i v = _mm256_shuffle_epi8(twice, codes[half]);
+          acc[2 * half] = _mm256_add_epi32(acc[2 * half], _mm256_madd_epi16(_mm256_unpacklo_epi8(zero, v), xq));
+          acc[2 * half + 1] = _mm256_add_epi32(acc[2 * half + 1], _mm256_madd_epi16(_mm256_unpackhi_epi8(zero, v), xq));
+        }
+      }
+      const __m256 u = _mm256_set1_ps(unit[g0 / kGroupSteps] * 0x1p-9f);
+      const uint8_t* sg = s + (g0 / kGroupSteps) * kBlockRows;
+      for (int half = 0; half < 2; ++half) {
+        const __m128i qs = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg + 16 * half)), _MM_SHUFFLE(3, 1, 2, 0));
+        const __m256 sc[2] = {e8m0_to_ps_avx2(qs), e8m0_to_ps_avx2(_mm_unpackhi_epi64(qs, qs))};
+        for (int j = 0; j < 2; ++j)
+          total[2 * half + j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[2 * half + j]), u), sc[j], total[2 * half + j]);
+      }
+    }
+    for (int half = 0; half < 2; ++half) {
+      _mm256_storeu_ps(out + 16 * half, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x20));
+      _mm256_storeu_ps(out + 16 * half + 8, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x31));
+    }
+  }
+
+  // One token on AVX-512F from Int16Rows: a step's 32 bytes widened to words and looked up as
+  // twice their E2M1 values (vpermw, the low nibbles rows 0-15, the high ones rows 16-31, in
+  // order), each 32-bit lane a row's two columns, multiplied by the step's two int16
+  // activations and summed exactly in int32 (pmaddwd). 9 instructions a step where the FP32
+  // decode below takes 13. Groups are scaled as in avx2_one_token_int16, with the same bits.
+  MOEPACK_AVX512F_INLINE void avx512f_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
+    const __m512i twice = _mm512_load_si512(kE2M1TwiceWords);
+    __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      for (uint64_t st = g0; st < g0 + kGroupSteps; ++st) {
+        if (st % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + st * kBlockRows + kPrefetchBytes), _MM_HINT_T0);
+        const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + st * kBlockRows)));
+        int32_t pair;
+        std::memcpy(&pair, q + 2 * st, 4);
+        const __m512i xq = _mm512_set1_epi32(pair);
+        acc[0] = _mm512_add_epi32(acc[0], _mm512_madd_epi16(_mm512_permutexvar_epi16(wide, twice), xq));
+        acc[1] = _mm512_add_epi32(acc[1], _mm512_madd_epi16(_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), twice), xq));
+      }
+      const __m512 u = _mm512_set1_ps(unit[g0 / kGroupSteps] * 0.5f);
+      const uint8_t* sg = s + (g0 / kGroupSteps) * kBlockRows;
+      for (int half = 0; half < 2; ++half)
+        total[half] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[half]), u), e8m0_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg + 16 * half))),
+                                      total[half]);
+    }
+    _mm512_storeu_ps(out, total[0]);
+    _mm512_storeu_ps(out + 16, total[1]);
   }
 
   // One token on AVX-512F (no BF16): a step's 32 bytes widened to words, each word one byte's
@@ -784,6 +867,115 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   }
   MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t sub_block, int h) const { return _mm512_loadu_ps(s + group_of(sub_block) * kBlockRows + 16 * h); }
 
+  // One token from Int16Rows (cpu_gemm.h; each quad as columns 4s, 4s + 2, 4s + 1, 4s + 3), on
+  // AVX2 and, with `Wide`, AVX-512F: the codes are multiplied in place, never widened. A 32-bit
+  // lane of a step's bytes is one byte row c: its low nibbles are row A's four columns, its high
+  // nibbles row B's (A, B = c, c + 8 for c < 8, else c + 8, c + 16). Masked to 0x000F per word,
+  // the lane holds A's columns (4s, 4s + 2) as words; masked to 0x0F00, A's (4s + 1, 4s + 3)
+  // times 256; the same after a shift by 4 for B. pmaddwd with the matching activation pairs
+  // sums each row's products exactly in int32, every lane one row: rows come in order (AVX2:
+  // 0-7 and 8-15 from a half's 32 bytes; AVX-512F: 0-7 | 16-23 and 8-15 | 24-31 from 64). Per
+  // activation block (or shorter sub-block) the even sums times 256 plus the odd ones, less the
+  // zero point times 256 times the block's activation sum, are 256 · Σ (code - z) q exactly
+  // (|·| < 2^31: 32 columns of 16 · 2^14 · 256); as a float times unit / 256 they add to the
+  // sub-block's sum, which its scale multiplies. 13 vector instructions a 64-byte step on
+  // AVX-512F and 26 on AVX2, where the FP32 decodes take 27 and 54; AVX2 and AVX-512F give
+  // the same bits.
+  static constexpr uint64_t kInt16ChunkSteps = std::min<uint64_t>(kGroupSteps, kInt16Block / kStepK);
+  // The sum of q over the chunk of steps from `step` (its 4·kInt16ChunkSteps values), exactly.
+  MOEPACK_AVX2_INLINE static int32_t chunk_sum(const int16_t* q, uint64_t step) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i sum = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4 * step)), ones);
+    if constexpr (kInt16ChunkSteps == 8) sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4 * step + 16)), ones));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s4);
+  }
+  MOEPACK_AVX2_INLINE void avx2_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
+    static_assert(kGroupSteps % kInt16ChunkSteps == 0 && (kInt16ChunkSteps == 4 || kInt16ChunkSteps == 8), "chunks split sub-blocks and activation blocks alike");
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
+    const __m256i even = _mm256_set1_epi16(0x000F), odd = _mm256_set1_epi16(0x0F00), zero = _mm256_setzero_si256();
+    __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows 0-7, 8-15, 16-23, 24-31
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      const uint64_t sub_block = g0 / kGroupSteps;
+      const int8_t* zg = zeros_of(sub_block);
+      __m256 part[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (uint64_t c0 = g0; c0 < g0 + kGroupSteps; c0 += kInt16ChunkSteps) {
+        __m256i acc[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};  // [rows / 8][even, odd]
+        for (uint64_t st = c0; st < c0 + kInt16ChunkSteps; ++st) {
+          const uint8_t* step = step_bytes(st);
+          _mm_prefetch(reinterpret_cast<const char*>(step + kPrefetchBytes), _MM_HINT_T0);
+          int32_t pairs[2];
+          std::memcpy(pairs, q + 4 * st, 8);
+          const __m256i x_even = _mm256_set1_epi32(pairs[0]), x_odd = _mm256_set1_epi32(pairs[1]);
+          for (int half = 0; half < 2; ++half) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(step + 32 * half)), high = _mm256_srli_epi16(bytes, 4);
+            __m256i* a = acc[2 * half];
+            a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(_mm256_and_si256(bytes, even), x_even));
+            a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(_mm256_and_si256(bytes, odd), x_odd));
+            __m256i* b = acc[2 * half + 1];
+            b[0] = _mm256_add_epi32(b[0], _mm256_madd_epi16(_mm256_and_si256(high, even), x_even));
+            b[1] = _mm256_add_epi32(b[1], _mm256_madd_epi16(_mm256_and_si256(high, odd), x_odd));
+          }
+        }
+        const __m256i zero_term = _mm256_set1_epi32(256 * chunk_sum(q, c0));
+        const __m256 u = _mm256_set1_ps(unit[c0 * kStepK / kInt16Block] * 0x1p-8f);
+        for (int o = 0; o < 4; ++o) {
+          const __m256i z = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg + 8 * o)));
+          const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(acc[o][0], 8), acc[o][1]), _mm256_mullo_epi32(z, zero_term));
+          part[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), u, part[o]);
+        }
+      }
+      const float* sg = s + group_of(sub_block) * kBlockRows;
+      for (int o = 0; o < 4; ++o) total[o] = _mm256_fmadd_ps(part[o], _mm256_loadu_ps(sg + 8 * o), total[o]);
+    }
+    for (int o = 0; o < 4; ++o) _mm256_storeu_ps(out + 8 * o, total[o]);
+  }
+  MOEPACK_AVX512F_INLINE void avx512f_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
+    constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
+    const __m512i even = _mm512_set1_epi16(0x000F), odd = _mm512_set1_epi16(0x0F00);
+    // Lanes of the low-nibble registers are rows 0-7 | 16-23, of the high-nibble ones 8-15 | 24-31.
+    const __m512i low_rows = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i high_rows = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // [low, high nibbles]
+    for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
+      const uint64_t sub_block = g0 / kGroupSteps;
+      const int8_t* zg = zeros_of(sub_block);
+      const __m512i z[2] = {_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg)), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg + 16)))),
+                            _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg + 8)), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(zg + 24))))};
+      __m512 part[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+      for (uint64_t c0 = g0; c0 < g0 + kGroupSteps; c0 += kInt16ChunkSteps) {
+        __m512i acc[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()}, {_mm512_setzero_si512(), _mm512_setzero_si512()}};  // [nibble][even, odd]
+        for (uint64_t st = c0; st < c0 + kInt16ChunkSteps; ++st) {
+          const uint8_t* step = step_bytes(st);
+          _mm_prefetch(reinterpret_cast<const char*>(step + kPrefetchBytes), _MM_HINT_T0);
+          int32_t pairs[2];
+          std::memcpy(pairs, q + 4 * st, 8);
+          const __m512i x_even = _mm512_set1_epi32(pairs[0]), x_odd = _mm512_set1_epi32(pairs[1]);
+          const __m512i bytes = _mm512_loadu_si512(step), high = _mm512_srli_epi16(bytes, 4);
+          acc[0][0] = _mm512_add_epi32(acc[0][0], _mm512_madd_epi16(_mm512_and_si512(bytes, even), x_even));
+          acc[0][1] = _mm512_add_epi32(acc[0][1], _mm512_madd_epi16(_mm512_and_si512(bytes, odd), x_odd));
+          acc[1][0] = _mm512_add_epi32(acc[1][0], _mm512_madd_epi16(_mm512_and_si512(high, even), x_even));
+          acc[1][1] = _mm512_add_epi32(acc[1][1], _mm512_madd_epi16(_mm512_and_si512(high, odd), x_odd));
+        }
+        const __m512i zero_term = _mm512_set1_epi32(256 * chunk_sum(q, c0));
+        const __m512 u = _mm512_set1_ps(unit[c0 * kStepK / kInt16Block] * 0x1p-8f);
+        for (int n = 0; n < 2; ++n) {
+          const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(acc[n][0], 8), acc[n][1]), _mm512_mullo_epi32(z[n], zero_term));
+          part[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), u, part[n]);
+        }
+      }
+      const float* sg = s + group_of(sub_block) * kBlockRows;
+      const __m512 s_lo = _mm512_loadu_ps(sg), s_hi = _mm512_loadu_ps(sg + 16);
+      total[0] = _mm512_fmadd_ps(part[0], _mm512_permutex2var_ps(s_lo, low_rows, s_hi), total[0]);
+      total[1] = _mm512_fmadd_ps(part[1], _mm512_permutex2var_ps(s_lo, high_rows, s_hi), total[1]);
+    }
+    // rows 0-15: lanes 0-7 of each; rows 16-31: lanes 8-15 of each
+    _mm512_storeu_ps(out, _mm512_permutex2var_ps(total[0], _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23), total[1]));
+    _mm512_storeu_ps(out + 16, _mm512_permutex2var_ps(total[0], _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31), total[1]));
+  }
+
   // One token on AVX2 (decode, bound by the bytes read), by the identity
   //   sum_k (q_k - z) x_k = sum_k q_k x_k - z sum_k x_k
   // per row and sub-block: the codes alone are decoded, BF16 by two byte tables (vpshufb), as
@@ -940,7 +1132,7 @@ template <class T>
 constexpr bool kAmxScalesItsGroups = !T::kScaled || T::kGroupSteps * T::kStepK >= kTileK;
 
 template <class T>
-void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq, uint64_t m, float* out) {
   if (isa == CpuIsa::amx_bf16) {
     if constexpr (kAmxScalesItsGroups<T>)
       if (m >= kAmxMinTokens) return amx_blocks<T>(g, nb0, nb1, xb, m, out);
@@ -948,28 +1140,77 @@ void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uin
   }
   for (uint64_t nb = nb0; nb < nb1; ++nb) {
     if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
-    else if (isa == CpuIsa::avx512f) avx512f_block<T>(g, nb, xf, m, out);
-    else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, m, out);
+    else if (isa == CpuIsa::avx512f) avx512f_block<T>(g, nb, xf, xq, m, out);
+    else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, xq, m, out);
     else scalar_block<T>(g, nb, xf, m, out);
   }
 }
 
 }  // namespace
 
-void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, uint64_t m, float* out) {
+// The row's blocks one at a time: the largest magnitude's exponent (the bit patterns of
+// magnitudes order as they do), then each value times 2^(140 - e) (e the biased FP32 exponent)
+// rounded to an integer: the largest lands in 2^13..2^14 - 1, and unit[b] = 2^(e - 140).
+MOEPACK_AVX2 bool quantize_int16_row(const float* x, uint64_t k, Int16Order order, int16_t* q, float* unit) {
+  const __m256i quad_pairs = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15, 0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+  constexpr uint32_t kLowest = 127 - 60, kHighest = 127 + 60;  // 2^-60 <= largest < 2^61
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  for (uint64_t b = 0; b < k / kInt16Block; ++b) {
+    const float* xb = x + b * kInt16Block;
+    __m256 v[4];
+    __m256i largest = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      largest = _mm256_max_epu32(largest, _mm256_and_si256(_mm256_castps_si256(v[j]), magnitude));
+    }
+    __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(largest), _mm256_extracti128_si256(largest, 1));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, _MM_SHUFFLE(1, 0, 3, 2)));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, _MM_SHUFFLE(2, 3, 0, 1)));
+    const uint32_t bits = static_cast<uint32_t>(_mm_cvtsi128_si32(m4));
+    int16_t* qb = q + b * kInt16Block;
+    if (bits == 0) {  // all zeros (padding columns): any unit
+      std::memset(qb, 0, kInt16Block * sizeof(int16_t));
+      unit[b] = 1.0f;
+      continue;
+    }
+    const uint32_t e = bits >> 23;
+    if (e < kLowest || e > kHighest) return false;
+    const __m256 to_grid = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>((140 - e + 127) << 23)));
+    for (int j = 0; j < 4; j += 2) {
+      const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], to_grid)), hi = _mm256_cvtps_epi32(_mm256_mul_ps(v[j + 1], to_grid));
+      // packs works within 128-bit lanes: quadwords 0, 2, 1, 3 are the 16 values in order
+      __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+      if (order == Int16Order::quad_pairs) words = _mm256_shuffle_epi8(words, quad_pairs);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 8 * j), words);
+    }
+    const uint32_t unit_bits = (e - 140 + 127) << 23;
+    std::memcpy(&unit[b], &unit_bits, 4);
+  }
+  return true;
+}
+
+Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa) {
+  if (isa != CpuIsa::avx512f && isa != CpuIsa::avx2) return Int16Order::none;
+  if (layout == CpuLayout::mxfp4) return Int16Order::columns;
+  if (layout == CpuLayout::int4_vnni4) return Int16Order::quad_pairs;
+  return Int16Order::none;
+}
+
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
+                        uint64_t m, float* out) {
   switch (layout) {
-    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, nb0, nb1, xb, xf, m, out);
-    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, nb0, nb1, xb, xf, m, out);
-    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, nb0, nb1, xb, xf, m, out);
-    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, nb0, nb1, xb, xf, m, out);
-    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, nb0, nb1, xb, xf, m, out);
+    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
     case CpuLayout::int4_vnni4:
       // block_k = min(group size, 128) (checked by cpu_int4_groups_unfit before any call)
       switch (std::min<uint64_t>(g.k / g.groups, 128)) {
-        case 16: return run_blocks<Int4Vnni4Tiles<16>>(isa, g, nb0, nb1, xb, xf, m, out);
-        case 32: return run_blocks<Int4Vnni4Tiles<32>>(isa, g, nb0, nb1, xb, xf, m, out);
-        case 64: return run_blocks<Int4Vnni4Tiles<64>>(isa, g, nb0, nb1, xb, xf, m, out);
-        case 128: return run_blocks<Int4Vnni4Tiles<128>>(isa, g, nb0, nb1, xb, xf, m, out);
+        case 16: return run_blocks<Int4Vnni4Tiles<16>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+        case 32: return run_blocks<Int4Vnni4Tiles<32>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+        case 64: return run_blocks<Int4Vnni4Tiles<64>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+        case 128: return run_blocks<Int4Vnni4Tiles<128>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
       }
       throw_internal("packed_gemm_blocks: int4_vnni4 block_k");
   }

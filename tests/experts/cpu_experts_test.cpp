@@ -18,6 +18,7 @@
 #include "lib/core/codecs.h"
 #include "lib/core/error.h"
 #include "lib/experts/cpu_experts.h"
+#include "lib/experts/cpu_gemm.h"
 #include "packers/cpu_prepack_moe.h"
 #include "packers/cpu_sgl_int4.h"
 #include "packers/cpu_sgl_mxfp4.h"
@@ -355,6 +356,101 @@ TEST(CpuPackedGemm, Avx512fPrefillGivesTheAvx2Bytes) {
       const std::vector<uint16_t> x = bf16_activations(m, c.k, 100 + m);
       const std::vector<float> wide = gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, m, 2), narrow = gemm(c.layout, CpuIsa::avx2, p, c.n, c.k, x, m, 2);
       EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * 4)) << ::testing::PrintToString(c) << ", " << m << " tokens";
+    }
+  }
+}
+
+// The one-token decodes of MXFP4 and INT4 at AVX2 and AVX-512F read the activations as 16-bit
+// integers per block of 32 (cpu_gemm.h, Int16Rows), summed exactly in int32: the two levels give
+// the same bytes for every such layout and grouping.
+TEST(CpuPackedGemm, Int16OneTokenDecodesGiveTheSameBytesOnAvx2AndAvx512f) {
+  if (!cpu_supports(CpuIsa::avx512f)) GTEST_SKIP() << "avx512f does not run here: " << cpu_isa_unavailable(CpuIsa::avx512f);
+  int compared = 0;
+  for (const GemmCase& c : kGemmCases) {
+    if (cpu::int16_rows_order(c.layout, CpuIsa::avx2) == cpu::Int16Order::none) continue;
+    ASSERT_NE(cpu::int16_rows_order(c.layout, CpuIsa::avx512f), cpu::Int16Order::none) << ::testing::PrintToString(c);
+    const Packed p = make(c.layout, c.n, c.k, 9 + c.n + c.k, true, c.group);
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      const std::vector<uint16_t> x = bf16_activations(1, c.k, 200 + seed);
+      const std::vector<float> wide = gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, 1, 2), narrow = gemm(c.layout, CpuIsa::avx2, p, c.n, c.k, x, 1, 2);
+      EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * 4)) << ::testing::PrintToString(c) << ", seed " << seed;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 3 * 7) << "the MXFP4 and INT4 cases";
+}
+
+// A block's largest magnitude lands in 2^13..2^14 - 1 on a power-of-two unit; every value within
+// 2^6 of it is exact (8 significant bits), smaller ones are within half a unit; an all-zero
+// block is zeros; the quad order swaps each quad's middle two; a row with a block outside
+// 2^-60..2^61, or not finite, is refused (the FP32 kernels take it).
+TEST(Int16Rows, QuantizationIsExactNearEachBlocksLargestAndRefusesExtremeRows) {
+  if (!cpu_supports(CpuIsa::avx2)) GTEST_SKIP() << "avx2 does not run here: " << cpu_isa_unavailable(CpuIsa::avx2);
+  const uint64_t k = 128;
+  std::mt19937_64 rng(5);
+  std::vector<float> x(k);
+  for (uint64_t i = 0; i < k; ++i) {
+    // magnitudes spread over 2^-12..2^8 (block 1 all zero), BF16 values as the kernels' rows are
+    const float v = std::ldexp(1.0f + static_cast<float>(rng() % 128) / 128.0f, static_cast<int>(rng() % 21) - 12) * (rng() % 2 ? -1.0f : 1.0f);
+    x[i] = i / 32 == 1 ? 0.0f : bf16_to_float(float_to_bf16(v));
+  }
+  std::vector<int16_t> q(k), q_quads(k);
+  std::vector<float> unit(k / 32), unit_quads(k / 32);
+  ASSERT_TRUE(cpu::quantize_int16_row(x.data(), k, cpu::Int16Order::columns, q.data(), unit.data()));
+  ASSERT_TRUE(cpu::quantize_int16_row(x.data(), k, cpu::Int16Order::quad_pairs, q_quads.data(), unit_quads.data()));
+  int exact = 0, rounded = 0;
+  for (uint64_t b = 0; b < k / 32; ++b) {
+    EXPECT_EQ(unit[b], unit_quads[b]);
+    float largest = 0;
+    for (uint64_t i = 32 * b; i < 32 * b + 32; ++i) largest = std::max(largest, std::fabs(x[i]));
+    int16_t top = 0;
+    for (uint64_t i = 32 * b; i < 32 * b + 32; ++i) {
+      const double back = static_cast<double>(q[i]) * unit[b];
+      if (largest == 0) {
+        EXPECT_EQ(q[i], 0);
+        continue;
+      }
+      top = std::max<int16_t>(top, static_cast<int16_t>(std::abs(q[i])));
+      if (std::fabs(x[i]) >= std::ldexp(std::exp2(std::floor(std::log2(largest))), -6)) {
+        EXPECT_EQ(back, static_cast<double>(x[i])) << "column " << i;
+        ++exact;
+      } else {
+        EXPECT_LE(std::fabs(back - x[i]), 0.5 * unit[b]) << "column " << i;
+        ++rounded;
+      }
+      const uint64_t j = i - i % 4 + (i % 4 == 1 ? 2 : i % 4 == 2 ? 1 : i % 4);  // quad_pairs: (0, 2, 1, 3)
+      EXPECT_EQ(q_quads[j], q[i]) << "column " << i;
+    }
+    if (largest == 0) continue;
+    EXPECT_GE(top, 1 << 13) << "block " << b;
+    EXPECT_LT(top, 1 << 14) << "block " << b;
+    int e = 0;
+    EXPECT_EQ(std::frexp(unit[b], &e), 0.5f) << "a power of two";
+  }
+  EXPECT_GT(exact, 20);
+  EXPECT_GT(rounded, 20);
+  for (float extreme : {0x1p61f, INFINITY, NAN}) {
+    std::vector<float> y = x;
+    y[100] = extreme;
+    EXPECT_FALSE(cpu::quantize_int16_row(y.data(), k, cpu::Int16Order::columns, q.data(), unit.data())) << extreme;
+  }
+  std::vector<float> tiny = x;  // block 3's largest below 2^-60
+  for (uint64_t i = 96; i < 128; ++i) tiny[i] = std::ldexp(x[i], -70);
+  EXPECT_FALSE(cpu::quantize_int16_row(tiny.data(), k, cpu::Int16Order::columns, q.data(), unit.data()));
+}
+
+// Rows the int16 decodes refuse (activations near 2^-70 or 2^70) run the FP32 kernels and still
+// match the definition, on every level; so do rows at the edges of the accepted range.
+TEST_P(CpuIsaLevel, OneTokenActivationsOutsideTheInt16RangeMatchTheDefinition) {
+  const CpuIsa isa = GetParam();
+  SKIP_UNLESS_SUPPORTED(isa);
+  for (const GemmCase& c : {GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 64, 192, 64}}) {
+    const Packed p = make(c.layout, c.n, c.k, 3 + c.n, false, c.group);
+    for (int shift : {-70, -58, 0, 58, 70}) {
+      std::vector<uint16_t> x = bf16_activations(1, c.k, 40);
+      for (auto& v : x) v = float_to_bf16(std::ldexp(bf16_to_float(v), shift));
+      const Reference ref = reference(p, c.n, c.k, x, 1);
+      EXPECT_EQ(ref.outside_tolerance(gemm(c.layout, isa, p, c.n, c.k, x, 1, 1)), 0u) << ::testing::PrintToString(c) << ", activations times 2^" << shift;
     }
   }
 }
