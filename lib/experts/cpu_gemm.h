@@ -58,7 +58,7 @@ struct Gemm {
 
 // Activation rows as 16-bit integers, x ≈ q · unit per block of 32 columns, for the one-token
 // decodes of the AVX2 and AVX-512F levels on layouts whose weights are small integers (MXFP4's
-// E2M1 values doubled, -12..12; INT4's codes 0..15 and zero points 0..16): pmaddwd multiplies
+// E2M1 values doubled, -12..12; INT4's codes 0..15 and zero points 0..16; INT8): pmaddwd multiplies
 // such words exactly and sums them in int32, which takes a third to a half of the instructions
 // of widening every weight to FP32 for an FMA. Those
 // decodes are bound by instructions, not bytes (Zen 5, one core, weights in L2: AVX2 MXFP4 11.5
@@ -73,7 +73,7 @@ struct Gemm {
 // 2^-60..2^61 (or not finite), where units and products could leave FP32's normal range.
 inline constexpr uint64_t kInt16Block = 32;
 // The order of q within a row: columns in order (MXFP4's steps read column pairs), or each quad
-// of columns 4s..4s+3 as (4s, 4s + 2, 4s + 1, 4s + 3) (INT4's VNNI-4 steps read a row's even and
+// of columns 4s..4s+3 as (4s, 4s + 2, 4s + 1, 4s + 3) (the VNNI-4 steps of INT4 and INT8 read a row's even and
 // odd columns from different words, so each pair is one 32-bit broadcast).
 enum class Int16Order { none, columns, quad_pairs };
 struct Int16Rows {
@@ -847,7 +847,7 @@ concept HasAvx2OneTokenInt16 = requires(const T& t, const int16_t* q, const floa
 template <class T>
 MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
   if (m >= avx2_panel_min_tokens<T>()) return avx2_block_panels<T>(g, nb, x, m, out);
-  if constexpr (HasAvx2OneToken<T>) {
+  if constexpr (HasAvx2OneToken<T> || HasAvx2OneTokenInt16<T>) {
     const T t(g, nb);
     bool done = true;
     for (uint64_t i = 0; i < m && done; ++i) {
@@ -857,7 +857,8 @@ MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const I
           t.avx2_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, o);
           continue;
         }
-      done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, o);
+      if constexpr (HasAvx2OneToken<T>) done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, o);
+      else done = false;  // the generic kernel below writes every row
     }
     if (done) return;
   }

@@ -360,7 +360,7 @@ TEST(CpuPackedGemm, Avx512fPrefillGivesTheAvx2Bytes) {
   }
 }
 
-// The one-token decodes of MXFP4 and INT4 at AVX2 and AVX-512F read the activations as 16-bit
+// The one-token decodes of MXFP4, INT4 and INT8 at AVX2 and AVX-512F read the activations as 16-bit
 // integers per block of 32 (cpu_gemm.h, Int16Rows), summed exactly in int32: the two levels give
 // the same bytes for every such layout and grouping.
 TEST(CpuPackedGemm, Int16OneTokenDecodesGiveTheSameBytesOnAvx2AndAvx512f) {
@@ -377,7 +377,7 @@ TEST(CpuPackedGemm, Int16OneTokenDecodesGiveTheSameBytesOnAvx2AndAvx512f) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 3 * 7) << "the MXFP4 and INT4 cases";
+  EXPECT_EQ(compared, 3 * 9) << "the MXFP4, INT4 and INT8 cases";
 }
 
 // A block's largest magnitude lands in 2^13..2^14 - 1 on a power-of-two unit; every value within
@@ -444,7 +444,8 @@ TEST(Int16Rows, QuantizationIsExactNearEachBlocksLargestAndRefusesExtremeRows) {
 TEST_P(CpuIsaLevel, OneTokenActivationsOutsideTheInt16RangeMatchTheDefinition) {
   const CpuIsa isa = GetParam();
   SKIP_UNLESS_SUPPORTED(isa);
-  for (const GemmCase& c : {GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 64, 192, 64}}) {
+  for (const GemmCase& c : {GemmCase{CpuLayout::mxfp4, 96, 416}, GemmCase{CpuLayout::int4_vnni4, 96, 416, 32}, GemmCase{CpuLayout::int4_vnni4, 64, 192, 64},
+                            GemmCase{CpuLayout::int8_vnni4, 96, 416}}) {
     const Packed p = make(c.layout, c.n, c.k, 3 + c.n, false, c.group);
     for (int shift : {-70, -58, 0, 58, 70}) {
       std::vector<uint16_t> x = bf16_activations(1, c.k, 40);
