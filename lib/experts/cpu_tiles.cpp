@@ -534,10 +534,11 @@ struct Fp8BlockTiles {
   // The NaN code (0x7F, 0xFF) would decode to 480: a block that holds one is run again by the
   // generic kernel, which decodes it as NaN. Returns false then.
   MOEPACK_AVX2_INLINE bool avx2_one_token(const float* x, uint64_t steps, float* out) const {
-    const __m256i zero = _mm256_setzero_si256(), sign = _mm256_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm256_set1_epi16(0x07F0);
-    const __m256i seven_bits = _mm256_set1_epi8(0x7F);
+    const __m256i zero = _mm256_setzero_si256(), sign_and_magnitude = _mm256_set1_epi16(static_cast<short>(0x87F0));
     const __m256 two_to_120 = _mm256_set1_ps(0x1p120f);
-    __m256i nan_codes = zero;
+    // The NaN codes are the largest byte as signed (0x7F) and as unsigned (0xFF): two running
+    // maxima find them, checked once at the end.
+    __m256i signed_max = _mm256_set1_epi8(-128), unsigned_max = zero;
     __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows [0-3|8-11], [4-7|12-15], +16
     for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
       const uint64_t g1 = std::min(steps, g0 + kGroupSteps);
@@ -549,10 +550,13 @@ struct Fp8BlockTiles {
         const __m256 xv = _mm256_castpd_ps(_mm256_set1_pd(pair));
         for (int half = 0; half < 2; ++half) {
           const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + st * 2 * kBlockRows + 32 * half));
-          nan_codes = _mm256_or_si256(nan_codes, _mm256_cmpeq_epi8(_mm256_and_si256(bytes, seven_bits), seven_bits));
+          signed_max = _mm256_max_epi8(signed_max, bytes);
+          unsigned_max = _mm256_max_epu8(unsigned_max, bytes);
           for (int p = 0; p < 2; ++p) {
             const __m256i words = p ? _mm256_unpackhi_epi8(zero, bytes) : _mm256_unpacklo_epi8(zero, bytes);
-            const __m256i bf16 = _mm256_or_si256(_mm256_and_si256(words, sign), _mm256_and_si256(_mm256_srli_epi16(words, 4), magnitude));
+            // The byte in a word's high half shifted right by 4 with its sign copied: the sign
+            // stays at bit 15, the magnitude moves to bits 4-10; the sign's copies are masked off.
+            const __m256i bf16 = _mm256_and_si256(_mm256_srai_epi16(words, 4), sign_and_magnitude);
             for (int q = 0; q < 2; ++q) {
               const __m256i bits = q ? _mm256_unpackhi_epi16(zero, bf16) : _mm256_unpacklo_epi16(zero, bf16);
               const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), two_to_120);
@@ -564,6 +568,7 @@ struct Fp8BlockTiles {
       const __m256 sc = _mm256_set1_ps(scales[g0 / kGroupSteps]);
       for (int j = 0; j < 4; ++j) total[j] = _mm256_fmadd_ps(_mm256_hadd_ps(acc[2 * j], acc[2 * j + 1]), sc, total[j]);
     }
+    const __m256i nan_codes = _mm256_or_si256(_mm256_cmpeq_epi8(signed_max, _mm256_set1_epi8(0x7F)), _mm256_cmpeq_epi8(unsigned_max, _mm256_set1_epi8(-1)));
     if (!_mm256_testz_si256(nan_codes, nan_codes)) return false;
     for (int half = 0; half < 2; ++half) {
       _mm256_storeu_ps(out + 16 * half, _mm256_permute2f128_ps(total[2 * half], total[2 * half + 1], 0x20));
@@ -581,10 +586,11 @@ struct Fp8BlockTiles {
   // leave the block to the AVX2 kernels, as there.
   MOEPACK_AVX512F_INLINE bool avx512f_one_token(const float* x, uint64_t steps, float* out) const {
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
-    const __m512i seven_bits = _mm512_set1_epi16(0x7F), sign = _mm512_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm512_set1_epi16(0x07F0);
+    const __m512i sign_and_magnitude = _mm512_set1_epi16(static_cast<short>(0x87F0));
     const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     const __m512 two_to_120 = _mm512_set1_ps(0x1p120f);
-    __mmask32 nan_codes = 0;
+    // NaN codes (0x7F, 0xFF): the largest byte as signed and as unsigned, as in the AVX2 decode.
+    __m256i signed_max = _mm256_set1_epi8(-128), unsigned_max = _mm256_setzero_si256();
     __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
     for (uint64_t g0 = 0; g0 < steps; g0 += kGroupSteps) {
       const uint64_t g1 = std::min(steps, g0 + kGroupSteps);
@@ -598,9 +604,11 @@ struct Fp8BlockTiles {
           _mm_prefetch(reinterpret_cast<const char*>(bytes + kPrefetchBytes), _MM_HINT_T0);
           const __m512 x0 = _mm512_set1_ps(x[2 * step]), x1 = _mm512_set1_ps(x[2 * step + 1]);
           for (int half = 0; half < 2; ++half) {
-            const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32 * half)));
-            nan_codes |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(wide, seven_bits), seven_bits);
-            const __m512i bf16 = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(wide, 8), sign), _mm512_and_si512(_mm512_slli_epi16(wide, 4), magnitude));
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32 * half));
+            signed_max = _mm256_max_epi8(signed_max, raw);
+            unsigned_max = _mm256_max_epu8(unsigned_max, raw);
+            // each byte to a word's high half, then shifted right by 4 with its sign copied
+            const __m512i bf16 = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(_mm512_cvtepu8_epi16(raw), 8), 4), sign_and_magnitude);
             const __m512 even = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(bf16, 16)), two_to_120);
             const __m512 odd = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(bf16, high_word)), two_to_120);
             __m512* a = acc[bank][half];
@@ -615,7 +623,8 @@ struct Fp8BlockTiles {
         total[half] = _mm512_fmadd_ps(sum, sc, total[half]);
       }
     }
-    if (nan_codes) return false;
+    const __m256i nan_codes = _mm256_or_si256(_mm256_cmpeq_epi8(signed_max, _mm256_set1_epi8(0x7F)), _mm256_cmpeq_epi8(unsigned_max, _mm256_set1_epi8(-1)));
+    if (!_mm256_testz_si256(nan_codes, nan_codes)) return false;
     _mm512_storeu_ps(out, total[0]);
     _mm512_storeu_ps(out + 16, total[1]);
     return true;
