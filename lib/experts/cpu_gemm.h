@@ -81,7 +81,16 @@ struct Int16Rows {
   const float* unit = nullptr;  // [m][k / kInt16Block]
   const uint8_t* ok = nullptr;  // [m]
   Int16Rows from_row(uint64_t row, uint64_t k) const { return {q + row * k, unit + row * (k / kInt16Block), ok + row}; }
+  bool all_ok(uint64_t m) const { return std::all_of(ok, ok + m, [](uint8_t each) { return each != 0; }); }
 };
+// Up to how many tokens a block runs the one-token int16 decode once per token (the block's
+// bytes read again from L1 or L2) rather than the FP32 panels: one core, a 1440 x 2880
+// projection, Zen 5, MXFP4 / INT8 / INT4 in microseconds, panels -> int16 per token:
+//   AVX2     4 tokens 723 -> 432, 570 -> 380, 894 -> 416; 8 tokens 1226 -> 905, 1136 -> 837,
+//            1340 -> 897; 12 and 16 tokens about even
+//   AVX-512F 4 tokens 306 -> 251, 333 -> 284, 395 -> 285; 5 about even; 6 tokens 374 -> 558,
+//            404 -> 432, 582 -> 667 (its 16-lane panels amortize the decode sooner)
+inline constexpr uint64_t kAvx2Int16MaxTokens = 8, kAvx512fInt16MaxTokens = 4;
 // Quantizes one row of k floats (k a multiple of 32; BF16 values, as the kernels' activations
 // are) into q [k] and unit [k / 32]; false, leaving them unspecified, when the row is left to the
 // FP32 kernels. Needs AVX2 (the levels that read these rows have it).
@@ -828,7 +837,8 @@ concept HasAvx2OneToken = requires(const T& t, const float* x, uint64_t steps, f
   { t.avx2_one_token(x, steps, out) } -> std::same_as<bool>;
 };
 
-// Where a layout has that decode, a block of two tokens runs it once per token instead of through
+// Where a layout has that decode (FP8; and MXFP4 and INT4 when the int16 decode below does not
+// take the rows), a block of two tokens runs it once per token instead of through
 // the panels: the second pass reads the block (32 rows, at most 128 KiB) from L2, while the
 // panels' f32 decode and stores cost more than that at two tokens on 8 lanes. Measured on Zen 5
 // (8 tokens over 32 experts, mostly one or two a block): MXFP4 28.1 -> 20.4 ms, INT4 12.1 -> 8.3
@@ -846,6 +856,12 @@ concept HasAvx2OneTokenInt16 = requires(const T& t, const int16_t* q, const floa
 
 template <class T>
 MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
+  if constexpr (HasAvx2OneTokenInt16<T>)
+    if (m <= kAvx2Int16MaxTokens && xq && xq->all_ok(m)) {
+      const T t(g, nb);
+      for (uint64_t i = 0; i < m; ++i) t.avx2_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+      return;
+    }
   if (m >= avx2_panel_min_tokens<T>()) return avx2_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx2OneToken<T> || HasAvx2OneTokenInt16<T>) {
     const T t(g, nb);
@@ -1018,9 +1034,13 @@ concept HasAvx512fOneTokenInt16 = requires(const T& t, const int16_t* q, const f
 
 template <class T>
 MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
-  if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx512fOneTokenInt16<T>)
-    if (m == 1 && xq && xq->ok[0]) return T(g, nb).avx512f_one_token_int16(xq->q, xq->unit, g.k / T::kStepK, out + nb * kBlockRows);
+    if (m <= kAvx512fInt16MaxTokens && xq && xq->all_ok(m)) {
+      const T t(g, nb);
+      for (uint64_t i = 0; i < m; ++i) t.avx512f_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+      return;
+    }
+  if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx512fOneToken<T>)
     if (m == 1 && T(g, nb).avx512f_one_token(x, g.k / T::kStepK, out + nb * kBlockRows)) return;
   avx2_block<T>(g, nb, x, xq, m, out);
