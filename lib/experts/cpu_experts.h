@@ -26,10 +26,11 @@
 // kernel folds the block scale into the weights rounded to BF16, and its INT8 W8A8 and INT4
 // W4A16 kernels quantize activations per token to int8 and uint8 (these kernels keep BF16 activations instead, the
 // same precision as every other layout, so one tolerance serves them all). The one exception is
-// the one-token decode of MXFP4, INT4 and INT8 on the AVX2 and AVX-512F levels: it reads the BF16
-// activations as 16-bit integers per block of 32 columns (lib/experts/cpu_gemm.h, Int16Rows),
-// exact within 2^6 of each block's largest value and within 2^-14 of it below, because integer
-// products summed exactly cost half the instructions of FP32 weights there.
+// the few-token decode of MXFP4, INT4 and INT8 on the AVX2 and AVX-512F levels (up to 8 and 4
+// tokens per expert): it reads the BF16 activations as 16-bit integers per block of 32 columns
+// (lib/experts/cpu_gemm.h, Int16Rows), exact within 2^6 of each block's largest value and within
+// 2^-14 of it below, because integer products summed exactly cost half the instructions of FP32
+// weights there.
 //
 // Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
 // steps, 16 of them at a time, as the B operand of `tdpbf16ps` tiles; the BF16 AMX prepack is
