@@ -213,7 +213,7 @@ void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint6
   std::vector<int16_t> q;
   std::vector<float> unit;
   std::vector<uint8_t> ok;
-  if (const cpu::Int16Order order = cpu::int16_rows_order(layout, isa); order != cpu::Int16Order::none) {
+  if (const cpu::Int16Order order = cpu::int16_rows_order(layout, isa); order != cpu::Int16Order::none && m <= cpu::int16_max_tokens(isa)) {
     q.resize(static_cast<size_t>(m * k));
     unit.resize(static_cast<size_t>(m * (k / cpu::kInt16Block)));
     ok.resize(static_cast<size_t>(m));
@@ -349,6 +349,12 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
   };
   // The expert of each row, for its biases.
   auto expert_of_row = [&](uint64_t r) { return experts[held[static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1)]]; };
+  // Only the rows of experts with few enough tokens for the int16 decodes are quantized (the
+  // others run the FP32 panels).
+  auto int16_row = [&](uint64_t r) {
+    const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1);
+    return int16 && first[i + 1] - first[i] <= cpu::int16_max_tokens(isa);
+  };
 
   auto body = [&] {
     // x rows of every (token, expert) pair, zero-padded to Hp, in BF16 (and widened back).
@@ -357,7 +363,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
       std::copy_n(x.data() + row_token[r] * hidden, hidden, row);
       std::fill(row + hidden, row + Hp, 0.0f);
       to_bf16(isa, row, xb.data() + r * Hp, floats ? row : nullptr, Hp);
-      if (int16) ws.x_ok[r] = cpu::quantize_int16_row(row, Hp, int16_order, ws.x_q.data() + r * Hp, ws.x_unit.data() + r * (Hp / cpu::kInt16Block));
+      if (int16) ws.x_ok[r] = int16_row(r) && cpu::quantize_int16_row(row, Hp, int16_order, ws.x_q.data() + r * Hp, ws.x_unit.data() + r * (Hp / cpu::kInt16Block));
     });
     stage(n13, Hp, true, xb.data(), floats ? y.data() : nullptr, int16 ? &x_rows : nullptr, h.data());
     per_row(R, [&](uint64_t r) {
@@ -374,7 +380,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
         ar[j] = activation_value(act, g, u);
       }
       to_bf16(isa, ar, ab.data() + r * P, floats ? ar : nullptr, P);
-      if (int16) ws.act_ok[r] = cpu::quantize_int16_row(ar, P, int16_order, ws.act_q.data() + r * P, ws.act_unit.data() + r * (P / cpu::kInt16Block));
+      if (int16) ws.act_ok[r] = int16_row(r) && cpu::quantize_int16_row(ar, P, int16_order, ws.act_q.data() + r * P, ws.act_unit.data() + r * (P / cpu::kInt16Block));
     });
     stage(Hp, P, false, ab.data(), floats ? a.data() : nullptr, int16 ? &act_rows : nullptr, y.data());
     // Each token adds its experts' outputs, weighted, in expert order.

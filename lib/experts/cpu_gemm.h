@@ -18,6 +18,8 @@
 //                 T::avx512f_one_token where a layout has it, else by the AVX2 kernels
 //   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
 //                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
+//   int16         optionally avx2_one_token_int16 and avx512f_one_token_int16: a few tokens,
+//                 one at a time, from activations quantized per block (Int16Rows, below)
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
 //   look-ahead    optionally prefetch(step): the line(s) of a step, fetched ahead by the
 //                 decode loops (kStepBytes per step); MXFP4 also prescale_is_exact,
@@ -56,13 +58,13 @@ struct Gemm {
   uint64_t groups = 0;
 };
 
-// Activation rows as 16-bit integers, x ≈ q · unit per block of 32 columns, for the one-token
+// Activation rows as 16-bit integers, x ≈ q · unit per block of 32 columns, for the few-token
 // decodes of the AVX2 and AVX-512F levels on layouts whose weights are small integers (MXFP4's
-// E2M1 values doubled, -12..12; INT4's codes 0..15 and zero points 0..16; INT8): pmaddwd multiplies
-// such words exactly and sums them in int32, which takes a third to a half of the instructions
-// of widening every weight to FP32 for an FMA. Those
-// decodes are bound by instructions, not bytes (Zen 5, one core, weights in L2: AVX2 MXFP4 11.5
-// GB/s, AVX-512F 22 GB/s, the same as from memory), so the instructions are the rate.
+// E2M1 values doubled, -12..12; INT4's codes 0..15 and zero points 0..16; INT8): pmaddwd
+// multiplies such words exactly and sums them in int32, which takes a third to a half of the
+// instructions of widening every weight to FP32 for an FMA. Those decodes are bound by
+// instructions, not bytes (Zen 5, one core, MXFP4 with FP32 weights: AVX2 11.5 GB/s and
+// AVX-512F 22 GB/s from L2, the same as from memory), so the instructions are the rate.
 //   The unit is the power of two that puts the block's largest magnitude at 2^13..2^14 - 1, so
 // every value within 2^6 of it keeps its 8 BF16 significant bits exactly, and smaller ones are
 // rounded to the block's grid (an error below 2^-14 of the block's largest, under the BF16
@@ -91,11 +93,12 @@ struct Int16Rows {
 //   AVX-512F 4 tokens 306 -> 251, 333 -> 284, 395 -> 285; 5 about even; 6 tokens 374 -> 558,
 //            404 -> 432, 582 -> 667 (its 16-lane panels amortize the decode sooner)
 inline constexpr uint64_t kAvx2Int16MaxTokens = 8, kAvx512fInt16MaxTokens = 4;
+inline constexpr uint64_t int16_max_tokens(CpuIsa isa) { return isa == CpuIsa::avx2 ? kAvx2Int16MaxTokens : isa == CpuIsa::avx512f ? kAvx512fInt16MaxTokens : 0; }
 // Quantizes one row of k floats (k a multiple of 32; BF16 values, as the kernels' activations
 // are) into q [k] and unit [k / 32]; false, leaving them unspecified, when the row is left to the
 // FP32 kernels. Needs AVX2 (the levels that read these rows have it).
 bool quantize_int16_row(const float* x, uint64_t k, Int16Order order, int16_t* q, float* unit);
-// The order in which the level's kernels read Int16Rows for the layout (its one-token decode at
+// The order in which the level's kernels read Int16Rows for the layout (its few-token decode at
 // AVX2 and AVX-512F), or none when they read none: the caller quantizes the rows to it.
 Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa);
 
@@ -1025,8 +1028,9 @@ concept HasAvx512fOneToken = requires(const T& t, const float* x, uint64_t steps
   { t.avx512f_one_token(x, steps, out) } -> std::same_as<bool>;
 };
 
-// Several tokens run the panels; one token the layout's 16-lane decode where it has one (and
-// takes the block), else the AVX2 kernels.
+// Up to kAvx512fInt16MaxTokens tokens run the layout's int16 decode once per token where it has
+// one (and the rows are quantized); more run the panels; else one token the layout's 16-lane
+// FP32 decode where it has one (and takes the block), else the AVX2 kernels.
 template <class T>
 concept HasAvx512fOneTokenInt16 = requires(const T& t, const int16_t* q, const float* unit, uint64_t steps, float* out) {
   { t.avx512f_one_token_int16(q, unit, steps, out) };
@@ -1068,8 +1072,8 @@ void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float*
 
 // Row blocks [nb0, nb1) of out [m, g.n], in the calling thread, for activations given as BF16
 // bits (`xb`, read by the AVX-512 kernels), as the same values in floats (`xf`, read by the
-// others; may be null on AVX-512) and, where reads_int16_rows, as Int16Rows (`xq`; null: the
-// FP32 kernels run). Defined in cpu_tiles.cpp.
+// others; may be null on AVX-512) and, where int16_rows_order names an order, as Int16Rows
+// (`xq`; null: the FP32 kernels run). Defined in cpu_tiles.cpp.
 void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
                         uint64_t m, float* out);
 
