@@ -247,7 +247,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
     throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels: " + cpu_isa_unavailable(options.isa));
   const CpuIsa isa = options.isa;
   const bool floats = !reads_bf16(isa);  // the AVX2 and portable kernels read floats
-  const cpu::Int16Order int16_order = cpu::int16_rows_order(layout, isa);  // and their one-token decodes, of some layouts, int16 rows
+  const cpu::Int16Order int16_order = cpu::int16_rows_order(layout, isa);  // and their few-token decodes, of some layouts, int16 rows
   const bool int16 = int16_order != cpu::Int16Order::none;
 
   CpuExpertsWorkspace local;
@@ -347,13 +347,14 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
       }
     });
   };
-  // The expert of each row, for its biases.
-  auto expert_of_row = [&](uint64_t r) { return experts[held[static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1)]]; };
+  // The index in `held` of each row's expert; the expert itself, for its biases.
+  auto held_index_of_row = [&](uint64_t r) { return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1); };
+  auto expert_of_row = [&](uint64_t r) { return experts[held[held_index_of_row(r)]]; };
   // Only the rows of experts with few enough tokens for the int16 decodes are quantized (the
   // others run the FP32 panels).
   auto int16_row = [&](uint64_t r) {
-    const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1);
-    return int16 && first[i + 1] - first[i] <= cpu::int16_max_tokens(isa);
+    const size_t i = held_index_of_row(r);
+    return first[i + 1] - first[i] <= cpu::int16_max_tokens(isa);
   };
 
   auto body = [&] {

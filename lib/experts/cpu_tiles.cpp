@@ -934,7 +934,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
   MOEPACK_AVX512F_INLINE __m512 scale16(uint64_t sub_block, int h) const { return _mm512_loadu_ps(s + group_of(sub_block) * kBlockRows + 16 * h); }
 
   // One token from Int16Rows (cpu_gemm.h; each quad as columns 4s, 4s + 2, 4s + 1, 4s + 3), on
-  // AVX2 and, with `Wide`, AVX-512F: the codes are multiplied in place, never widened. A 32-bit
+  // AVX2 and AVX-512F: the codes are multiplied in place, never widened. A 32-bit
   // lane of a step's bytes is one byte row c: its low nibbles are row A's four columns, its high
   // nibbles row B's (A, B = c, c + 8 for c < 8, else c + 8, c + 16). Masked to 0x000F per word,
   // the lane holds A's columns (4s, 4s + 2) as words; masked to 0x0F00, A's (4s + 1, 4s + 3)
