@@ -59,8 +59,11 @@ int run_bench(BenchCliOptions& o) {
     std::cout << safe_json_text(report::bench_json(r)) << std::endl;
     return 0;
   }
-  std::printf("machine  %s, %d threads (%d CPUs allowed), %s kernels; stream read %.1f GB/s\n", r.cpu.c_str(), r.threads, r.allowed_cpus, r.isa.c_str(),
-              r.stream_read_gbps);
+  std::string choices;
+  for (const std::string& c : r.kernel_choices) choices += (choices.empty() ? " (" : ", ") + c;
+  if (!choices.empty()) choices += ")";
+  std::printf("machine  %s, %d threads (%d CPUs allowed), %s kernels%s; stream read %.1f GB/s\n", r.cpu.c_str(), r.threads, r.allowed_cpus, r.isa.c_str(),
+              choices.c_str(), r.stream_read_gbps);
   if (r.onednn.peer_gflops())
     std::printf("oneDNN   %s, %llu x %llu -> %llu and %llu x %llu -> %llu: f32 %s, bf16 %s GFLOP/s (peer: %s)\n", r.onednn_isa.c_str(), static_cast<unsigned long long>(r.onednn_rows),
                 static_cast<unsigned long long>(r.padded_hidden_size), static_cast<unsigned long long>(r.w13_rows), static_cast<unsigned long long>(r.onednn_rows),

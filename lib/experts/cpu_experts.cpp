@@ -176,6 +176,64 @@ CpuIsa best_cpu_isa() {
   return isa;
 }
 
+namespace {
+
+// VNNI at the level's width: AVX-VNNI (VEX vpdpwssd on ymm) for the AVX2 kernels, AVX512_VNNI
+// for the 512-bit ones (the BF16 levels' int16 decodes are the AVX-512F kernels).
+bool has_vnni(CpuIsa isa) {
+  __builtin_cpu_init();
+  if (isa == CpuIsa::avx2) return __builtin_cpu_supports("avxvnni");
+  return isa != CpuIsa::scalar && __builtin_cpu_supports("avx512vnni");
+}
+
+// MOEPACK_CPU_<name>=0|1, or `otherwise` when unset or empty.
+bool switch_from_environment(const char* name, bool otherwise) {
+  const std::string variable = std::string("MOEPACK_CPU_") + name;
+  const char* value = std::getenv(variable.c_str());
+  if (!value || !*value) return otherwise;
+  if (std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw Error(ErrorKind::usage, variable + "=" + value + " is neither 0 nor 1");
+}
+
+// This CPU's choice at the level with the environment's overrides (not yet checked against the CPU).
+CpuKernelChoice asked_kernel_choice(CpuIsa isa) {
+  __builtin_cpu_init();
+  CpuKernelChoice choice;
+  choice.vnni = switch_from_environment("VNNI", has_vnni(isa));
+  choice.avx512f_for_bf16 = switch_from_environment("AVX512F_FOR_BF16", reads_bf16(isa) && __builtin_cpu_is("intel"));
+  return choice;
+}
+
+}  // namespace
+
+CpuKernelChoice cpu_kernel_choice(CpuIsa isa) {
+  // Asked by every layer call: the process's answers, worked out once per level.
+  static const auto asked = [] {
+    std::array<CpuKernelChoice, std::size(kCpuIsas)> each{};
+    for (CpuIsa level : kCpuIsas) each[static_cast<size_t>(level)] = asked_kernel_choice(level);
+    return each;
+  }();
+  const CpuKernelChoice choice = asked.at(static_cast<size_t>(isa));
+  if (const std::string why = cpu_kernel_choice_unavailable(isa, choice); !why.empty()) throw Error(ErrorKind::usage, why);
+  return choice;
+}
+
+std::string cpu_kernel_choice_unavailable(CpuIsa isa, const CpuKernelChoice& choice) {
+  if (choice.vnni && (isa == CpuIsa::scalar || !has_vnni(isa)))
+    return "the " + std::string(cpu_isa_name(isa)) + " kernels cannot use VNNI here: " +
+           (isa == CpuIsa::scalar ? "the portable kernels have none" : isa == CpuIsa::avx2 ? "the CPU has no AVX-VNNI" : "the CPU has no AVX512_VNNI");
+  return {};
+}
+
+std::vector<std::string> cpu_kernel_choice_names(CpuIsa isa, const CpuKernelChoice& choice) {
+  std::vector<std::string> names;
+  const bool stands_in = cpu::avx512f_stands_in(isa, choice);
+  if (choice.vnni && (isa == CpuIsa::avx2 || isa == CpuIsa::avx512f || stands_in)) names.push_back("vnni");
+  if (stands_in) names.push_back("avx512f_for_bf16");
+  return names;
+}
+
 bool cpu_layout_fits(CpuLayout, uint64_t n, uint64_t k) { return n > 0 && k > 0 && n % cpu::kBlockRows == 0 && k % 32 == 0; }
 
 std::string cpu_int4_groups_unfit(uint64_t k, uint64_t groups) {
@@ -200,20 +258,30 @@ void check_projection(CpuLayout layout, const CpuProjection& p, uint64_t n, uint
   if (!p.zeros) throw Error(ErrorKind::bad_input, what() + ": the int4_vnni4 kernels need the zero points");
 }
 
+// The kernel choice to run at the level (the CPU's own when not given), or Error(usage) where
+// this CPU cannot run the level or the choice.
+CpuKernelChoice checked_choice(CpuIsa isa, const std::optional<CpuKernelChoice>& given) {
+  if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels: " + cpu_isa_unavailable(isa));
+  const CpuKernelChoice choice = given ? *given : cpu_kernel_choice(isa);
+  if (const std::string why = cpu_kernel_choice_unavailable(isa, choice); !why.empty()) throw Error(ErrorKind::usage, why);
+  return choice;
+}
+
 }  // namespace
 
-void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out) {
+void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out,
+                     std::optional<CpuKernelChoice> kernels) {
   check_projection(layout, w, n, k, [] { return std::string("cpu_packed_gemm"); });
-  if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels: " + cpu_isa_unavailable(isa));
+  const CpuKernelChoice choice = checked_choice(isa, kernels);
   std::vector<float> xf;
-  if (!reads_bf16(isa)) {
+  if (cpu::reads_floats(isa, choice)) {
     xf.resize(static_cast<size_t>(m * k));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(x_bf16[i]);
   }
   std::vector<int16_t> q;
   std::vector<float> unit;
   std::vector<uint8_t> ok;
-  if (const cpu::Int16Order order = cpu::int16_rows_order(layout, isa); order != cpu::Int16Order::none && m <= cpu::int16_max_tokens(isa)) {
+  if (const cpu::Int16Order order = cpu::int16_rows_order(layout, isa, choice); order != cpu::Int16Order::none && m <= cpu::int16_max_tokens(isa, choice)) {
     q.resize(static_cast<size_t>(m * k));
     unit.resize(static_cast<size_t>(m * (k / cpu::kInt16Block)));
     ok.resize(static_cast<size_t>(m));
@@ -222,7 +290,7 @@ void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint6
   const cpu::Int16Rows xq{q.data(), unit.data(), ok.data()};
   const cpu::Gemm g{w.weight, w.scale, n, k, w.zeros, w.groups};
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n / cpu::kBlockRows), [&](const tbb::blocked_range<uint64_t>& r) {
-    cpu::packed_gemm_blocks(layout, isa, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), ok.empty() ? nullptr : &xq, m, out);
+    cpu::packed_gemm_blocks(layout, isa, choice, g, r.begin(), r.end(), x_bf16, xf.empty() ? nullptr : xf.data(), ok.empty() ? nullptr : &xq, m, out);
   });
   if (w.bias)
     for (uint64_t i = 0; i < m; ++i)
@@ -243,11 +311,10 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
       check_projection(layout, experts[e]->w13, n13, Hp, [&] { return "expert " + std::to_string(e) + " w13"; });
       check_projection(layout, experts[e]->w2, Hp, P, [&] { return "expert " + std::to_string(e) + " w2"; });
     }
-  if (!cpu_supports(options.isa))
-    throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(options.isa)) + " kernels: " + cpu_isa_unavailable(options.isa));
   const CpuIsa isa = options.isa;
-  const bool floats = !reads_bf16(isa);  // the AVX2 and portable kernels read floats
-  const cpu::Int16Order int16_order = cpu::int16_rows_order(layout, isa);  // and their few-token decodes, of some layouts, int16 rows
+  const CpuKernelChoice choice = checked_choice(isa, options.kernels);
+  const bool floats = cpu::reads_floats(isa, choice);  // the AVX2, AVX-512F and portable kernels read floats
+  const cpu::Int16Order int16_order = cpu::int16_rows_order(layout, isa, choice);  // and their few-token decodes, of some layouts, int16 rows
   const bool int16 = int16_order != cpu::Int16Order::none;
 
   CpuExpertsWorkspace local;
@@ -341,7 +408,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
         const CpuProjection& p = w13 ? experts[held[i]]->w13 : experts[held[i]]->w2;
         const uint64_t row = first[i], m = first[i + 1] - row;
         const cpu::Int16Rows rows_q = in_q ? in_q->from_row(row, k) : cpu::Int16Rows{};
-        cpu::packed_gemm_blocks(layout, isa, cpu::Gemm{p.weight, p.scale, n, k, p.zeros, p.groups}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr,
+        cpu::packed_gemm_blocks(layout, isa, choice, cpu::Gemm{p.weight, p.scale, n, k, p.zeros, p.groups}, nb0, nb1, in_b + row * k, in_f ? in_f + row * k : nullptr,
                                 in_q ? &rows_q : nullptr, m, out_rows + row * n);
         task += nb1 - nb0;
       }
@@ -354,7 +421,7 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
   // others run the FP32 panels).
   auto int16_row = [&](uint64_t r) {
     const size_t i = held_index_of_row(r);
-    return first[i + 1] - first[i] <= cpu::int16_max_tokens(isa);
+    return first[i + 1] - first[i] <= cpu::int16_max_tokens(isa, choice);
   };
 
   auto body = [&] {

@@ -27,10 +27,10 @@
 // W4A16 kernels quantize activations per token to int8 and uint8 (these kernels keep BF16 activations instead, the
 // same precision as every other layout, so one tolerance serves them all). The one exception is
 // the few-token decode of MXFP4, INT4 and INT8 on the AVX2 and AVX-512F levels (up to 8 and 4
-// tokens per expert): it reads the BF16 activations as 16-bit integers per block of 32 columns
-// (lib/experts/cpu_gemm.h, Int16Rows), exact within 2^6 of each block's largest value and within
-// 2^-14 of it below, because integer products summed exactly cost half the instructions of FP32
-// weights there.
+// tokens per expert, and on Intel the BF16 levels' up to 4: CpuKernelChoice): it reads the BF16
+// activations as 16-bit integers per block of 32 columns (lib/experts/cpu_gemm.h, Int16Rows),
+// exact within 2^6 of each block's largest value and within 2^-14 of it below, because integer
+// products summed exactly cost half the instructions of FP32 weights there.
 //
 // Instruction sets, best first: AMX (Sapphire Rapids and later: the same decoded BF16 VNNI-2
 // steps, 16 of them at a time, as the B operand of `tdpbf16ps` tiles; the BF16 AMX prepack is
@@ -42,11 +42,14 @@
 // Linux's permission to use it (arch_prctl ARCH_REQ_XCOMP_PERM); without any of them the list
 // goes on with AVX-512. Tiles pay off from 5 tokens per expert (sgl-kernel's threshold for its
 // AMX brgemm, `can_use_brgemm`: M > 4); fewer tokens run the AVX-512 kernels at that level too.
+// Within a level, CpuKernelChoice says what the instruction set does not: VNNI for the int16
+// products, and whether the AVX-512F kernels stand in for vdpbf16ps (Intel).
 // Each output value is summed by one thread in one fixed order (set by the token count, never
 // by the thread count), so the bytes do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,9 +99,40 @@ std::string cpu_isa_unavailable(CpuIsa isa);
 // benchmarks compare them); a name not in the list throws Error(usage).
 CpuIsa best_cpu_isa();
 
+// Choices within a level that its instruction set does not settle: cpu_kernel_choice() probes
+// this CPU's, and tests and benchmarks set them to compare.
+struct CpuKernelChoice {
+  // The int16 decodes (cpu_gemm.h, Int16Rows) add their word products with vpdpwssd (AVX-512
+  // VNNI in the 512-bit kernels, AVX-VNNI in the AVX2 ones) instead of pmaddwd and an add: the
+  // same int32 sums, so the same bytes, in 7 instructions a step instead of 9 (MXFP4, AVX-512F).
+  bool vnni = false;
+  // At amx_bf16 and avx512_bf16: up to kAvx512fInt16MaxTokens tokens per expert run the AVX-512F
+  // int16 decodes (MXFP4, INT4, INT8), and at avx512_bf16 prefill (5 tokens and more) runs the
+  // AVX-512F FP32 panels, instead of vdpbf16ps: Intel's cores (Sapphire Rapids and later) are
+  // slower at vdpbf16ps than at FP32 FMA (oneDNN's own bf16 matmul there runs below its f32),
+  // AMD's (Zen 4 and later) are not. Those blocks give the avx512f level's bytes. Measured on a
+  // Sapphire Rapids-class Xeon, 2 CPUs, one token: gpt-oss-20b MXFP4 at amx_bf16 3.6-3.7 ->
+  // 2.7 ms, Qwen3-30B INT4 1.2-1.9 -> 1.1 ms; 512 tokens at avx512_bf16 against oneDNN: MXFP4
+  // 0.59x -> 1.01x, FP8 0.70x -> 1.09x, BF16 0.71x -> 0.94x. On Zen 5 the same choice halves
+  // prefill (MXFP4 179 -> 340 ms), hence by vendor.
+  bool avx512f_for_bf16 = false;
+};
+inline bool operator==(const CpuKernelChoice& a, const CpuKernelChoice& b) { return a.vnni == b.vnni && a.avx512f_for_bf16 == b.avx512f_for_bf16; }
+// What this CPU runs best at the level: vnni where it has the instruction (AVX512_VNNI at the
+// AVX-512 levels, AVX-VNNI at avx2), avx512f_for_bf16 on Intel at the BF16 levels.
+// MOEPACK_CPU_VNNI=0|1 and MOEPACK_CPU_AVX512F_FOR_BF16=0|1 override them (benchmarks compare);
+// asking for VNNI on a CPU without it throws Error(usage).
+CpuKernelChoice cpu_kernel_choice(CpuIsa isa);
+// Why this CPU cannot run the choice at the level (VNNI it lacks), or empty when it can.
+std::string cpu_kernel_choice_unavailable(CpuIsa isa, const CpuKernelChoice& choice);
+// The choices that take effect at the level, by their names ("vnni", "avx512f_for_bf16"), for
+// reports: VNNI where int16 decodes run (avx2, avx512f, and a BF16 level where AVX-512F stands in).
+std::vector<std::string> cpu_kernel_choice_names(CpuIsa isa, const CpuKernelChoice& choice);
+
 struct CpuExpertsOptions {
   int threads = 0;  // 0: the CPUs this process may use (affinity mask and cgroup quota, lib/core/cpus.h)
   CpuIsa isa = best_cpu_isa();
+  std::optional<CpuKernelChoice> kernels;  // empty: cpu_kernel_choice(isa)
 };
 
 // Buffers a caller keeps across forward passes so they allocate nothing but their output.
@@ -137,6 +171,8 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
 
 // One packed GEMM, out [m, n] = x [m, k] · W^T (+ bias), x given as BF16 bits: what the layer
 // runs twice per expert, exposed for tests and benchmarks.
-void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out);
+// `kernels` empty: cpu_kernel_choice(isa).
+void cpu_packed_gemm(CpuLayout layout, CpuIsa isa, const CpuProjection& w, uint64_t n, uint64_t k, const uint16_t* x_bf16, uint64_t m, float* out,
+                     std::optional<CpuKernelChoice> kernels = {});
 
 }  // namespace moepack::experts

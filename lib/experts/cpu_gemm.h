@@ -18,8 +18,9 @@
 //                 T::avx512f_one_token where a layout has it, else by the AVX2 kernels
 //   AVX2          load8(s, o, j) the j-th float vector (kStepK == 2: four rows x two columns;
 //                 == 4: two rows x four columns) of rows 8o..8o+7; scale8(g, o)
-//   int16         optionally avx2_one_token_int16 and avx512f_one_token_int16: a few tokens,
-//                 one at a time, from activations quantized per block (Int16Rows, below)
+//   int16         optionally avx2_one_token_int16<Vnni> and avx512f_one_token_int16<Vnni>: a
+//                 few tokens, one at a time, from activations quantized per block (Int16Rows,
+//                 below), the products added by add_products<Vnni>
 //   portable      value(r, k) the weight of row r of the block at column k; scale_at(r, g)
 //   look-ahead    optionally prefetch(step): the line(s) of a step, fetched ahead by the
 //                 decode loops (kStepBytes per step); MXFP4 also prescale_is_exact,
@@ -92,15 +93,28 @@ struct Int16Rows {
 //            1340 -> 897; 12 and 16 tokens about even
 //   AVX-512F 4 tokens 306 -> 251, 333 -> 284, 395 -> 285; 5 about even; 6 tokens 374 -> 558,
 //            404 -> 432, 582 -> 667 (its 16-lane panels amortize the decode sooner)
+// The BF16 levels run the AVX-512F decodes where the choice says so (CpuKernelChoice::avx512f_for_bf16).
 inline constexpr uint64_t kAvx2Int16MaxTokens = 8, kAvx512fInt16MaxTokens = 4;
-inline constexpr uint64_t int16_max_tokens(CpuIsa isa) { return isa == CpuIsa::avx2 ? kAvx2Int16MaxTokens : isa == CpuIsa::avx512f ? kAvx512fInt16MaxTokens : 0; }
+inline constexpr bool avx512f_stands_in(CpuIsa isa, const CpuKernelChoice& choice) {
+  return choice.avx512f_for_bf16 && (isa == CpuIsa::amx_bf16 || isa == CpuIsa::avx512_bf16);
+}
+inline constexpr uint64_t int16_max_tokens(CpuIsa isa, const CpuKernelChoice& choice) {
+  if (isa == CpuIsa::avx2) return kAvx2Int16MaxTokens;
+  return isa == CpuIsa::avx512f || avx512f_stands_in(isa, choice) ? kAvx512fInt16MaxTokens : 0;
+}
 // Quantizes one row of k floats (k a multiple of 32; BF16 values, as the kernels' activations
 // are) into q [k] and unit [k / 32]; false, leaving them unspecified, when the row is left to the
 // FP32 kernels. Needs AVX2 (the levels that read these rows have it).
 bool quantize_int16_row(const float* x, uint64_t k, Int16Order order, int16_t* q, float* unit);
 // The order in which the level's kernels read Int16Rows for the layout (its few-token decode at
-// AVX2 and AVX-512F), or none when they read none: the caller quantizes the rows to it.
-Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa);
+// AVX2 and AVX-512F, and at the BF16 levels where AVX-512F stands in), or none when they read
+// none: the caller quantizes the rows to it.
+Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa, const CpuKernelChoice& choice);
+// Whether the level's kernels read the activations as floats too (not BF16 bits only): AVX2,
+// AVX-512F and portable, and the BF16 levels where AVX-512F stands in.
+inline constexpr bool reads_floats(CpuIsa isa, const CpuKernelChoice& choice) {
+  return !(isa == CpuIsa::amx_bf16 || isa == CpuIsa::avx512_bf16) || avx512f_stands_in(isa, choice);
+}
 
 // The AVX-512 level: F, BW, VL, BF16 (vdpbf16ps) and VBMI (vpermi2b, the FP8 decode's byte
 // tables). Every CPU with AVX-512 BF16 but Cooper Lake has VBMI; Cooper Lake runs the AVX2 kernels.
@@ -113,6 +127,31 @@ Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa);
 #define MOEPACK_AVX512F_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"), always_inline)) inline
 #define MOEPACK_AVX2 __attribute__((target("avx2,fma")))
 #define MOEPACK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+// acc plus the products of a's and b's int16 words, each adjacent pair summed into its int32
+// lane: pmaddwd and an add, or one vpdpwssd with VNNI (CpuKernelChoice::vnni; the same sums,
+// which the int16 kernels keep below 2^31). The VNNI form is inline assembly so that only the
+// instantiation chosen at run time holds it: with a target attribute for VNNI, the compiler
+// could use VNNI anywhere in a kernel that must also run on CPUs without it (Skylake-SP's
+// AVX-512F, Haswell's AVX2). AVX-VNNI ({vex}) reaches registers 0-15 only ("x").
+template <bool Vnni>
+MOEPACK_AVX512F_INLINE __m512i add_products(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (Vnni) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+}
+template <bool Vnni>
+MOEPACK_AVX2_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
+  if constexpr (Vnni) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+  }
+}
 
 // ---- AVX-512 BF16 ------------------------------------------------------------------------
 
@@ -854,15 +893,16 @@ constexpr uint64_t avx2_panel_min_tokens() { return HasAvx2OneToken<T> ? 3 : kPa
 // quantized for it.
 template <class T>
 concept HasAvx2OneTokenInt16 = requires(const T& t, const int16_t* q, const float* unit, uint64_t steps, float* out) {
-  { t.avx2_one_token_int16(q, unit, steps, out) };
+  { t.template avx2_one_token_int16<false>(q, unit, steps, out) };
 };
 
-template <class T>
+// Vnni: the int16 decodes add their products with vpdpwssd (add_products).
+template <class T, bool Vnni = false>
 MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
   if constexpr (HasAvx2OneTokenInt16<T>)
     if (m <= kAvx2Int16MaxTokens && xq && xq->all_ok(m)) {
       const T t(g, nb);
-      for (uint64_t i = 0; i < m; ++i) t.avx2_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+      for (uint64_t i = 0; i < m; ++i) t.template avx2_one_token_int16<Vnni>(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
       return;
     }
   if (m >= avx2_panel_min_tokens<T>()) return avx2_block_panels<T>(g, nb, x, m, out);
@@ -873,7 +913,7 @@ MOEPACK_AVX2 void avx2_block(const Gemm& g, uint64_t nb, const float* x, const I
       float* o = out + i * g.n + nb * kBlockRows;
       if constexpr (HasAvx2OneTokenInt16<T>)
         if (xq && xq->ok[i]) {
-          t.avx2_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, o);
+          t.template avx2_one_token_int16<Vnni>(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, o);
           continue;
         }
       if constexpr (HasAvx2OneToken<T>) done = t.avx2_one_token(x + i * g.k, g.k / T::kStepK, o);
@@ -1033,21 +1073,23 @@ concept HasAvx512fOneToken = requires(const T& t, const float* x, uint64_t steps
 // FP32 decode where it has one (and takes the block), else the AVX2 kernels.
 template <class T>
 concept HasAvx512fOneTokenInt16 = requires(const T& t, const int16_t* q, const float* unit, uint64_t steps, float* out) {
-  { t.avx512f_one_token_int16(q, unit, steps, out) };
+  { t.template avx512f_one_token_int16<false>(q, unit, steps, out) };
 };
 
-template <class T>
+// Vnni: the int16 decodes add their products with vpdpwssd (AVX-512 VNNI). Where it falls back
+// to the AVX2 kernels (one token whose row was refused), they get no Int16Rows.
+template <class T, bool Vnni = false>
 MOEPACK_AVX512F void avx512f_block(const Gemm& g, uint64_t nb, const float* x, const Int16Rows* xq, uint64_t m, float* out) {
   if constexpr (HasAvx512fOneTokenInt16<T>)
     if (m <= kAvx512fInt16MaxTokens && xq && xq->all_ok(m)) {
       const T t(g, nb);
-      for (uint64_t i = 0; i < m; ++i) t.avx512f_one_token_int16(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
+      for (uint64_t i = 0; i < m; ++i) t.template avx512f_one_token_int16<Vnni>(xq->q + i * g.k, xq->unit + i * (g.k / kInt16Block), g.k / T::kStepK, out + i * g.n + nb * kBlockRows);
       return;
     }
   if (m >= kPanelMinTokens) return avx512f_block_panels<T>(g, nb, x, m, out);
   if constexpr (HasAvx512fOneToken<T>)
     if (m == 1 && T(g, nb).avx512f_one_token(x, g.k / T::kStepK, out + nb * kBlockRows)) return;
-  avx2_block<T>(g, nb, x, xq, m, out);
+  avx2_block<T>(g, nb, x, nullptr, m, out);
 }
 
 // ---- portable ----------------------------------------------------------------------------
@@ -1074,7 +1116,7 @@ void scalar_block(const Gemm& g, uint64_t nb, const float* x, uint64_t m, float*
 // bits (`xb`, read by the AVX-512 kernels), as the same values in floats (`xf`, read by the
 // others; may be null on AVX-512) and, where int16_rows_order names an order, as Int16Rows
 // (`xq`; null: the FP32 kernels run). Defined in cpu_tiles.cpp.
-void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
-                        uint64_t m, float* out);
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const CpuKernelChoice& choice, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb,
+                        const float* xf, const Int16Rows* xq, uint64_t m, float* out);
 
 }  // namespace moepack::experts::cpu

@@ -216,6 +216,7 @@ struct Mxfp4Tiles {
   // group's int32 sums stay below 2^31 (16 steps of two products of at most 12·256 and 2^14).
   // Each group's sum becomes a float once, times the block's unit over 512 (the doubling and the
   // high byte), which gives the same bits as the AVX-512F decode's sum times unit/2.
+  template <bool Vnni>
   MOEPACK_AVX2_INLINE void avx2_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     static_assert(kGroupSteps * kStepK == kInt16Block, "a scale group is one block of the int16 activations");
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
@@ -234,8 +235,8 @@ struct Mxfp4Tiles {
         const __m256i codes[2] = {_mm256_and_si256(bytes, nibble), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble)};
         for (int half = 0; half < 2; ++half) {
           const __m256i v = _mm256_shuffle_epi8(twice, codes[half]);
-          acc[2 * half] = _mm256_add_epi32(acc[2 * half], _mm256_madd_epi16(_mm256_unpacklo_epi8(zero, v), xq));
-          acc[2 * half + 1] = _mm256_add_epi32(acc[2 * half + 1], _mm256_madd_epi16(_mm256_unpackhi_epi8(zero, v), xq));
+          acc[2 * half] = add_products<Vnni>(acc[2 * half], _mm256_unpacklo_epi8(zero, v), xq);
+          acc[2 * half + 1] = add_products<Vnni>(acc[2 * half + 1], _mm256_unpackhi_epi8(zero, v), xq);
         }
       }
       const __m256 u = _mm256_set1_ps(unit[g0 / kGroupSteps] * 0x1p-9f);
@@ -258,6 +259,7 @@ struct Mxfp4Tiles {
   // order), each 32-bit lane a row's two columns, multiplied by the step's two int16
   // activations and summed exactly in int32 (pmaddwd). 9 instructions a step where the FP32
   // decode below takes 13. Groups are scaled as in avx2_one_token_int16, with the same bits.
+  template <bool Vnni>
   MOEPACK_AVX512F_INLINE void avx512f_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m512i twice = _mm512_load_si512(kE2M1TwiceWords);
@@ -270,8 +272,8 @@ struct Mxfp4Tiles {
         int32_t pair;
         std::memcpy(&pair, q + 2 * st, 4);
         const __m512i xq = _mm512_set1_epi32(pair);
-        acc[0] = _mm512_add_epi32(acc[0], _mm512_madd_epi16(_mm512_permutexvar_epi16(wide, twice), xq));
-        acc[1] = _mm512_add_epi32(acc[1], _mm512_madd_epi16(_mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), twice), xq));
+        acc[0] = add_products<Vnni>(acc[0], _mm512_permutexvar_epi16(wide, twice), xq);
+        acc[1] = add_products<Vnni>(acc[1], _mm512_permutexvar_epi16(_mm512_srli_epi16(wide, 4), twice), xq);
       }
       const __m512 u = _mm512_set1_ps(unit[g0 / kGroupSteps] * 0.5f);
       const uint8_t* sg = s + (g0 / kGroupSteps) * kBlockRows;
@@ -746,6 +748,7 @@ struct Int8Vnni4Tiles : Vnni4Quads {
   // multiplies once. 7 vector instructions per 32 bytes, where widening to FP32 takes 12; AVX2
   // and AVX-512F give the same bits.
   static constexpr uint64_t kInt16BlockSteps = kInt16Block / kStepK;
+  template <bool Vnni>
   MOEPACK_AVX2_INLINE void avx2_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     __m256 total[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  // rows 8o .. 8o + 7
@@ -760,8 +763,8 @@ struct Int8Vnni4Tiles : Vnni4Quads {
         const __m256i x_even = _mm256_set1_epi32(pairs[0]), x_odd = _mm256_set1_epi32(pairs[1]);
         for (int o = 0; o < 4; ++o) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * o));
-          acc[o] = _mm256_add_epi32(acc[o], _mm256_madd_epi16(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), x_even));
-          acc[o] = _mm256_add_epi32(acc[o], _mm256_madd_epi16(_mm256_srai_epi16(v, 8), x_odd));
+          acc[o] = add_products<Vnni>(acc[o], _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), x_even);
+          acc[o] = add_products<Vnni>(acc[o], _mm256_srai_epi16(v, 8), x_odd);
         }
       }
       const __m256 u = _mm256_set1_ps(unit[b0 / kInt16BlockSteps]);
@@ -769,6 +772,7 @@ struct Int8Vnni4Tiles : Vnni4Quads {
     }
     for (int o = 0; o < 4; ++o) _mm256_storeu_ps(out + 8 * o, _mm256_mul_ps(total[o], _mm256_loadu_ps(s + 8 * o)));
   }
+  template <bool Vnni>
   MOEPACK_AVX512F_INLINE void avx512f_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // rows 0-15, 16-31
@@ -783,8 +787,8 @@ struct Int8Vnni4Tiles : Vnni4Quads {
         const __m512i x_even = _mm512_set1_epi32(pairs[0]), x_odd = _mm512_set1_epi32(pairs[1]);
         for (int h = 0; h < 2; ++h) {
           const __m512i v = _mm512_loadu_si512(p + 64 * h);
-          acc[h] = _mm512_add_epi32(acc[h], _mm512_madd_epi16(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), x_even));
-          acc[h] = _mm512_add_epi32(acc[h], _mm512_madd_epi16(_mm512_srai_epi16(v, 8), x_odd));
+          acc[h] = add_products<Vnni>(acc[h], _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), x_even);
+          acc[h] = add_products<Vnni>(acc[h], _mm512_srai_epi16(v, 8), x_odd);
         }
       }
       const __m512 u = _mm512_set1_ps(unit[b0 / kInt16BlockSteps]);
@@ -958,6 +962,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm_cvtsi128_si32(s4);
   }
+  template <bool Vnni>
   MOEPACK_AVX2_INLINE void avx2_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     static_assert(kGroupSteps % kInt16ChunkSteps == 0 && (kInt16ChunkSteps == 4 || kInt16ChunkSteps == 8), "chunks split sub-blocks and activation blocks alike");
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
@@ -978,11 +983,11 @@ struct Int4Vnni4Tiles : Vnni4Quads {
           for (int half = 0; half < 2; ++half) {
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(step + 32 * half)), high = _mm256_srli_epi16(bytes, 4);
             __m256i* a = acc[2 * half];
-            a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(_mm256_and_si256(bytes, even), x_even));
-            a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(_mm256_and_si256(bytes, odd), x_odd));
+            a[0] = add_products<Vnni>(a[0], _mm256_and_si256(bytes, even), x_even);
+            a[1] = add_products<Vnni>(a[1], _mm256_and_si256(bytes, odd), x_odd);
             __m256i* b = acc[2 * half + 1];
-            b[0] = _mm256_add_epi32(b[0], _mm256_madd_epi16(_mm256_and_si256(high, even), x_even));
-            b[1] = _mm256_add_epi32(b[1], _mm256_madd_epi16(_mm256_and_si256(high, odd), x_odd));
+            b[0] = add_products<Vnni>(b[0], _mm256_and_si256(high, even), x_even);
+            b[1] = add_products<Vnni>(b[1], _mm256_and_si256(high, odd), x_odd);
           }
         }
         const __m256i zero_term = _mm256_set1_epi32(256 * chunk_sum(q, c0));
@@ -998,6 +1003,7 @@ struct Int4Vnni4Tiles : Vnni4Quads {
     }
     for (int o = 0; o < 4; ++o) _mm256_storeu_ps(out + 8 * o, total[o]);
   }
+  template <bool Vnni>
   MOEPACK_AVX512F_INLINE void avx512f_one_token_int16(const int16_t* q, const float* unit, uint64_t steps, float* out) const {
     constexpr uint64_t kPrefetchBytes = kOneTokenAheadBytes;
     const __m512i even = _mm512_set1_epi16(0x000F), odd = _mm512_set1_epi16(0x0F00);
@@ -1020,10 +1026,10 @@ struct Int4Vnni4Tiles : Vnni4Quads {
           std::memcpy(pairs, q + 4 * st, 8);
           const __m512i x_even = _mm512_set1_epi32(pairs[0]), x_odd = _mm512_set1_epi32(pairs[1]);
           const __m512i bytes = _mm512_loadu_si512(step), high = _mm512_srli_epi16(bytes, 4);
-          acc[0][0] = _mm512_add_epi32(acc[0][0], _mm512_madd_epi16(_mm512_and_si512(bytes, even), x_even));
-          acc[0][1] = _mm512_add_epi32(acc[0][1], _mm512_madd_epi16(_mm512_and_si512(bytes, odd), x_odd));
-          acc[1][0] = _mm512_add_epi32(acc[1][0], _mm512_madd_epi16(_mm512_and_si512(high, even), x_even));
-          acc[1][1] = _mm512_add_epi32(acc[1][1], _mm512_madd_epi16(_mm512_and_si512(high, odd), x_odd));
+          acc[0][0] = add_products<Vnni>(acc[0][0], _mm512_and_si512(bytes, even), x_even);
+          acc[0][1] = add_products<Vnni>(acc[0][1], _mm512_and_si512(bytes, odd), x_odd);
+          acc[1][0] = add_products<Vnni>(acc[1][0], _mm512_and_si512(high, even), x_even);
+          acc[1][1] = add_products<Vnni>(acc[1][1], _mm512_and_si512(high, odd), x_odd);
         }
         const __m512i zero_term = _mm512_set1_epi32(256 * chunk_sum(q, c0));
         const __m512 u = _mm512_set1_ps(unit[c0 * kStepK / kInt16Block] * 0x1p-8f);
@@ -1198,7 +1204,16 @@ template <class T>
 constexpr bool kAmxScalesItsGroups = !T::kScaled || T::kGroupSteps * T::kStepK >= kTileK;
 
 template <class T>
-void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq, uint64_t m, float* out) {
+void run_blocks(CpuIsa isa, const CpuKernelChoice& choice, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
+                uint64_t m, float* out) {
+  // Where vdpbf16ps is the slower (CpuKernelChoice::avx512f_for_bf16), the AVX-512F kernels take
+  // a BF16 level's few-token int16 decodes and, at avx512_bf16, its prefill; every other block
+  // keeps the level's own kernels.
+  if (avx512f_stands_in(isa, choice)) {
+    const bool int16 = HasAvx512fOneTokenInt16<T> && m <= kAvx512fInt16MaxTokens && xq && xq->all_ok(m);
+    const bool prefill = isa == CpuIsa::avx512_bf16 && m > kAvx512fInt16MaxTokens;
+    if (int16 || prefill) isa = CpuIsa::avx512f;
+  }
   if (isa == CpuIsa::amx_bf16) {
     if constexpr (kAmxScalesItsGroups<T>)
       if (m >= kAmxMinTokens) return amx_blocks<T>(g, nb0, nb1, xb, m, out);
@@ -1206,8 +1221,8 @@ void run_blocks(CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uin
   }
   for (uint64_t nb = nb0; nb < nb1; ++nb) {
     if (isa == CpuIsa::avx512_bf16) avx512_block<T>(g, nb, xb, m, out);
-    else if (isa == CpuIsa::avx512f) avx512f_block<T>(g, nb, xf, xq, m, out);
-    else if (isa == CpuIsa::avx2) avx2_block<T>(g, nb, xf, xq, m, out);
+    else if (isa == CpuIsa::avx512f) choice.vnni ? avx512f_block<T, true>(g, nb, xf, xq, m, out) : avx512f_block<T, false>(g, nb, xf, xq, m, out);
+    else if (isa == CpuIsa::avx2) choice.vnni ? avx2_block<T, true>(g, nb, xf, xq, m, out) : avx2_block<T, false>(g, nb, xf, xq, m, out);
     else scalar_block<T>(g, nb, xf, m, out);
   }
 }
@@ -1255,28 +1270,28 @@ MOEPACK_AVX2 bool quantize_int16_row(const float* x, uint64_t k, Int16Order orde
   return true;
 }
 
-Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa) {
-  if (isa != CpuIsa::avx512f && isa != CpuIsa::avx2) return Int16Order::none;
+Int16Order int16_rows_order(CpuLayout layout, CpuIsa isa, const CpuKernelChoice& choice) {
+  if (int16_max_tokens(isa, choice) == 0) return Int16Order::none;
   if (layout == CpuLayout::mxfp4) return Int16Order::columns;
   if (layout == CpuLayout::int4_vnni4 || layout == CpuLayout::int8_vnni4) return Int16Order::quad_pairs;
   return Int16Order::none;
 }
 
-void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb, const float* xf, const Int16Rows* xq,
-                        uint64_t m, float* out) {
+void packed_gemm_blocks(CpuLayout layout, CpuIsa isa, const CpuKernelChoice& choice, const Gemm& g, uint64_t nb0, uint64_t nb1, const uint16_t* xb,
+                        const float* xf, const Int16Rows* xq, uint64_t m, float* out) {
   switch (layout) {
-    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::mxfp4: return run_blocks<Mxfp4Tiles>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::bf16_amx: return run_blocks<Bf16AmxTiles>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::bf16_vec: return run_blocks<Bf16VecTiles>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::fp8_block: return run_blocks<Fp8BlockTiles>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+    case CpuLayout::int8_vnni4: return run_blocks<Int8Vnni4Tiles>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
     case CpuLayout::int4_vnni4:
       // block_k = min(group size, 128) (checked by cpu_int4_groups_unfit before any call)
       switch (std::min<uint64_t>(g.k / g.groups, 128)) {
-        case 16: return run_blocks<Int4Vnni4Tiles<16>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-        case 32: return run_blocks<Int4Vnni4Tiles<32>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-        case 64: return run_blocks<Int4Vnni4Tiles<64>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
-        case 128: return run_blocks<Int4Vnni4Tiles<128>>(isa, g, nb0, nb1, xb, xf, xq, m, out);
+        case 16: return run_blocks<Int4Vnni4Tiles<16>>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+        case 32: return run_blocks<Int4Vnni4Tiles<32>>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+        case 64: return run_blocks<Int4Vnni4Tiles<64>>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
+        case 128: return run_blocks<Int4Vnni4Tiles<128>>(isa, choice, g, nb0, nb1, xb, xf, xq, m, out);
       }
       throw_internal("packed_gemm_blocks: int4_vnni4 block_k");
   }

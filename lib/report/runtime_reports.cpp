@@ -71,6 +71,7 @@ nlohmann::ordered_json bench_json(const runtime::BenchReport& r) {
            {{"cpu", r.cpu},
             {"threads", r.threads},
             {"isa", r.isa},
+            {"kernel_choices", r.kernel_choices},
             {"stream_read_gbps", r.stream_read_gbps},
             {"onednn_bf16_gflops", or_null(r.onednn.bf16_gflops)},
             {"allowed_cpus", r.allowed_cpus},

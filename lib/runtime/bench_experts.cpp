@@ -297,6 +297,7 @@ BenchReport bench_experts(const BenchOptions& o) {
   rep.threads = threads;
   rep.allowed_cpus = allowed_cpus();
   rep.isa = std::string(experts::cpu_isa_name(experts::best_cpu_isa()));
+  rep.kernel_choices = experts::cpu_kernel_choice_names(experts::best_cpu_isa(), experts::cpu_kernel_choice(experts::best_cpu_isa()));
   rep.onednn_isa = cap_onednn_isa(experts::best_cpu_isa());
   rep.prefix = L.prefix;
   // The w13 weight's layout, under the names its parameter has (GPTQ/AWQ qweight,

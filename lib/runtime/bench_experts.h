@@ -51,6 +51,7 @@ struct BenchReport {
   int threads = 0;
   int allowed_cpus = 0;                     // what the process may use (affinity mask, cgroup quota)
   std::string isa;
+  std::vector<std::string> kernel_choices;  // the choices within the level (experts::cpu_kernel_choice_names)
   double stream_read_gbps = 0;
   uint64_t last_level_cache_bytes = 0;      // 0 when this machine does not say
   // oneDNN on one expert's w13 and w2 at the rows an expert gets in a 512-token batch

@@ -47,6 +47,8 @@ TEST(BenchCli, ThreadsFollowTheAffinityMaskAndTheFlagWins) {
   EXPECT_EQ(doc["machine"]["threads"], 1) << "one CPU allowed, one thread";
   EXPECT_EQ(doc["machine"]["allowed_cpus"], 1);
   EXPECT_TRUE(doc["machine"]["isa"].is_string());
+  ASSERT_TRUE(doc["machine"]["kernel_choices"].is_array());
+  for (const json& choice : doc["machine"]["kernel_choices"]) EXPECT_TRUE(choice == "vnni" || choice == "avx512f_for_bf16") << choice;
   EXPECT_TRUE(doc["machine"]["last_level_cache_bytes"].is_number());
   EXPECT_TRUE(doc["machine"]["onednn_isa"].is_string() || doc["machine"]["onednn_f32_gflops"].is_null()) << "oneDNN names the set it ran";
   ASSERT_EQ(doc["results"].size(), 2u);
@@ -94,6 +96,43 @@ TEST(BenchCli, AForcedLevelHoldsTheOneDnnPeerToItsTier) {
   // oneDNN may add AVX-VNNI (avx2_vnni) on an AVX2-only CPU that has it.
   const std::string onednn = machine["onednn_isa"];
   EXPECT_TRUE(onednn == "avx2" || onednn == "avx2_vnni") << onednn;
+}
+
+// The choices within a level follow MOEPACK_CPU_VNNI and MOEPACK_CPU_AVX512F_FOR_BF16, and
+// report only where they take effect; a value that is not 0 or 1 is a usage error (exit 2) that
+// --json reports as such.
+TEST(BenchCli, KernelChoicesFollowTheEnvironmentAndBadValuesAreRefused) {
+  TempDir dir;
+  const std::string art = dir.file("a");
+  ASSERT_EQ(run_moepack({"convert", source_dir() + "/samples/gpt-oss-mxfp4", "--target", "cpu-amx", "-o", art, "-q"}).exit_code, 0);
+  struct Restore {
+    ~Restore() {
+      unsetenv("MOEPACK_CPU_ISA");
+      unsetenv("MOEPACK_CPU_VNNI");
+      unsetenv("MOEPACK_CPU_AVX512F_FOR_BF16");
+    }
+  } restore;
+  auto choices = [&] {
+    CommandResult r = run_moepack({"bench", "experts", art, "--tokens", "1", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["machine"];
+  };
+  setenv("MOEPACK_CPU_ISA", "avx2", 1);
+  setenv("MOEPACK_CPU_VNNI", "0", 1);
+  json machine = choices();
+  if (machine["isa"] != "avx2") GTEST_SKIP() << "this machine runs no AVX2";
+  EXPECT_EQ(machine["kernel_choices"], json::array());
+  setenv("MOEPACK_CPU_AVX512F_FOR_BF16", "1", 1);
+  EXPECT_EQ(choices()["kernel_choices"], json::array()) << "the stand-in takes effect at the BF16 levels only";
+  setenv("MOEPACK_CPU_ISA", "avx512_bf16", 1);
+  machine = choices();
+  if (machine["isa"] == "avx512_bf16") {
+    EXPECT_EQ(machine["kernel_choices"], json::array({"avx512f_for_bf16"}));
+  }
+  setenv("MOEPACK_CPU_VNNI", "yes", 1);
+  CommandResult bad = run_moepack({"bench", "experts", art, "--tokens", "1", "--json"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("MOEPACK_CPU_VNNI=yes is neither 0 nor 1"), std::string::npos) << bad.out;
 }
 
 }  // namespace

@@ -132,6 +132,42 @@ INSTANTIATE_TEST_SUITE_P(Sizes, FastCpu,
                            return n;
                          });
 
+// A whole layer at the avx512_bf16 level with the AVX-512F kernels standing in for vdpbf16ps
+// (Intel's choice, CpuKernelChoice::avx512f_for_bf16) gives the avx512f level's bytes for the
+// layouts with int16 decodes: experts with up to 4 tokens run the same int16 decodes (their rows
+// rounded to BF16 by the level's own conversion), the others the same FP32 panels. One token,
+// 8 (one or two a expert) and 45 (about 11 a expert).
+TEST(FastCpuLayout, Avx512fStandingInForBf16GivesTheAvx512fLayer) {
+  if (!experts::cpu_supports(experts::CpuIsa::avx512_bf16)) GTEST_SKIP() << "avx512_bf16 does not run here: " << experts::cpu_isa_unavailable(experts::CpuIsa::avx512_bf16);
+  for (const char* family : {"gpt-oss-mxfp4", "ct-w8a8-int8", "gptq-int4"}) {
+    SCOPED_TRACE(family);
+    test::TempDir dir;
+    synth::SampleOptions so;
+    so.hidden = 256;  // GPTQ's groups of 128
+    so.intermediate = 128;
+    so.experts = 8;
+    so.seed = 5;
+    synth::write_sample(family, dir.file("src"), so);
+    test::convert_checkpoint(dir.file("src"), "cpu-amx", dir.file("a"));
+    ArtifactRuntime rt(dir.file("a"));
+    const artifact::Layer& L = rt.manifest().layers[0];
+    experts::CpuExpertsOptions stand_in, avx512f;
+    stand_in.isa = experts::CpuIsa::avx512_bf16;
+    stand_in.kernels = experts::cpu_kernel_choice(experts::CpuIsa::avx512_bf16);
+    stand_in.kernels->avx512f_for_bf16 = true;
+    avx512f.isa = experts::CpuIsa::avx512f;
+    avx512f.kernels = experts::cpu_kernel_choice(experts::CpuIsa::avx512f);
+    avx512f.kernels->vnni = stand_in.kernels->vnni;
+    for (uint64_t T : {1u, 8u, 45u}) {
+      const std::vector<float> x = experts::seeded_normal(3, T * L.hidden_size), logits = experts::seeded_normal(4, T * L.num_experts);
+      const experts::Routing routing = rt.route(0, logits, T);
+      const std::vector<float> got = rt.run_fast_cpu(0, x, routing, T, stand_in);
+      EXPECT_EQ(got, rt.run_fast_cpu(0, x, routing, T, avx512f)) << T << " tokens";
+      EXPECT_LT(rel_error(got, rt.run(0, x, routing, T)), 2e-2) << T << " tokens";
+    }
+  }
+}
+
 // The INT4 kernels subtract zero points by a table of 0..16 (every value convert writes); an
 // artifact holding another is refused by tensor and element (exit 4), not computed wrongly.
 TEST(FastCpuLayout, Int4ZeroPointsOutsideTheirRangeAreRefused) {

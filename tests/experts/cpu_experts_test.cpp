@@ -163,9 +163,10 @@ std::vector<uint16_t> bf16_activations(uint64_t m, uint64_t k, uint64_t seed) {
   return x;
 }
 
-std::vector<float> gemm(CpuLayout layout, CpuIsa isa, const Packed& p, uint64_t n, uint64_t k, const std::vector<uint16_t>& x, uint64_t m, int threads) {
+std::vector<float> gemm(CpuLayout layout, CpuIsa isa, const Packed& p, uint64_t n, uint64_t k, const std::vector<uint16_t>& x, uint64_t m, int threads,
+                        std::optional<CpuKernelChoice> kernels = {}) {
   std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
-  tbb::task_arena(threads).execute([&] { cpu_packed_gemm(layout, isa, p.projection(), n, k, x.data(), m, out.data()); });
+  tbb::task_arena(threads).execute([&] { cpu_packed_gemm(layout, isa, p.projection(), n, k, x.data(), m, out.data(), kernels); });
   return out;
 }
 
@@ -191,11 +192,14 @@ double int16_unit(const uint16_t* block) {
   std::memcpy(&bits, &largest, 4);
   return std::ldexp(1.0, static_cast<int>(bits >> 23) - 140);
 }
-// Whether the level runs the layout's int16 decode for m tokens a block.
+// Whether the level runs the layout's int16 decode for m tokens a block (with this CPU's choice
+// within the level).
 bool reads_int16(CpuLayout layout, CpuIsa isa, uint64_t m) {
-  if (cpu::int16_rows_order(layout, isa) == cpu::Int16Order::none) return false;
-  return m <= (isa == CpuIsa::avx2 ? cpu::kAvx2Int16MaxTokens : cpu::kAvx512fInt16MaxTokens);
+  const CpuKernelChoice choice = cpu_kernel_choice(isa);
+  return cpu::int16_rows_order(layout, isa, choice) != cpu::Int16Order::none && m <= cpu::int16_max_tokens(isa, choice);
 }
+// Whether the layout has int16 decodes (at AVX2 and AVX-512F).
+bool has_int16_decode(CpuLayout layout) { return cpu::int16_rows_order(layout, CpuIsa::avx2, CpuKernelChoice{}) != cpu::Int16Order::none; }
 Reference reference(const Packed& p, uint64_t n, uint64_t k, const std::vector<uint16_t>& x, uint64_t m, bool int16 = false) {
   const size_t size = static_cast<size_t>(m * n);
   Reference ref{std::vector<double>(size), std::vector<double>(size), std::vector<double>(size)};
@@ -379,7 +383,7 @@ TEST(CpuPackedGemm, Avx512fPrefillGivesTheAvx2Bytes) {
     for (uint64_t m : {3u, 7u, 12u, 13u, 32u, 37u}) {
       // Layouts with an int16 decode run it per token up to kAvx2Int16MaxTokens on AVX2 (and up
       // to kAvx512fInt16MaxTokens on AVX-512F): the panels from there on.
-      if (cpu::int16_rows_order(c.layout, CpuIsa::avx2) != cpu::Int16Order::none && m <= cpu::kAvx2Int16MaxTokens) continue;
+      if (has_int16_decode(c.layout) && m <= cpu::kAvx2Int16MaxTokens) continue;
       const std::vector<uint16_t> x = bf16_activations(m, c.k, 100 + m);
       const std::vector<float> wide = gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, m, 2), narrow = gemm(c.layout, CpuIsa::avx2, p, c.n, c.k, x, m, 2);
       EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * 4)) << ::testing::PrintToString(c) << ", " << m << " tokens";
@@ -394,8 +398,8 @@ TEST(CpuPackedGemm, Int16DecodesGiveTheSameBytesOnAvx2AndAvx512f) {
   if (!cpu_supports(CpuIsa::avx512f)) GTEST_SKIP() << "avx512f does not run here: " << cpu_isa_unavailable(CpuIsa::avx512f);
   int compared = 0;
   for (const GemmCase& c : kGemmCases) {
-    if (cpu::int16_rows_order(c.layout, CpuIsa::avx2) == cpu::Int16Order::none) continue;
-    ASSERT_NE(cpu::int16_rows_order(c.layout, CpuIsa::avx512f), cpu::Int16Order::none) << ::testing::PrintToString(c);
+    if (!has_int16_decode(c.layout)) continue;
+    ASSERT_NE(cpu::int16_rows_order(c.layout, CpuIsa::avx512f, CpuKernelChoice{}), cpu::Int16Order::none) << ::testing::PrintToString(c);
     const Packed p = make(c.layout, c.n, c.k, 9 + c.n + c.k, true, c.group);
     for (uint64_t m = 1; m <= cpu::kAvx512fInt16MaxTokens; ++m) {  // both levels run the int16 decode per token
       const std::vector<uint16_t> x = bf16_activations(m, c.k, 200 + m);
@@ -405,6 +409,71 @@ TEST(CpuPackedGemm, Int16DecodesGiveTheSameBytesOnAvx2AndAvx512f) {
     }
   }
   EXPECT_EQ(compared, 4 * 9) << "the MXFP4, INT4 and INT8 cases";
+}
+
+// vpdpwssd adds the same int32 sums as pmaddwd and an add (CpuKernelChoice::vnni): the int16
+// decodes give the same bytes with and without it, at both levels, for every token count they
+// run. Where this CPU lacks the instruction the choice is refused by name.
+TEST(CpuPackedGemm, VnniGivesThePmaddwdBytes) {
+  int compared = 0;
+  for (CpuIsa isa : {CpuIsa::avx512f, CpuIsa::avx2}) {
+    if (!cpu_supports(isa)) continue;
+    CpuKernelChoice with, without;
+    with.vnni = true;
+    if (!cpu_kernel_choice_unavailable(isa, with).empty()) {
+      const Packed p = make(CpuLayout::mxfp4, 32, 32, 1, false);
+      const std::vector<uint16_t> x = bf16_activations(1, 32, 1);
+      EXPECT_THROW(gemm(CpuLayout::mxfp4, isa, p, 32, 32, x, 1, 1, with), Error) << cpu_isa_name(isa);
+      continue;
+    }
+    for (const GemmCase& c : kGemmCases) {
+      if (!has_int16_decode(c.layout)) continue;
+      const Packed p = make(c.layout, c.n, c.k, 11 + c.n + c.k, true, c.group);
+      for (uint64_t m = 1; m <= cpu::int16_max_tokens(isa, without); ++m) {
+        const std::vector<uint16_t> x = bf16_activations(m, c.k, 300 + m);
+        const std::vector<float> a = gemm(c.layout, isa, p, c.n, c.k, x, m, 2, with), b = gemm(c.layout, isa, p, c.n, c.k, x, m, 2, without);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << ::testing::PrintToString(c) << ", " << cpu_isa_name(isa) << ", " << m << " tokens";
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no level with VNNI runs here";
+}
+
+// Where vdpbf16ps is the slower (Intel), a BF16 level lets the AVX-512F kernels take its
+// few-token int16 decodes and, at avx512_bf16, its prefill (CpuKernelChoice::avx512f_for_bf16):
+// those blocks give the avx512f level's bytes; the others (FP8 and BF16 decodes) the level's own.
+TEST(CpuPackedGemm, Avx512fStandingInForBf16GivesItsBytes) {
+  if (!cpu_supports(CpuIsa::avx512_bf16)) GTEST_SKIP() << "avx512_bf16 does not run here: " << cpu_isa_unavailable(CpuIsa::avx512_bf16);
+  CpuKernelChoice stand_in = cpu_kernel_choice(CpuIsa::avx512_bf16), own = stand_in;
+  stand_in.avx512f_for_bf16 = true;
+  own.avx512f_for_bf16 = false;
+  CpuKernelChoice avx512f = cpu_kernel_choice(CpuIsa::avx512f);
+  avx512f.vnni = stand_in.vnni;
+  int int16 = 0, prefill = 0, own_kernels = 0;
+  for (const GemmCase& c : kGemmCases) {
+    const Packed p = make(c.layout, c.n, c.k, 13 + c.n + c.k, true, c.group);
+    for (uint64_t m : {1u, 2u, 4u, 5u, 13u, 37u}) {
+      const std::vector<uint16_t> x = bf16_activations(m, c.k, 400 + m);
+      const std::vector<float> got = gemm(c.layout, CpuIsa::avx512_bf16, p, c.n, c.k, x, m, 2, stand_in);
+      const bool avx512f_runs = m > cpu::kAvx512fInt16MaxTokens || has_int16_decode(c.layout);
+      const std::vector<float> want =
+          avx512f_runs ? gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, m, 2, avx512f) : gemm(c.layout, CpuIsa::avx512_bf16, p, c.n, c.k, x, m, 2, own);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << ::testing::PrintToString(c) << ", " << m << " tokens";
+      ++(m > cpu::kAvx512fInt16MaxTokens ? prefill : avx512f_runs ? int16 : own_kernels);
+    }
+  }
+  EXPECT_EQ(int16, 9 * 3);
+  EXPECT_EQ(prefill, 15 * 3);
+  EXPECT_EQ(own_kernels, 6 * 3);
+  // The AMX level keeps its tiles from 5 tokens; below, the same int16 decodes.
+  if (cpu_supports(CpuIsa::amx_bf16)) {
+    const GemmCase c{CpuLayout::int4_vnni4, 96, 416, 32};
+    const Packed p = make(c.layout, c.n, c.k, 17, true, c.group);
+    const std::vector<uint16_t> x = bf16_activations(3, c.k, 17);
+    const std::vector<float> got = gemm(c.layout, CpuIsa::amx_bf16, p, c.n, c.k, x, 3, 2, stand_in), want = gemm(c.layout, CpuIsa::avx512f, p, c.n, c.k, x, 3, 2, avx512f);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4));
+  }
 }
 
 // A block's largest magnitude lands in 2^13..2^14 - 1 on a power-of-two unit; every value within
