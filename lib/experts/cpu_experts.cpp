@@ -434,11 +434,12 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
       if (int16) ws.x_ok[r] = int16_row(r) && cpu::quantize_int16_row(row, Hp, int16_order, ws.x_q.data() + r * Hp, ws.x_unit.data() + r * (Hp / cpu::kInt16Block));
     });
     stage(n13, Hp, true, xb.data(), floats ? y.data() : nullptr, int16 ? &x_rows : nullptr, h.data());
-    per_row(R, [&](uint64_t r) {
+    // The activation of columns [j0, j1) of row r.
+    auto activate = [&](uint64_t r, uint64_t j0, uint64_t j1) {
       const float* hr = h.data() + r * n13;
       const float* b = expert_of_row(r)->w13.bias;
       float* ar = a.data() + r * P;
-      for (uint64_t j = 0; j < P; ++j) {
+      for (uint64_t j = j0; j < j1; ++j) {
         auto [g, u] = s.gated ? gate_and_up(hr, j, P, s.rows) : std::pair<float, float>{hr[j], 0.0f};
         if (b) {
           const auto [bg, bu] = s.gated ? gate_and_up(b, j, P, s.rows) : std::pair<float, float>{b[j], 0.0f};
@@ -447,6 +448,21 @@ std::vector<float> cpu_experts_moe(CpuLayout layout, const std::vector<float>& x
         }
         ar[j] = activation_value(act, g, u);
       }
+    };
+    // A decode step's few rows are split into column chunks as well: one thread working through
+    // the rows' thousands of exponentials alone left the others idle for about a tenth of a
+    // gpt-oss-20b forward at one token (Zen 5, 2 threads).
+    constexpr uint64_t kActivationChunk = 256;
+    const bool by_chunks = R < 8;
+    if (by_chunks) {
+      const uint64_t chunks = (P + kActivationChunk - 1) / kActivationChunk;
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, R * chunks), [&](const tbb::blocked_range<uint64_t>& range) {
+        for (uint64_t i = range.begin(); i < range.end(); ++i) activate(i / chunks, (i % chunks) * kActivationChunk, std::min(P, (i % chunks + 1) * kActivationChunk));
+      });
+    }
+    per_row(R, [&](uint64_t r) {
+      if (!by_chunks) activate(r, 0, P);
+      float* ar = a.data() + r * P;
       to_bf16(isa, ar, ab.data() + r * P, floats ? ar : nullptr, P);
       if (int16) ws.act_ok[r] = int16_row(r) && cpu::quantize_int16_row(ar, P, int16_order, ws.act_q.data() + r * P, ws.act_unit.data() + r * (P / cpu::kInt16Block));
     });

@@ -94,6 +94,7 @@ TEST_P(FastCpu, AgreesWithTheEmulationAndIsThreadCountStable) {
     const experts::Routing r1 = rt.route(0, std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(T1 * L.num_experts)), T1);
     const std::vector<float> small = rt.run_fast_cpu(0, x1, r1, T1, two);
     EXPECT_LT(rel_error(small, rt.run(0, x1, r1, T1)), 2e-2);
+    EXPECT_EQ(small, rt.run_fast_cpu(0, x1, r1, T1, one)) << "a decode step's activation, split by columns, is thread-count stable too";
     EXPECT_EQ(rt.run_fast_cpu(0, x, routing, T, two), f1);
   }
   // The portable kernel computes the same sums up to float summation order (and, on the AVX2
