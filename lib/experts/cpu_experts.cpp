@@ -180,10 +180,14 @@ namespace {
 
 // VNNI at the level's width: AVX-VNNI (VEX vpdpwssd on ymm) for the AVX2 kernels, AVX512_VNNI
 // for the 512-bit ones (the BF16 levels' int16 decodes are the AVX-512F kernels).
+// Read from CPUID, as clang 14's __builtin_cpu_supports does not know AVX-VNNI: leaf 7 subleaf 1
+// EAX[4] (AVX-VNNI), leaf 7 subleaf 0 ECX[11] (AVX512_VNNI). The OS state for the registers is
+// the level's own condition (cpu_isa_unavailable).
 bool has_vnni(CpuIsa isa) {
-  __builtin_cpu_init();
-  if (isa == CpuIsa::avx2) return __builtin_cpu_supports("avxvnni");
-  return isa != CpuIsa::scalar && __builtin_cpu_supports("avx512vnni");
+  if (isa == CpuIsa::scalar) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (isa == CpuIsa::avx2) return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
 }
 
 // MOEPACK_CPU_<name>=0|1, or `otherwise` when unset or empty.
