@@ -28,9 +28,15 @@ struct InspectOptions {
   bool check_values = false;
 };
 
+// Built digit by digit rather than by inserting commas: GCC 12 at -O3 reports a false array-bounds
+// overflow inside std::string::insert here once the headers come precompiled.
 std::string with_commas(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  const std::string digits = std::to_string(n);
+  std::string s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
   return s;
 }
 
