@@ -44,8 +44,11 @@ void print_text(const runtime::VerifyReport& r, const VerifyCliOptions& o) {
     if (!l.compared_with.empty()) std::printf(": vs %s, max abs %.3g, rel %.3g (tolerance %.0e)", l.compared_with.c_str(), l.max_abs_error, l.max_rel_error, l.tolerance);
     else if (l.ok) std::printf(": ran; nothing to compare with (give --source or --golden)");
     std::printf("\n");
-    if (!l.fast_cpu_isa.empty())
-      std::printf("       fast CPU experts (%s): rel %.3g (tolerance %.0e)\n", l.fast_cpu_isa.c_str(), l.fast_max_rel_error, l.fast_tolerance);
+    if (!l.fast_cpu_isa.empty()) {
+      std::string kernels = l.fast_cpu_isa;
+      for (size_t i = 0; i < l.fast_cpu_kernel_choices.size(); ++i) kernels += (i == 0 ? "; " : ", ") + l.fast_cpu_kernel_choices[i];
+      std::printf("       fast CPU experts (%s): rel %.3g (tolerance %.0e)\n", kernels.c_str(), l.fast_max_rel_error, l.fast_tolerance);
+    }
     if (!l.note.empty()) std::printf("       %s\n", l.note.c_str());
   }
   for (const auto& p : r.golden_problems) std::printf("  golden FAIL %s\n", p.c_str());

@@ -15,7 +15,10 @@ nlohmann::ordered_json verify_json(const runtime::VerifyReport& r) {
                       {"max_abs_error", l.max_abs_error}, {"max_rel_error", l.max_rel_error}, {"tolerance", l.tolerance}, {"ok", l.ok},
                       {"note", l.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.note)},
                       {"fast_cpu", l.fast_cpu_isa.empty() ? nlohmann::ordered_json(nullptr)
-                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa}, {"max_rel_error", l.fast_max_rel_error}, {"tolerance", l.fast_tolerance}}},
+                                                          : nlohmann::ordered_json{{"isa", l.fast_cpu_isa},
+                                                                                 {"max_rel_error", l.fast_max_rel_error},
+                                                                                 {"tolerance", l.fast_tolerance},
+                                                                                 {"kernel_choices", l.fast_cpu_kernel_choices}}},
                       {"run", l.run}});
   return {{"ok", r.ok()},
           {"tokens", r.tokens},

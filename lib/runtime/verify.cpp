@@ -126,6 +126,7 @@ void compare_fast_cpu(ArtifactRuntime& runtime, size_t li, const LayerInputs& in
   double err = 0;
   for (size_t i = 0; i < fast.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(fast[i]) - against[i]));
   v.fast_cpu_isa = std::string(ex::cpu_isa_name(ex::best_cpu_isa()));
+  v.fast_cpu_kernel_choices = ex::cpu_kernel_choice_names(ex::best_cpu_isa(), ex::cpu_kernel_choice(ex::best_cpu_isa()));
   v.fast_max_rel_error = err / std::max(max_abs(against), 1e-30);
   v.fast_tolerance = fast_cpu_tolerance();
   if (!(v.fast_max_rel_error <= v.fast_tolerance)) fail(v, "the fast CPU experts differ beyond their tolerance");

@@ -64,6 +64,7 @@ struct LayerVerdict {
   // CPU layouts also run through the fast CPU experts (BF16 activations): their ISA and error
   // against the same comparison ("" when the layer has no fast kernel).
   std::string fast_cpu_isa;
+  std::vector<std::string> fast_cpu_kernel_choices;  // the choices within the level (experts::cpu_kernel_choice_names)
   double fast_max_rel_error = 0;
   double fast_tolerance = 0;
   // False for a layer quick mode left out: only its tensors' hashes were checked.
