@@ -182,12 +182,17 @@ namespace {
 // for the 512-bit ones (the BF16 levels' int16 decodes are the AVX-512F kernels).
 // Read from CPUID, as clang 14's __builtin_cpu_supports does not know AVX-VNNI: leaf 7 subleaf 1
 // EAX[4] (AVX-VNNI), leaf 7 subleaf 0 ECX[11] (AVX512_VNNI). The OS state for the registers is
-// the level's own condition (cpu_isa_unavailable).
+// the level's own condition (cpu_isa_unavailable). Read once: every packed GEMM with a choice
+// asks, and CPUID is slow (under a hypervisor, an exit to it).
 bool has_vnni(CpuIsa isa) {
+  static const auto vnni = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool avx = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+    const bool avx512 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+    return std::pair<bool, bool>{avx, avx512};
+  }();
   if (isa == CpuIsa::scalar) return false;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (isa == CpuIsa::avx2) return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+  return isa == CpuIsa::avx2 ? vnni.first : vnni.second;
 }
 
 // MOEPACK_CPU_<name>=0|1, or `otherwise` when unset or empty.
@@ -262,13 +267,13 @@ void check_projection(CpuLayout layout, const CpuProjection& p, uint64_t n, uint
   if (!p.zeros) throw Error(ErrorKind::bad_input, what() + ": the int4_vnni4 kernels need the zero points");
 }
 
-// The kernel choice to run at the level (the CPU's own when not given), or Error(usage) where
-// this CPU cannot run the level or the choice.
+// The kernel choice to run at the level (the CPU's own when not given, which cpu_kernel_choice
+// checks), or Error(usage) where this CPU cannot run the level or a given choice.
 CpuKernelChoice checked_choice(CpuIsa isa, const std::optional<CpuKernelChoice>& given) {
   if (!cpu_supports(isa)) throw Error(ErrorKind::usage, "this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels: " + cpu_isa_unavailable(isa));
-  const CpuKernelChoice choice = given ? *given : cpu_kernel_choice(isa);
-  if (const std::string why = cpu_kernel_choice_unavailable(isa, choice); !why.empty()) throw Error(ErrorKind::usage, why);
-  return choice;
+  if (!given) return cpu_kernel_choice(isa);
+  if (const std::string why = cpu_kernel_choice_unavailable(isa, *given); !why.empty()) throw Error(ErrorKind::usage, why);
+  return *given;
 }
 
 }  // namespace
